@@ -1,0 +1,59 @@
+//! Java's string conversions for header field values (`String.valueOf` out,
+//! `Integer.parseInt` / `Long.parseLong` / `Boolean.parseBoolean` in).
+
+pub trait FieldValue: Sized {
+    /// `None` when the text is not a valid value of this type.
+    fn parse(text: &str) -> Option<Self>;
+    fn render(&self) -> String;
+}
+
+impl FieldValue for String {
+    fn parse(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+    fn render(&self) -> String {
+        self.clone()
+    }
+}
+
+/// `Boolean.parseBoolean`: only a case-insensitive "true" is true; anything else is
+/// false, never an error.
+impl FieldValue for bool {
+    fn parse(text: &str) -> Option<Self> {
+        Some(text.eq_ignore_ascii_case("true"))
+    }
+    fn render(&self) -> String {
+        if *self { "true" } else { "false" }.to_owned()
+    }
+}
+
+macro_rules! integer_field {
+    ($($t:ty),*) => {$(
+        /// Java's integer parsers: optional sign, decimal digits, nothing else.
+        impl FieldValue for $t {
+            fn parse(text: &str) -> Option<Self> {
+                text.parse().ok()
+            }
+            fn render(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+
+integer_field!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_semantics() {
+        assert_eq!(bool::parse("TRUE"), Some(true));
+        assert_eq!(bool::parse("yes"), Some(false));
+        assert_eq!(i32::parse("-12"), Some(-12));
+        assert_eq!(i32::parse(" 1"), None);
+        assert_eq!(i64::parse("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(i32::parse("2147483648"), None);
+    }
+}

@@ -1,0 +1,199 @@
+//! Typed request/response headers, converted to and from a command's extFields.
+//!
+//! RocketMQ's `RemotingCommand.decodeCommandCustomHeader` fills a header class from
+//! extFields with Java's parsers; a `@CFNotNull` field that is missing fails the request
+//! with `SYSTEM_ERROR`. [`header!`](crate::header!) declares a header the same way: each
+//! field is `required`, `optional` (an `Option`) or `default` (a Java primitive that
+//! keeps its initial value when absent).
+
+mod field;
+
+pub use field::FieldValue;
+
+use thiserror::Error;
+
+use crate::ExtFields;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HeaderError {
+    /// Same wording as Java's `RemotingCommandException` so client logs read alike.
+    #[error("the custom field <{0}> is null")]
+    Missing(&'static str),
+    #[error("the custom field <{field}> has an invalid value {value:?}")]
+    Invalid { field: &'static str, value: String },
+}
+
+/// A typed view of a command's extFields.
+pub trait CommandHeader: Sized {
+    fn read(fields: &ExtFields) -> Result<Self, HeaderError>;
+    fn write(&self, fields: &mut ExtFields);
+}
+
+/// A command that carries no header fields.
+impl CommandHeader for () {
+    fn read(_: &ExtFields) -> Result<Self, HeaderError> {
+        Ok(())
+    }
+    fn write(&self, _: &mut ExtFields) {}
+}
+
+/// Reads one field. `required` fails when absent, `optional` yields `None`, `default`
+/// yields the given value.
+pub fn read_required<T: FieldValue>(
+    fields: &ExtFields,
+    key: &'static str,
+) -> Result<T, HeaderError> {
+    match fields.get(key) {
+        Some(v) => parse(key, v),
+        None => Err(HeaderError::Missing(key)),
+    }
+}
+
+pub fn read_optional<T: FieldValue>(
+    fields: &ExtFields,
+    key: &'static str,
+) -> Result<Option<T>, HeaderError> {
+    fields.get(key).map(|v| parse(key, v)).transpose()
+}
+
+fn parse<T: FieldValue>(key: &'static str, value: &str) -> Result<T, HeaderError> {
+    T::parse(value).ok_or_else(|| HeaderError::Invalid {
+        field: key,
+        value: value.chars().take(64).collect(),
+    })
+}
+
+/// Declares a header struct and its [`CommandHeader`] impl.
+///
+/// ```
+/// protocol::header! {
+///     /// Example.
+///     pub struct Example {
+///         required topic: String = "topic",
+///         optional queue_id: i32 = "queueId",
+///         default unit_mode: bool = "unitMode" => false,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! header {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                $kind:ident $field:ident : $ty:ty = $key:literal $(=> $default:expr)?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub struct $name {
+            $(
+                $(#[$fmeta])*
+                pub $field: $crate::header_field_type!($kind $ty),
+            )*
+        }
+
+        impl $crate::header::CommandHeader for $name {
+            fn read(
+                fields: &$crate::ExtFields,
+            ) -> ::core::result::Result<Self, $crate::header::HeaderError> {
+                Ok(Self {
+                    $( $field: $crate::header_read_field!($kind fields, $key $(, $default)?), )*
+                })
+            }
+
+            fn write(&self, fields: &mut $crate::ExtFields) {
+                $( $crate::header_write_field!($kind fields, $key, &self.$field); )*
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! header_field_type {
+    (required $ty:ty) => { $ty };
+    (default $ty:ty) => { $ty };
+    (optional $ty:ty) => { ::core::option::Option<$ty> };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! header_read_field {
+    (required $fields:ident, $key:literal) => {
+        $crate::header::read_required($fields, $key)?
+    };
+    (optional $fields:ident, $key:literal) => {
+        $crate::header::read_optional($fields, $key)?
+    };
+    (default $fields:ident, $key:literal, $default:expr) => {
+        $crate::header::read_optional($fields, $key)?.unwrap_or($default)
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! header_write_field {
+    (required $fields:ident, $key:literal, $value:expr) => {
+        $fields.insert($key, $crate::header::FieldValue::render($value))
+    };
+    (default $fields:ident, $key:literal, $value:expr) => {
+        $fields.insert($key, $crate::header::FieldValue::render($value))
+    };
+    (optional $fields:ident, $key:literal, $value:expr) => {
+        if let Some(v) = $value {
+            $fields.insert($key, $crate::header::FieldValue::render(v));
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    crate::header! {
+        pub struct Probe {
+            required topic: String = "topic",
+            required queue_id: i32 = "queueId",
+            optional offset: i64 = "offset",
+            default unit_mode: bool = "unitMode" => false,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_errors() {
+        let h = Probe {
+            topic: "T".into(),
+            queue_id: 3,
+            offset: Some(-7),
+            unit_mode: true,
+        };
+        let mut f = ExtFields::new();
+        h.write(&mut f);
+        assert_eq!(f.get("queueId"), Some("3"));
+        assert_eq!(f.get("unitMode"), Some("true"));
+        assert_eq!(Probe::read(&f), Ok(h));
+
+        f.remove("topic");
+        assert_eq!(Probe::read(&f), Err(HeaderError::Missing("topic")));
+        assert_eq!(
+            HeaderError::Missing("topic").to_string(),
+            "the custom field <topic> is null"
+        );
+
+        let f: ExtFields = [("topic", "T"), ("queueId", "x")].into_iter().collect();
+        assert!(matches!(
+            Probe::read(&f),
+            Err(HeaderError::Invalid {
+                field: "queueId",
+                ..
+            })
+        ));
+
+        let f: ExtFields = [("topic", "T"), ("queueId", "+1")].into_iter().collect();
+        let p = Probe::read(&f).unwrap();
+        assert_eq!((p.queue_id, p.offset, p.unit_mode), (1, None, false));
+    }
+}

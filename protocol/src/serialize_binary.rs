@@ -1,0 +1,110 @@
+//! ROCKETMQ binary header (serialize type 1), reference §3.4
+//! (`RocketMQSerializable.rocketMQProtocolEncode` / `rocketMQProtocolDecode`).
+//!
+//! Layout: code i16, language u8, version i16, opaque i32, flag i32, remark (i32 length +
+//! UTF-8), extFields (i32 total length + entries of i16 key length, key, i32 value
+//! length, value). All big-endian. Every length is checked against the bytes actually
+//! present before anything is allocated.
+
+use bytes::{Buf, BufMut, BytesMut};
+
+use crate::command::RemotingCommand;
+use crate::serialize_json::Header;
+use crate::{ExtFields, LanguageCode, ProtocolError};
+
+const FIXED_LEN: usize = 2 + 1 + 2 + 4 + 4 + 4 + 4;
+
+pub(crate) fn encode(cmd: &RemotingCommand, out: &mut BytesMut) {
+    let remark = cmd.remark.as_deref().unwrap_or("");
+    // Java skips null keys/values; an empty string decodes back as null, so it is
+    // skipped here too rather than written as a zero-length value.
+    let entries: Vec<(&str, &str)> = cmd
+        .ext_fields
+        .sorted()
+        .into_iter()
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty() && k.len() <= i16::MAX as usize)
+        .collect();
+    let ext_len: usize = entries.iter().map(|(k, v)| 2 + k.len() + 4 + v.len()).sum();
+    out.reserve(FIXED_LEN + remark.len() + ext_len);
+    out.put_i16(cmd.code as i16);
+    out.put_u8(cmd.language.code());
+    out.put_i16(cmd.version as i16);
+    out.put_i32(cmd.opaque);
+    out.put_i32(cmd.flag);
+    out.put_i32(remark.len() as i32);
+    out.put_slice(remark.as_bytes());
+    out.put_i32(ext_len as i32);
+    for (k, v) in entries {
+        out.put_i16(k.len() as i16);
+        out.put_slice(k.as_bytes());
+        out.put_i32(v.len() as i32);
+        out.put_slice(v.as_bytes());
+    }
+}
+
+pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
+    if buf.len() < FIXED_LEN - 8 {
+        return Err(ProtocolError::Binary("header shorter than its fixed part"));
+    }
+    let code = buf.get_i16() as i32;
+    let language = LanguageCode::from_code(buf.get_u8());
+    let version = buf.get_i16() as i32;
+    let opaque = buf.get_i32();
+    let flag = buf.get_i32();
+    let remark = take_str(&mut buf, 4, "remark")?;
+    let ext_len = take_len(&mut buf, 4, "extFields length")?;
+    if ext_len > buf.len() {
+        return Err(ProtocolError::Binary("extFields length exceeds header"));
+    }
+    let mut ext = &buf[..ext_len];
+    // Each entry takes at least 6 bytes, which bounds the pre-allocation.
+    let mut ext_fields = ExtFields::with_capacity((ext_len / 6).min(64));
+    while ext.has_remaining() {
+        let key = take_str(&mut ext, 2, "extFields key")?;
+        let value = take_str(&mut ext, 4, "extFields value")?;
+        // Java turns zero-length strings into null and a null value reads as absent.
+        if let (Some(k), Some(v)) = (key, value) {
+            ext_fields.insert(k, v);
+        }
+    }
+    Ok(Header {
+        code,
+        language,
+        version,
+        opaque,
+        flag,
+        remark,
+        ext_fields,
+    })
+}
+
+fn take_len(buf: &mut &[u8], width: usize, what: &'static str) -> Result<usize, ProtocolError> {
+    if buf.len() < width {
+        return Err(ProtocolError::Binary(what));
+    }
+    let len = if width == 2 {
+        buf.get_i16() as i64
+    } else {
+        buf.get_i32() as i64
+    };
+    usize::try_from(len).map_err(|_| ProtocolError::Binary(what))
+}
+
+fn take_str(
+    buf: &mut &[u8],
+    width: usize,
+    what: &'static str,
+) -> Result<Option<String>, ProtocolError> {
+    let len = take_len(buf, width, what)?;
+    if len > buf.len() {
+        return Err(ProtocolError::Binary(what));
+    }
+    let (s, rest) = buf.split_at(len);
+    *buf = rest;
+    if len == 0 {
+        return Ok(None);
+    }
+    std::str::from_utf8(s)
+        .map(|s| Some(s.to_owned()))
+        .map_err(|_| ProtocolError::Binary("string is not UTF-8"))
+}

@@ -1,0 +1,1 @@
+//! RocketMQ 4.9-compatible storage engine (see README.md).
