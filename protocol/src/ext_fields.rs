@@ -1,12 +1,16 @@
 //! A command's `extFields`: the string map every typed header is carried in.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 
 /// `extFields` of a [`crate::RemotingCommand`]. Keys are unique: when a peer sends a key
 /// twice (ACL copies header fields into extFields before signing, so the binary header
 /// can hold duplicates) the last value wins, like Java's `HashMap.put`.
+///
+/// Stored as a vector sorted by key: commands carry a dozen short entries, for which a
+/// binary search beats hashing, iteration comes out in the order fastjson writes, and
+/// well-known keys are kept as `&'static str` instead of being allocated per frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExtFields(HashMap<String, String>);
+pub struct ExtFields(Vec<(Cow<'static, str>, String)>);
 
 impl ExtFields {
     pub fn new() -> Self {
@@ -14,23 +18,45 @@ impl ExtFields {
     }
 
     pub fn with_capacity(n: usize) -> Self {
-        Self(HashMap::with_capacity(n))
+        Self(Vec::with_capacity(n))
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_ref().cmp(key))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str)
+        self.position(key).ok().map(|i| self.0[i].1.as_str())
     }
 
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        self.0.insert(key.into(), value.into());
+        let key: String = key.into();
+        self.insert_key(
+            intern(&key).map_or(Cow::Owned(key), Cow::Borrowed),
+            value.into(),
+        );
+    }
+
+    /// [`Self::insert`] for a key known at compile time (typed headers): the key is not
+    /// copied.
+    pub fn insert_static(&mut self, key: &'static str, value: impl Into<String>) {
+        self.insert_key(Cow::Borrowed(key), value.into());
+    }
+
+    fn insert_key(&mut self, key: Cow<'static, str>, value: String) {
+        match self.position(&key) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => self.0.insert(i, (key, value)),
+        }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        self.0.remove(key)
+        let i = self.position(key).ok()?;
+        Some(self.0.remove(i).1)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
-        self.0.contains_key(key)
+        self.position(key).is_ok()
     }
 
     pub fn len(&self) -> usize {
@@ -41,25 +67,189 @@ impl ExtFields {
         self.0.is_empty()
     }
 
+    /// Entries in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.0.iter().map(|(k, v)| (k.as_ref(), v.as_str()))
     }
 
     /// Entries sorted by key: the order fastjson writes them in, and a stable order for
-    /// golden fixtures.
+    /// golden fixtures. Same order as [`Self::iter`].
     pub fn sorted(&self) -> Vec<(&str, &str)> {
-        let mut v: Vec<_> = self.iter().collect();
-        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        v
+        self.iter().collect()
+    }
+
+    /// Builds the map from entries in wire order in O(n log n), last duplicate winning
+    /// (inserting one by one would be quadratic on a hostile frame with many keys).
+    pub(crate) fn from_entries(mut entries: Vec<(Cow<'static, str>, String)>) -> Self {
+        if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Self(entries);
+        }
+        // Reversed, a stable sort puts the last occurrence of a key first in its run,
+        // and `dedup_by` keeps the first of each run.
+        entries.reverse();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|later, earlier| later.0 == earlier.0);
+        Self(entries)
     }
 }
 
+/// A decoded key, borrowed from the static table when it is a well-known one.
+pub(crate) fn decoded_key(key: &str) -> Cow<'static, str> {
+    intern(key).map_or_else(|| Cow::Owned(key.to_owned()), Cow::Borrowed)
+}
+
+macro_rules! known_keys {
+    ($($k:literal),* $(,)?) => {
+        /// Keys seen in (almost) every frame of the hot paths.
+        fn intern(key: &str) -> Option<&'static str> {
+            match key {
+                $($k => Some($k),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+known_keys![
+    "a",
+    "b",
+    "c",
+    "d",
+    "e",
+    "f",
+    "g",
+    "h",
+    "i",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "bname",
+    "producerGroup",
+    "consumerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "unitMode",
+    "batch",
+    "maxReconsumeTimes",
+    "msgId",
+    "queueOffset",
+    "transactionId",
+    "MSG_REGION",
+    "TRACE_ON",
+    "maxMsgNums",
+    "commitOffset",
+    "suspendTimeoutMillis",
+    "subscription",
+    "subVersion",
+    "expressionType",
+    "suggestWhichBrokerId",
+    "nextBeginOffset",
+    "minOffset",
+    "maxOffset",
+    "offset",
+    "timestamp",
+    "group",
+    "delayLevel",
+    "originMsgId",
+    "originTopic",
+    "tranStateTableOffset",
+    "commitLogOffset",
+    "commitOrRollback",
+    "fromTransactionCheck",
+    "clientID",
+    "AccessKey",
+    "Signature",
+    "OnsChannel",
+    "SecurityToken",
+    "brokerName",
+    "brokerAddr",
+    "clusterName",
+    "haServerAddr",
+    "brokerId",
+    "compressed",
+    // Top-level properties of a JSON header.
+    "code",
+    "extFields",
+    "language",
+    "opaque",
+    "remark",
+    "serializeTypeCurrentRPC",
+    "version",
+];
+
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ExtFields {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        Self(
+        Self::from_entries(
             iter.into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
+                .map(|(k, v)| {
+                    let k: String = k.into();
+                    (intern(&k).map_or(Cow::Owned(k), Cow::Borrowed), v.into())
+                })
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn last_duplicate_wins_and_order_is_by_key() {
+        let f: ExtFields = [
+            ("b", "1"),
+            ("zz", "2"),
+            ("b", "3"),
+            ("custom", "4"),
+            ("zz", "5"),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(f.sorted(), [("b", "3"), ("custom", "4"), ("zz", "5")]);
+        let mut g = ExtFields::new();
+        g.insert("zz", "5");
+        g.insert_static("b", "3");
+        g.insert(String::from("custom"), "4");
+        assert_eq!(f, g);
+        g.insert("b", "6");
+        assert_eq!(g.get("b"), Some("6"));
+        assert_eq!(g.remove("custom").as_deref(), Some("4"));
+        assert!(!g.contains_key("custom") && g.len() == 2);
+    }
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_hash_map(ops in proptest::collection::vec(("[a-e]{1,2}", "[0-9]{0,2}", any::<bool>()), 0..40)) {
+            let mut model = std::collections::HashMap::new();
+            let mut f = ExtFields::new();
+            for (k, v, remove) in &ops {
+                if *remove {
+                    prop_assert_eq!(f.remove(k), model.remove(k));
+                } else {
+                    f.insert(k.clone(), v.clone());
+                    model.insert(k.clone(), v.clone());
+                }
+            }
+            let mut want: Vec<_> = model.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            want.sort();
+            prop_assert_eq!(f.sorted(), want);
+            let bulk: ExtFields = ops.iter().filter(|o| !o.2).map(|(k, v, _)| (k.clone(), v.clone())).collect();
+            for (k, v, _) in ops.iter().filter(|o| !o.2) {
+                let last = ops.iter().rev().find(|o| !o.2 && &o.0 == k).map(|o| o.1.as_str());
+                prop_assert_eq!(bulk.get(k), last);
+                let _ = v;
+            }
+        }
     }
 }

@@ -9,13 +9,17 @@
 //! Wire facts come from `shared/reference/remoting-protocol.md`, which names the
 //! RocketMQ source file each one mirrors.
 
+pub mod body;
 pub mod code;
 pub mod command;
 pub mod error;
 pub mod ext_fields;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod header;
 pub mod language;
+pub mod message;
 mod serialize_binary;
 mod serialize_json;
 

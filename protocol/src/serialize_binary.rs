@@ -9,6 +9,7 @@
 use bytes::{Buf, BufMut, BytesMut};
 
 use crate::command::RemotingCommand;
+use crate::ext_fields::decoded_key;
 use crate::serialize_json::Header;
 use crate::{ExtFields, LanguageCode, ProtocolError};
 
@@ -18,13 +19,12 @@ pub(crate) fn encode(cmd: &RemotingCommand, out: &mut BytesMut) {
     let remark = cmd.remark.as_deref().unwrap_or("");
     // Java skips null keys/values; an empty string decodes back as null, so it is
     // skipped here too rather than written as a zero-length value.
-    let entries: Vec<(&str, &str)> = cmd
-        .ext_fields
-        .sorted()
-        .into_iter()
-        .filter(|(k, v)| !k.is_empty() && !v.is_empty() && k.len() <= i16::MAX as usize)
-        .collect();
-    let ext_len: usize = entries.iter().map(|(k, v)| 2 + k.len() + 4 + v.len()).sum();
+    let entries = || {
+        cmd.ext_fields
+            .iter()
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty() && k.len() <= i16::MAX as usize)
+    };
+    let ext_len: usize = entries().map(|(k, v)| 2 + k.len() + 4 + v.len()).sum();
     out.reserve(FIXED_LEN + remark.len() + ext_len);
     out.put_i16(cmd.code as i16);
     out.put_u8(cmd.language.code());
@@ -34,7 +34,7 @@ pub(crate) fn encode(cmd: &RemotingCommand, out: &mut BytesMut) {
     out.put_i32(remark.len() as i32);
     out.put_slice(remark.as_bytes());
     out.put_i32(ext_len as i32);
-    for (k, v) in entries {
+    for (k, v) in entries() {
         out.put_i16(k.len() as i16);
         out.put_slice(k.as_bytes());
         out.put_i32(v.len() as i32);
@@ -51,22 +51,23 @@ pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
     let version = buf.get_i16() as i32;
     let opaque = buf.get_i32();
     let flag = buf.get_i32();
-    let remark = take_str(&mut buf, 4, "remark")?;
+    let remark = take_str(&mut buf, 4, "remark")?.map(str::to_owned);
     let ext_len = take_len(&mut buf, 4, "extFields length")?;
     if ext_len > buf.len() {
         return Err(ProtocolError::Binary("extFields length exceeds header"));
     }
     let mut ext = &buf[..ext_len];
     // Each entry takes at least 6 bytes, which bounds the pre-allocation.
-    let mut ext_fields = ExtFields::with_capacity((ext_len / 6).min(64));
+    let mut entries = Vec::with_capacity((ext_len / 6).min(64));
     while ext.has_remaining() {
         let key = take_str(&mut ext, 2, "extFields key")?;
         let value = take_str(&mut ext, 4, "extFields value")?;
         // Java turns zero-length strings into null and a null value reads as absent.
         if let (Some(k), Some(v)) = (key, value) {
-            ext_fields.insert(k, v);
+            entries.push((decoded_key(k), v.to_owned()));
         }
     }
+    let ext_fields = ExtFields::from_entries(entries);
     Ok(Header {
         code,
         language,
@@ -90,11 +91,11 @@ fn take_len(buf: &mut &[u8], width: usize, what: &'static str) -> Result<usize, 
     usize::try_from(len).map_err(|_| ProtocolError::Binary(what))
 }
 
-fn take_str(
-    buf: &mut &[u8],
+fn take_str<'a>(
+    buf: &mut &'a [u8],
     width: usize,
     what: &'static str,
-) -> Result<Option<String>, ProtocolError> {
+) -> Result<Option<&'a str>, ProtocolError> {
     let len = take_len(buf, width, what)?;
     if len > buf.len() {
         return Err(ProtocolError::Binary(what));
@@ -105,6 +106,6 @@ fn take_str(
         return Ok(None);
     }
     std::str::from_utf8(s)
-        .map(|s| Some(s.to_owned()))
+        .map(Some)
         .map_err(|_| ProtocolError::Binary("string is not UTF-8"))
 }

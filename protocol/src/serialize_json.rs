@@ -13,6 +13,7 @@ use bytes::{BufMut, BytesMut};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::command::RemotingCommand;
+use crate::ext_fields::decoded_key;
 use crate::{ExtFields, LanguageCode, ProtocolError};
 
 /// The header fields of a command; the body travels outside the header.
@@ -45,7 +46,7 @@ fn write_header(cmd: &RemotingCommand, w: &mut impl std::io::Write) -> std::io::
     write!(w, "{{\"code\":{}", cmd.code)?;
     if !cmd.ext_fields.is_empty() {
         w.write_all(b",\"extFields\":{")?;
-        for (i, (k, v)) in cmd.ext_fields.sorted().into_iter().enumerate() {
+        for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
             if i > 0 {
                 w.write_all(b",")?;
             }
@@ -93,7 +94,7 @@ impl<'de> Visitor<'de> for HeaderVisitor {
             ext_fields: ExtFields::new(),
         };
         let mut saw_code = false;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(Key(key)) = map.next_key::<Key>()? {
             match key.as_ref() {
                 "code" => {
                     header.code = map.next_value::<Int>()?.0;
@@ -116,6 +117,25 @@ impl<'de> Visitor<'de> for HeaderVisitor {
             return Err(de::Error::missing_field("code"));
         }
         Ok(header)
+    }
+}
+
+/// An object key; well-known keys are not allocated (`Cow<str>` would always be).
+struct Key(std::borrow::Cow<'static, str>);
+
+impl<'de> de::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(decoded_key(v)))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -204,13 +224,13 @@ impl<'de> Visitor<'de> for ExtFieldsSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = ExtFields::with_capacity(map.size_hint().unwrap_or(16).min(64));
-        while let Some(key) = map.next_key::<String>()? {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(16).min(64));
+        while let Some(Key(key)) = map.next_key::<Key>()? {
             if let Some(value) = map.next_value::<Scalar>()?.0 {
-                fields.insert(key, value);
+                entries.push((key, value));
             }
         }
-        Ok(Some(fields))
+        Ok(Some(ExtFields::from_entries(entries)))
     }
 }
 

@@ -1,1 +1,16 @@
-//! Helpers for the end-to-end suites.
+//! Harness for the end-to-end suites: find the built binaries, start them on free
+//! loopback ports with a private data directory, and talk to them over real TCP.
+//!
+//! The suites expect `cargo build --workspace --bins` to have run first; binaries are
+//! looked up next to the test executable (see [`binary::path`]).
+
+pub mod binary;
+pub mod broker;
+pub mod broker_harness;
+pub mod client;
+pub mod http;
+pub mod nameserver;
+pub mod ports;
+
+pub use client::Client;
+pub use nameserver::NameServer;

@@ -5,6 +5,12 @@ pub trait FieldValue: Sized {
     /// `None` when the text is not a valid value of this type.
     fn parse(text: &str) -> Option<Self>;
     fn render(&self) -> String;
+
+    /// [`Self::parse`] from an owned string, handing the string back on failure.
+    /// Strings override it to move instead of copy.
+    fn parse_owned(text: String) -> Result<Self, String> {
+        Self::parse(&text).ok_or(text)
+    }
 }
 
 impl FieldValue for String {
@@ -13,6 +19,9 @@ impl FieldValue for String {
     }
     fn render(&self) -> String {
         self.clone()
+    }
+    fn parse_owned(text: String) -> Result<Self, String> {
+        Ok(text)
     }
 }
 

@@ -6,9 +6,29 @@
 //! field is `required`, `optional` (an `Option`) or `default` (a Java primitive that
 //! keeps its initial value when absent).
 
+mod admin;
+mod client;
+mod consumer;
 mod field;
+mod namesrv;
+mod offset;
+mod pull;
+mod query;
+mod reply;
+mod send;
+mod transaction;
 
+pub use admin::*;
+pub use client::*;
+pub use consumer::*;
 pub use field::FieldValue;
+pub use namesrv::*;
+pub use offset::*;
+pub use pull::*;
+pub use query::*;
+pub use reply::*;
+pub use send::*;
+pub use transaction::*;
 
 use thiserror::Error;
 
@@ -27,6 +47,13 @@ pub enum HeaderError {
 pub trait CommandHeader: Sized {
     fn read(fields: &ExtFields) -> Result<Self, HeaderError>;
     fn write(&self, fields: &mut ExtFields);
+
+    /// Like [`Self::read`], but moves the header's fields out of `fields` instead of
+    /// copying their strings: for request paths that need nothing else from the
+    /// extFields afterwards. On error some fields may already have been removed.
+    fn take(fields: &mut ExtFields) -> Result<Self, HeaderError> {
+        Self::read(fields)
+    }
 }
 
 /// A command that carries no header fields.
@@ -56,11 +83,40 @@ pub fn read_optional<T: FieldValue>(
     fields.get(key).map(|v| parse(key, v)).transpose()
 }
 
-fn parse<T: FieldValue>(key: &'static str, value: &str) -> Result<T, HeaderError> {
-    T::parse(value).ok_or_else(|| HeaderError::Invalid {
+/// [`read_required`] that moves the value out of `fields`.
+pub fn take_required<T: FieldValue>(
+    fields: &mut ExtFields,
+    key: &'static str,
+) -> Result<T, HeaderError> {
+    match fields.remove(key) {
+        Some(v) => parse_owned(key, v),
+        None => Err(HeaderError::Missing(key)),
+    }
+}
+
+pub fn take_optional<T: FieldValue>(
+    fields: &mut ExtFields,
+    key: &'static str,
+) -> Result<Option<T>, HeaderError> {
+    fields.remove(key).map(|v| parse_owned(key, v)).transpose()
+}
+
+fn parse_owned<T: FieldValue>(key: &'static str, value: String) -> Result<T, HeaderError> {
+    match T::parse_owned(value) {
+        Ok(v) => Ok(v),
+        Err(value) => Err(invalid(key, &value)),
+    }
+}
+
+fn invalid(key: &'static str, value: &str) -> HeaderError {
+    HeaderError::Invalid {
         field: key,
         value: value.chars().take(64).collect(),
-    })
+    }
+}
+
+fn parse<T: FieldValue>(key: &'static str, value: &str) -> Result<T, HeaderError> {
+    T::parse(value).ok_or_else(|| invalid(key, value))
 }
 
 /// Declares a header struct and its [`CommandHeader`] impl.
@@ -107,6 +163,14 @@ macro_rules! header {
             fn write(&self, fields: &mut $crate::ExtFields) {
                 $( $crate::header_write_field!($kind fields, $key, &self.$field); )*
             }
+
+            fn take(
+                fields: &mut $crate::ExtFields,
+            ) -> ::core::result::Result<Self, $crate::header::HeaderError> {
+                Ok(Self {
+                    $( $field: $crate::header_take_field!($kind fields, $key $(, $default)?), )*
+                })
+            }
         }
     };
 }
@@ -135,16 +199,30 @@ macro_rules! header_read_field {
 
 #[doc(hidden)]
 #[macro_export]
+macro_rules! header_take_field {
+    (required $fields:ident, $key:literal) => {
+        $crate::header::take_required($fields, $key)?
+    };
+    (optional $fields:ident, $key:literal) => {
+        $crate::header::take_optional($fields, $key)?
+    };
+    (default $fields:ident, $key:literal, $default:expr) => {
+        $crate::header::take_optional($fields, $key)?.unwrap_or($default)
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
 macro_rules! header_write_field {
     (required $fields:ident, $key:literal, $value:expr) => {
-        $fields.insert($key, $crate::header::FieldValue::render($value))
+        $fields.insert_static($key, $crate::header::FieldValue::render($value))
     };
     (default $fields:ident, $key:literal, $value:expr) => {
-        $fields.insert($key, $crate::header::FieldValue::render($value))
+        $fields.insert_static($key, $crate::header::FieldValue::render($value))
     };
     (optional $fields:ident, $key:literal, $value:expr) => {
         if let Some(v) = $value {
-            $fields.insert($key, $crate::header::FieldValue::render(v));
+            $fields.insert_static($key, $crate::header::FieldValue::render(v));
         }
     };
 }
@@ -195,5 +273,20 @@ mod tests {
         let f: ExtFields = [("topic", "T"), ("queueId", "+1")].into_iter().collect();
         let p = Probe::read(&f).unwrap();
         assert_eq!((p.queue_id, p.offset, p.unit_mode), (1, None, false));
+
+        let mut f: ExtFields = [("topic", "T"), ("queueId", "2"), ("other", "x")]
+            .into_iter()
+            .collect();
+        let p = Probe::take(&mut f).unwrap();
+        assert_eq!((p.topic.as_str(), p.queue_id), ("T", 2));
+        assert_eq!(f.sorted(), [("other", "x")]);
+        let mut bad: ExtFields = [("topic", "T"), ("queueId", "z")].into_iter().collect();
+        assert!(matches!(
+            Probe::take(&mut bad),
+            Err(HeaderError::Invalid {
+                field: "queueId",
+                ..
+            })
+        ));
     }
 }

@@ -1,0 +1,206 @@
+//! Load generator: N concurrent synchronous producers sending fixed-size messages to a
+//! running broker over its remoting port, then one consumer draining what was sent.
+//! Reports throughput and latency percentiles.
+//!
+//! ```sh
+//! cargo run --release -p rmq-broker --example produce_bench -- 127.0.0.1:10911 64 10 1024
+//! ```
+//! Arguments: broker address, producers, seconds, body bytes (defaults as above).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::SinkExt;
+use futures::stream::{SplitSink, StreamExt};
+use protocol::code::{request, response};
+use protocol::{RemotingCodec, RemotingCommand};
+use tokio::net::TcpStream;
+use tokio::sync::{Mutex, oneshot};
+use tokio_util::codec::Framed;
+
+type Pending = Arc<parking_lot::Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
+
+/// One multiplexed connection shared by several producers.
+struct Conn {
+    sink: Mutex<SplitSink<Framed<TcpStream, RemotingCodec>, RemotingCommand>>,
+    pending: Pending,
+    opaque: AtomicI32,
+}
+
+impl Conn {
+    async fn connect(addr: &str) -> anyhow::Result<Arc<Self>> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sink, mut stream) = Framed::new(stream, RemotingCodec::default()).split();
+        let pending: Pending = Arc::default();
+        let p = Arc::clone(&pending);
+        tokio::spawn(async move {
+            while let Some(Ok(cmd)) = stream.next().await {
+                if let Some(tx) = p.lock().remove(&cmd.opaque) {
+                    let _ = tx.send(cmd);
+                }
+            }
+        });
+        Ok(Arc::new(Self {
+            sink: Mutex::new(sink),
+            pending,
+            opaque: AtomicI32::new(1),
+        }))
+    }
+
+    async fn call(&self, mut cmd: RemotingCommand) -> anyhow::Result<RemotingCommand> {
+        cmd.opaque = self.opaque.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(cmd.opaque, tx);
+        self.sink.lock().await.send(cmd).await?;
+        Ok(tokio::time::timeout(Duration::from_secs(10), rx).await??)
+    }
+}
+
+fn send(topic: &str, queue_id: usize, body: &[u8]) -> RemotingCommand {
+    let mut cmd = RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_body(body.to_vec());
+    for (k, v) in [
+        ("a", "BENCH_PG".to_owned()),
+        ("b", topic.to_owned()),
+        ("c", "TBW102".to_owned()),
+        ("d", "8".to_owned()),
+        ("e", queue_id.to_string()),
+        ("f", "0".to_owned()),
+        ("g", "0".to_owned()),
+        ("h", "0".to_owned()),
+        ("i", "TAGS\u{1}bench".to_owned()),
+    ] {
+        cmd.ext_fields.insert(k, v);
+    }
+    cmd
+}
+
+fn pull(topic: &str, queue_id: usize, offset: i64) -> RemotingCommand {
+    let mut cmd = RemotingCommand::bare_request(request::PULL_MESSAGE);
+    for (k, v) in [
+        ("consumerGroup", "BENCH_CG".to_owned()),
+        ("topic", topic.to_owned()),
+        ("queueId", queue_id.to_string()),
+        ("queueOffset", offset.to_string()),
+        ("maxMsgNums", "32".to_owned()),
+        ("sysFlag", "4".to_owned()),
+        ("commitOffset", "0".to_owned()),
+        ("suspendTimeoutMillis", "0".to_owned()),
+        ("subscription", "*".to_owned()),
+        ("subVersion", "0".to_owned()),
+    ] {
+        cmd.ext_fields.insert(k, v);
+    }
+    cmd
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p) as usize]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let addr = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:10911".to_owned());
+    let producers: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(64);
+    let seconds: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let size: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1024);
+    let queues = 8;
+    let topic = format!("Bench{}", std::process::id());
+    let body = vec![b'x'; size];
+
+    // 8 connections, producers spread over them (like several client instances).
+    let mut conns = Vec::new();
+    for _ in 0..8 {
+        conns.push(Conn::connect(&addr).await?);
+    }
+    // Create the topic once before the clock starts.
+    let r = conns[0].call(send(&topic, 0, &body)).await?;
+    anyhow::ensure!(
+        r.code == response::SUCCESS,
+        "warm-up send failed: {} {:?}",
+        r.code,
+        r.remark
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for p in 0..producers {
+        let conn = Arc::clone(&conns[p % conns.len()]);
+        let (topic, body) = (topic.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0u64;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                match conn.call(send(&topic, p % queues, &body)).await {
+                    Ok(r) if r.code == response::SUCCESS => lat.push(t.elapsed()),
+                    _ => errors += 1,
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await?;
+        lat.extend(l);
+        errors += e;
+    }
+    let elapsed = started.elapsed();
+    lat.sort_unstable();
+    println!(
+        "produce: {} msgs of {size} B in {:.2?} = {:.0} msg/s, errors {errors}, p50 {:.2?} p99 {:.2?} max {:.2?}",
+        lat.len(),
+        elapsed,
+        lat.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        lat.last().copied().unwrap_or_default()
+    );
+
+    // Drain every queue from 0 with one pull in flight per queue.
+    let expected = lat.len() + 1;
+    let started = Instant::now();
+    let mut drains = Vec::new();
+    for q in 0..queues {
+        let conn = Arc::clone(&conns[q % conns.len()]);
+        let topic = topic.clone();
+        drains.push(tokio::spawn(async move {
+            let (mut offset, mut got) = (0i64, 0usize);
+            loop {
+                let r = conn.call(pull(&topic, q, offset)).await?;
+                if r.code != response::SUCCESS {
+                    return anyhow::Ok(got);
+                }
+                got += protocol::message::record::records(&r.body, false).count();
+                offset = r
+                    .ext_fields
+                    .get("nextBeginOffset")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(offset);
+            }
+        }));
+    }
+    let mut drained = 0;
+    for d in drains {
+        drained += d.await??;
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "consume: {drained} of {expected} msgs in {:.2?} = {:.0} msg/s",
+        elapsed,
+        drained as f64 / elapsed.as_secs_f64()
+    );
+    Ok(())
+}

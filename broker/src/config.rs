@@ -1,0 +1,272 @@
+//! Broker configuration: RocketMQ's `BrokerConfig` / `NettyServerConfig` keys that this
+//! broker honours, plus the store's `MessageStoreConfig`, read from one `broker.conf`
+//! like `mqbroker -c` does. Unknown keys are reported, never fatal, so existing files
+//! can be brought over unchanged.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use store::MessageStoreConfig;
+
+use crate::properties;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bad value {value:?} for {key}")]
+    BadValue { key: String, value: String },
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+}
+
+trait ConfigValue: Sized {
+    fn parse_value(text: &str) -> Option<Self>;
+    fn render(&self) -> String;
+}
+
+macro_rules! display_value {
+    ($($t:ty),*) => {$(
+        impl ConfigValue for $t {
+            fn parse_value(text: &str) -> Option<Self> {
+                text.trim().parse().ok()
+            }
+            fn render(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+display_value!(bool, i32, i64, u16, u32, u64, String, IpAddr);
+
+impl ConfigValue for Option<String> {
+    fn parse_value(text: &str) -> Option<Self> {
+        let t = text.trim();
+        Some((!t.is_empty()).then(|| t.to_owned()))
+    }
+    fn render(&self) -> String {
+        self.clone().unwrap_or_default()
+    }
+}
+
+/// One table declares each broker field with its RocketMQ key and default, so the
+/// struct, `Default`, [`BrokerConfig::set`] and the `-p` printout cannot disagree.
+macro_rules! broker_config {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty = $key:literal => $default:expr ; )*) => {
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct BrokerConfig {
+            $( $(#[$doc])* pub $field: $ty, )*
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> Self {
+                Self { $( $field: $default, )* }
+            }
+        }
+
+        impl BrokerConfig {
+            /// Applies one key; `Ok(false)` when it is not a broker key.
+            pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+                match key {
+                    $( $key => {
+                        self.$field = <$ty as ConfigValue>::parse_value(value).ok_or_else(|| {
+                            ConfigError::BadValue { key: key.to_owned(), value: value.to_owned() }
+                        })?;
+                        Ok(true)
+                    } )*
+                    _ => Ok(false),
+                }
+            }
+
+            /// `(key, value)` of every broker key, in declaration order.
+            pub fn entries(&self) -> Vec<(&'static str, String)> {
+                vec![$( ($key, ConfigValue::render(&self.$field)), )*]
+            }
+        }
+    };
+}
+
+broker_config! {
+    broker_cluster_name: String = "brokerClusterName" => "DefaultCluster".to_owned();
+    broker_name: String = "brokerName" => "broker-a".to_owned();
+    /// 0 = master; slaves (> 0) are not supported by this broker yet.
+    broker_id: i64 = "brokerId" => 0;
+    /// `;`-separated `host:port` list; host names are re-resolved on every registration.
+    namesrv_addr: Option<String> = "namesrvAddr" => std::env::var("NAMESRV_ADDR").ok();
+    listen_port: u16 = "listenPort" => 10911;
+    /// Address the broker listens on (not a RocketMQ key; RocketMQ binds all interfaces).
+    bind_address: IpAddr = "bindAddress" => IpAddr::from([0, 0, 0, 0]);
+    /// Address published to nameservers and written into message ids as the store host.
+    broker_ip1: String = "brokerIP1" => "127.0.0.1".to_owned();
+    broker_ip2: Option<String> = "brokerIP2" => None;
+    ha_listen_port: u16 = "haListenPort" => 10912;
+    /// HTTP port for /metrics, /healthz and /readyz (not a RocketMQ key).
+    metrics_port: u16 = "metricsPort" => 5557;
+    broker_permission: i32 = "brokerPermission" => 6;
+    default_topic_queue_nums: i32 = "defaultTopicQueueNums" => 8;
+    auto_create_topic_enable: bool = "autoCreateTopicEnable" => true;
+    auto_create_subscription_group: bool = "autoCreateSubscriptionGroup" => true;
+    cluster_topic_enable: bool = "clusterTopicEnable" => true;
+    broker_topic_enable: bool = "brokerTopicEnable" => true;
+    long_polling_enable: bool = "longPollingEnable" => true;
+    short_polling_time_mills: u64 = "shortPollingTimeMills" => 1000;
+    notify_consumer_ids_changed_enable: bool = "notifyConsumerIdsChangedEnable" => true;
+    enable_property_filter: bool = "enablePropertyFilter" => false;
+    reject_transaction_message: bool = "rejectTransactionMessage" => false;
+    region_id: String = "regionId" => "DefaultRegion".to_owned();
+    trace_on: bool = "traceOn" => true;
+    register_name_server_period: u64 = "registerNameServerPeriod" => 30_000;
+    register_broker_timeout_mills: u64 = "registerBrokerTimeoutMills" => 6_000;
+    flush_consumer_offset_interval: u64 = "flushConsumerOffsetInterval" => 5_000;
+    server_channel_max_idle_time_seconds: u64 = "serverChannelMaxIdleTimeSeconds" => 120;
+    /// Requests one connection may have in progress before it gets SYSTEM_BUSY.
+    max_in_flight_per_connection: u32 = "maxInFlightPerConnection" => 256;
+    /// Requests the whole broker may have in progress before SYSTEM_BUSY.
+    max_in_flight_total: u32 = "maxInFlightTotal" => 16_384;
+    /// Frame cap, `com.rocketmq.remoting.frameMaxLength`.
+    frame_max_length: u32 = "frameMaxLength" => 16 * 1024 * 1024;
+    channel_expired_timeout: u64 = "channelExpiredTimeout" => 120_000;
+}
+
+impl BrokerConfig {
+    /// The address clients and nameservers reach this broker at (`brokerIP1:listenPort`).
+    pub fn broker_addr(&self) -> String {
+        format!("{}:{}", self.broker_ip1, self.listen_port)
+    }
+
+    pub fn ha_server_addr(&self) -> String {
+        let host = self.broker_ip2.as_deref().unwrap_or(&self.broker_ip1);
+        format!("{host}:{}", self.ha_listen_port)
+    }
+
+    /// The nameserver addresses of `namesrvAddr`, blanks dropped.
+    pub fn namesrv_addrs(&self) -> Vec<String> {
+        self.namesrv_addr
+            .as_deref()
+            .unwrap_or("")
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// `registerNameServerPeriod` clamped to 10..60 s as `BrokerController.start` does.
+    pub fn register_period(&self) -> Duration {
+        Duration::from_millis(self.register_name_server_period.clamp(10_000, 60_000))
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.server_channel_max_idle_time_seconds.max(1))
+    }
+}
+
+/// Everything the broker process is configured with.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub broker: BrokerConfig,
+    pub store: MessageStoreConfig,
+    /// Keys neither the broker nor the store knows; logged at startup.
+    pub unknown_keys: Vec<String>,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_properties(&text)
+    }
+
+    pub fn from_properties(text: &str) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        for (key, value) in properties::parse(text) {
+            config.set(&key, &value)?;
+        }
+        Ok(config)
+    }
+
+    /// Applies one key to the broker or the store config; unknown keys are remembered.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if self.broker.set(key, value)? || self.store.set(key, value)? {
+            return Ok(());
+        }
+        if !self.unknown_keys.iter().any(|k| k == key) {
+            self.unknown_keys.push(key.to_owned());
+        }
+        Ok(())
+    }
+
+    /// `mqbroker -p`: every effective key, broker keys first, as `key=value` lines.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (k, v) in self.broker.entries() {
+            let _ = writeln!(out, "{k}={v}");
+        }
+        let store = serde_json::to_value(&self.store).unwrap_or_default();
+        if let serde_json::Value::Object(map) = store {
+            for (k, v) in map {
+                let v = match v {
+                    serde_json::Value::String(s) => s,
+                    serde_json::Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                let _ = writeln!(out, "{k}={v}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_and_store_keys_and_unknowns() {
+        let text = "brokerClusterName=C1\nbrokerName=b1\nbrokerId=0\nnamesrvAddr=ns1:9876; ns2:9876\n\
+                    listenPort=20911\nbrokerIP1=10.1.2.3\nstorePathRootDir=/tmp/s\n\
+                    mappedFileSizeCommitLog=1048576\nflushDiskType=SYNC_FLUSH\nautoCreateTopicEnable=false\n\
+                    maxMessageSize=1024\nlongPollingEnable=false\nsomethingNew=1\n";
+        let c = Config::from_properties(text).unwrap();
+        assert_eq!(c.broker.broker_cluster_name, "C1");
+        assert_eq!(c.broker.broker_addr(), "10.1.2.3:20911");
+        assert_eq!(c.broker.namesrv_addrs(), vec!["ns1:9876", "ns2:9876"]);
+        assert!(!c.broker.auto_create_topic_enable);
+        assert!(!c.broker.long_polling_enable);
+        assert_eq!(c.store.store_path_root_dir, Path::new("/tmp/s"));
+        assert_eq!(c.store.mapped_file_size_commit_log, 1 << 20);
+        assert_eq!(c.store.flush_disk_type, store::FlushDiskType::SyncFlush);
+        assert_eq!(c.store.max_message_size, 1024);
+        assert_eq!(c.unknown_keys, vec!["somethingNew"]);
+        let printed = c.render();
+        assert!(printed.contains("brokerName=b1\n"));
+        assert!(printed.contains("flushDiskType=SYNC_FLUSH\n"));
+        assert!(printed.contains("storePathRootDir=/tmp/s\n"));
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        let e = Config::from_properties("listenPort=abc").unwrap_err();
+        assert_eq!(e.to_string(), "bad value \"abc\" for listenPort");
+        assert!(Config::from_properties("flushDiskType=SOMETIMES").is_err());
+    }
+
+    #[test]
+    fn register_period_is_clamped() {
+        let mut b = BrokerConfig {
+            register_name_server_period: 1,
+            ..BrokerConfig::default()
+        };
+        assert_eq!(b.register_period(), Duration::from_secs(10));
+        b.register_name_server_period = 600_000;
+        assert_eq!(b.register_period(), Duration::from_secs(60));
+    }
+}

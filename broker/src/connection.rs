@@ -1,0 +1,210 @@
+//! One client connection.
+//!
+//! The reader decodes frames and starts one task per request, so a parked long-poll pull
+//! or a send waiting for the disk does not hold up the requests pipelined behind it;
+//! answers go out in completion order, matched by opaque. Work is bounded: a request
+//! that would exceed `maxInFlightPerConnection` or the broker-wide `maxInFlightTotal`
+//! is answered at once with SYSTEM_BUSY instead of queueing. The writer task owns the
+//! socket's write half and is also how the broker pushes requests to the client
+//! (NOTIFY_CONSUMER_IDS_CHANGED). A frame that does not decode closes this connection
+//! only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use protocol::code::response;
+use protocol::{RemotingCodec, RemotingCommand};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use crate::clients::{Channel, ConnId};
+use crate::dispatch;
+use crate::outbound::Outbound;
+use crate::state::Broker;
+
+/// Responses and pushed requests waiting for the writer.
+const OUTBOUND_QUEUE: usize = 1024;
+/// Below this size body parts are copied into the write buffer (fewer syscalls).
+const INLINE_PART_MAX: usize = 16 * 1024;
+
+/// The connection a request arrived on, as handlers see it.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub id: ConnId,
+    pub peer: SocketAddr,
+    pub channel: Channel,
+}
+
+pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
+    let _ = stream.set_nodelay(true);
+    let id = broker.next_conn_id();
+    let (read, write) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
+    let (push_tx, push_rx) = mpsc::channel::<RemotingCommand>(64);
+    let close = broker.shutdown.child_token();
+    let channel = Channel {
+        id,
+        peer,
+        outbound: push_tx,
+        close: close.clone(),
+    };
+    broker.clients.add_channel(channel.clone());
+    broker.metrics.connection_opened();
+    let conn = Conn { id, peer, channel };
+    let max_frame = broker.config.broker.frame_max_length as usize;
+    let writer = tokio::spawn(write_loop(write, rx, push_rx, max_frame, close.clone()));
+
+    let per_conn = Arc::new(Semaphore::new(
+        broker.config.broker.max_in_flight_per_connection.max(1) as usize,
+    ));
+    let idle = broker.config.broker.idle_timeout();
+    let mut frames = FramedRead::new(read, RemotingCodec::new(max_frame));
+    loop {
+        let next = tokio::select! {
+            _ = close.cancelled() => break,
+            next = tokio::time::timeout(idle, frames.next()) => next,
+        };
+        let request = match next {
+            Err(_) => {
+                tracing::info!(%peer, "closing idle connection");
+                break;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                tracing::warn!(%peer, error = %e, "undecodable frame, closing connection");
+                break;
+            }
+            Ok(Some(Ok(cmd))) => cmd,
+        };
+        if request.is_response() {
+            // Answers to requests the broker pushed (all oneway today): nothing waits.
+            continue;
+        }
+        let permits = per_conn
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .zip(broker.in_flight.clone().try_acquire_owned().ok());
+        let Some(permits) = permits else {
+            broker.metrics.rejected_busy();
+            if !request.is_oneway() {
+                let busy = RemotingCommand::error_response(
+                    &request,
+                    response::SYSTEM_BUSY,
+                    "[OVERLOAD]system busy, start flow control for a while",
+                );
+                if tx.send(busy.into()).await.is_err() {
+                    break;
+                }
+            }
+            continue;
+        };
+        let (broker, conn, tx) = (Arc::clone(&broker), conn.clone(), tx.clone());
+        tokio::spawn(async move {
+            let _permits = permits;
+            if let Some(out) = dispatch::dispatch(&broker, &conn, request).await {
+                let _ = tx.send(out).await;
+            }
+        });
+    }
+    close.cancel();
+    drop(tx);
+    let _ = writer.await;
+    broker.metrics.connection_closed();
+    let left = broker.clients.remove_channel(id);
+    for group in left {
+        crate::handlers::client::notify_consumer_ids_changed(&broker, &group);
+    }
+    tracing::debug!(%peer, conn = id, "connection closed");
+}
+
+async fn write_loop(
+    mut write: OwnedWriteHalf,
+    mut responses: mpsc::Receiver<Outbound>,
+    mut pushes: mpsc::Receiver<RemotingCommand>,
+    max_frame: usize,
+    close: CancellationToken,
+) {
+    let mut codec = RemotingCodec::new(max_frame);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let first = tokio::select! {
+            out = responses.recv() => match out {
+                Some(out) => out,
+                None => break,
+            },
+            Some(cmd) = pushes.recv() => Outbound::from(cmd),
+            _ = close.cancelled() => break,
+        };
+        let mut next = Some(first);
+        // Batch everything already queued into as few writes as possible.
+        while let Some(out) = next.take() {
+            if let Err(e) = append(&mut codec, &mut buf, &mut write, out).await {
+                tracing::debug!(error = %e, "write failed");
+                close.cancel();
+                return;
+            }
+            if buf.len() < 256 * 1024 {
+                next = responses
+                    .try_recv()
+                    .ok()
+                    .or_else(|| pushes.try_recv().ok().map(Outbound::from));
+            }
+        }
+        if !buf.is_empty() {
+            if let Err(e) = write.write_all(&buf).await {
+                tracing::debug!(error = %e, "write failed");
+                close.cancel();
+                return;
+            }
+            buf.clear();
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+async fn append(
+    codec: &mut RemotingCodec,
+    buf: &mut BytesMut,
+    write: &mut OwnedWriteHalf,
+    out: Outbound,
+) -> std::io::Result<()> {
+    if let Err(e) = out.encode_head(codec, buf) {
+        // Too large to send (a handler bug): answer with an error instead.
+        tracing::error!(error = %e, code = out.command.code, "cannot encode response");
+        let mut fallback = out.command.clone();
+        fallback.body = bytes::Bytes::new();
+        fallback.code = response::SYSTEM_ERROR;
+        fallback.remark = Some(format!("response cannot be encoded: {e}"));
+        fallback.ext_fields = Default::default();
+        return codec_encode(codec, buf, fallback);
+    }
+    for part in &out.body_parts {
+        if part.len() <= INLINE_PART_MAX {
+            buf.extend_from_slice(part);
+        } else {
+            // Large views of mapped files go straight to the socket.
+            if !buf.is_empty() {
+                write.write_all(buf).await?;
+                buf.clear();
+            }
+            write.write_all(part).await?;
+        }
+    }
+    Ok(())
+}
+
+fn codec_encode(
+    codec: &mut RemotingCodec,
+    buf: &mut BytesMut,
+    cmd: RemotingCommand,
+) -> std::io::Result<()> {
+    use tokio_util::codec::Encoder;
+    codec.encode(cmd, buf).map_err(std::io::Error::other)
+}

@@ -1,0 +1,334 @@
+//! Admin requests (`AdminBrokerProcessor`, reference §7.13): topics, subscription groups,
+//! runtime info, configuration, connection and offset statistics.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use protocol::RemotingCommand;
+use protocol::body::{KvTable, MessageQueue, SubscriptionData, TopicConfig, TopicFilterType};
+use protocol::code::response;
+use serde::Serialize;
+use store::BrokerRole;
+
+use super::{HandlerResult, error, success};
+use crate::groups::GroupConfig;
+use crate::headers::{
+    ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader, TopicHeader,
+};
+use crate::names;
+use crate::state::Broker;
+
+/// Topics that admin requests may not create or delete (`TopicValidator.isSystemTopic`).
+fn is_system_topic(topic: &str, broker: &Broker) -> bool {
+    names::is_not_allowed_send_topic(topic)
+        || topic == names::AUTO_CREATE_TOPIC
+        || topic == names::BENCHMARK_TOPIC
+        || topic.starts_with("RMQ_SYS_")
+        || topic == broker.config.broker.broker_cluster_name
+        || topic == broker.config.broker.broker_name
+}
+
+pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: CreateTopicRequestHeader = request.header()?;
+    if broker.config.store.broker_role == BrokerRole::Slave {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            "Can't modify topic or subscription group from slave broker, please execute it from master broker.",
+        );
+    }
+    if let Err(remark) = names::validate_topic(&h.topic) {
+        return error(request, response::SYSTEM_ERROR, remark);
+    }
+    if is_system_topic(&h.topic, broker) {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("The topic[{}] is conflict with system topic.", h.topic),
+        );
+    }
+    let Some(filter) = TopicFilterType::from_name(&h.topic_filter_type) else {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("unknown topicFilterType {}", h.topic_filter_type),
+        );
+    };
+    if h.read_queue_nums <= 0 || h.write_queue_nums <= 0 {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            "readQueueNums and writeQueueNums must be positive",
+        );
+    }
+    let config = TopicConfig {
+        topic_name: h.topic.clone(),
+        read_queue_nums: h.read_queue_nums,
+        write_queue_nums: h.write_queue_nums,
+        perm: h.perm,
+        topic_filter_type: filter,
+        topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
+        order: h.order,
+    };
+    broker.topics.upsert(config)?;
+    tracing::info!(topic = %h.topic, "topic created or updated by admin");
+    Ok(success(request).into())
+}
+
+pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: TopicHeader = request.header()?;
+    if is_system_topic(&h.topic, broker) {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("The topic[{}] is conflict with system topic.", h.topic),
+        );
+    }
+    broker.topics.delete(&h.topic)?;
+    broker.offsets.remove_topic(&h.topic);
+    // The store has no per-topic delete yet: the topic's ConsumeQueue files stay until
+    // retention removes them (noted in the README).
+    Ok(success(request).into())
+}
+
+pub fn all_topic_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    Ok(success(request)
+        .with_body(protocol::body::encode(&broker.topics.wrapper()))
+        .into())
+}
+
+pub fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    if broker.config.store.broker_role == BrokerRole::Slave {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            "Can't modify topic or subscription group from slave broker, please execute it from master broker.",
+        );
+    }
+    let config: GroupConfig = protocol::body::decode(&request.body)?;
+    if config.group_name.trim().is_empty() {
+        return error(request, response::SYSTEM_ERROR, "groupName is blank");
+    }
+    broker.groups.upsert(config)?;
+    Ok(success(request).into())
+}
+
+pub fn all_groups(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    Ok(success(request)
+        .with_body(protocol::body::encode(&broker.groups.snapshot()))
+        .into())
+}
+
+pub fn delete_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: DeleteSubscriptionGroupRequestHeader = request.header()?;
+    broker.groups.delete(&h.group_name)?;
+    if h.remove_offset {
+        broker.offsets.remove_group(&h.group_name);
+    }
+    Ok(success(request).into())
+}
+
+pub fn runtime_info(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let store = &broker.store;
+    let m = &broker.metrics;
+    let mut table = KvTable::default();
+    let mut put = |k: &str, v: String| {
+        table.table.insert(k.to_owned(), v);
+    };
+    put("brokerVersion", protocol::CURRENT_VERSION.to_string());
+    put("brokerVersionDesc", "V4_9_8".to_owned());
+    put("msgPutTotalTodayNow", m.put_messages_total().to_string());
+    put("msgGetTotalTodayNow", m.get_messages_total().to_string());
+    put(
+        "dispatchBehindBytes",
+        store.dispatch_behind_bytes().to_string(),
+    );
+    put("commitLogMinOffset", store.min_phy_offset().to_string());
+    put("commitLogMaxOffset", store.max_phy_offset().to_string());
+    put("bootTimestamp", m.boot_timestamp().to_string());
+    put("runtime", m.runtime_text());
+    put("brokerActive", "true".to_owned());
+    put("pullHoldCount", broker.pull_hold.parked().to_string());
+    Ok(success(request)
+        .with_body(protocol::body::encode(&table))
+        .into())
+}
+
+pub fn broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let version = String::from_utf8(protocol::body::encode(&broker.topics.data_version()))
+        .unwrap_or_default();
+    Ok(success(request)
+        .with_header(&GetBrokerConfigResponseHeader { version })
+        .with_body(broker.config.render().into_bytes())
+        .into())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Connection {
+    client_addr: String,
+    client_id: String,
+    language: String,
+    version: i32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConsumerConnection {
+    connection_set: Vec<Connection>,
+    consume_from_where: protocol::body::ConsumeFromWhere,
+    consume_type: protocol::body::ConsumeType,
+    message_model: protocol::body::MessageModel,
+    subscription_table: std::collections::BTreeMap<String, SubscriptionData>,
+}
+
+pub fn consumer_connections(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: ConsumerGroupHeader = request.header()?;
+    let Some((info, conns)) = broker.clients.consumer_connections(&h.consumer_group) else {
+        return error(
+            request,
+            response::CONSUMER_NOT_ONLINE,
+            format!("the consumer group[{}] not online", h.consumer_group),
+        );
+    };
+    let body = ConsumerConnection {
+        connection_set: conns
+            .into_iter()
+            .map(|(c, peer)| Connection {
+                client_addr: peer.to_string(),
+                client_id: c.client_id,
+                language: c.language.name().to_owned(),
+                version: c.version,
+            })
+            .collect(),
+        consume_from_where: info.consume_from_where,
+        consume_type: info.consume_type,
+        message_model: info.message_model,
+        subscription_table: info.subscriptions,
+    };
+    Ok(success(request)
+        .with_body(protocol::body::encode(&body))
+        .into())
+}
+
+/// Writes fastjson's `Map<MessageQueue, V>`: object keys, unquoted (reference §8.6).
+fn object_keyed_map(out: &mut String, entries: impl IntoIterator<Item = (MessageQueue, Vec<u8>)>) {
+    out.push('{');
+    for (n, (mq, value)) in entries.into_iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(&String::from_utf8_lossy(&protocol::body::encode(&mq)));
+        out.push(':');
+        out.push_str(&String::from_utf8_lossy(&value));
+    }
+    out.push('}');
+}
+
+fn queue(broker: &Broker, topic: &str, queue_id: i32) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_owned(),
+        broker_name: broker.config.broker.broker_name.clone(),
+        queue_id,
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TopicOffset {
+    last_update_timestamp: i64,
+    max_offset: i64,
+    min_offset: i64,
+}
+
+pub fn topic_stats(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: TopicHeader = request.header()?;
+    let Some(topic) = broker.topics.get(&h.topic) else {
+        return error(
+            request,
+            response::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist", h.topic),
+        );
+    };
+    let store = &broker.store;
+    let entries = (0..topic.write_queue_nums).map(|q| {
+        let max = store.max_offset_in_queue(&h.topic, q);
+        let min = store.min_offset_in_queue(&h.topic, q);
+        let last = if max.get() > 0 {
+            store
+                .message_store_time(&h.topic, q, protocol::message::QueueOffset(max.get() - 1))
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let value = TopicOffset {
+            last_update_timestamp: last,
+            max_offset: max.get(),
+            min_offset: min.get(),
+        };
+        (queue(broker, &h.topic, q), protocol::body::encode(&value))
+    });
+    let mut out = String::from("{\"offsetTable\":");
+    object_keyed_map(&mut out, entries);
+    out.push('}');
+    Ok(success(request).with_body(out.into_bytes()).into())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OffsetWrapper {
+    broker_offset: i64,
+    consumer_offset: i64,
+    last_timestamp: i64,
+}
+
+pub fn consume_stats(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: GetConsumeStatsRequestHeader = request.header()?;
+    let topics: Vec<String> = match h.topic.as_deref().filter(|t| !t.is_empty()) {
+        Some(t) => vec![t.to_owned()],
+        None => broker
+            .offsets
+            .topics_of_group(&h.consumer_group)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect(),
+    };
+    let store = &broker.store;
+    let mut entries = Vec::new();
+    for topic in topics {
+        let Some(config) = broker.topics.get(&topic) else {
+            continue;
+        };
+        for q in 0..config.read_queue_nums {
+            let broker_offset = store.max_offset_in_queue(&topic, q).get();
+            let consumer_offset = broker
+                .offsets
+                .query(&h.consumer_group, &topic, q)
+                .map_or(0, |o| o.get().max(0));
+            let last_timestamp = if consumer_offset > 0 {
+                store
+                    .message_store_time(
+                        &topic,
+                        q,
+                        protocol::message::QueueOffset(consumer_offset - 1),
+                    )
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            let value = OffsetWrapper {
+                broker_offset,
+                consumer_offset,
+                last_timestamp,
+            };
+            entries.push((queue(broker, &topic, q), protocol::body::encode(&value)));
+        }
+    }
+    // Consume TPS sampling (`BrokerStatsManager`) is not implemented; 0.0 like an idle group.
+    let mut out = String::new();
+    let _ = write!(out, "{{\"consumeTps\":0.0,\"offsetTable\":");
+    object_keyed_map(&mut out, entries);
+    out.push('}');
+    Ok(success(request).with_body(out.into_bytes()).into())
+}

@@ -1,0 +1,168 @@
+//! `ClientManageProcessor` and the client parts of `ConsumerManageProcessor` /
+//! `AdminBrokerProcessor`: heartbeats, unregistration, consumer lists, queue locks.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use protocol::RemotingCommand;
+use protocol::body::{
+    ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody, SubscriptionData,
+    UnlockBatchRequestBody,
+};
+use protocol::code::{request as rq, response};
+use serde::Deserialize;
+
+use super::{HandlerResult, Reply, error, success};
+use crate::clients::ClientInfo;
+use crate::connection::Conn;
+use crate::filter::MessageFilter;
+use crate::headers::{ConsumerGroupHeader, UnregisterClientRequestHeader};
+use crate::names::{self, perm};
+use crate::state::Broker;
+
+/// `TopicSysFlag.FLAG_UNIT_SUB`.
+const FLAG_UNIT_SUB: i32 = 0x2;
+
+pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -> HandlerResult {
+    let data: HeartbeatData = protocol::body::decode(&request.body)?;
+    let info = ClientInfo {
+        client_id: data.client_id.clone(),
+        language: request.language,
+        version: request.version,
+        last_update: Instant::now(),
+    };
+    for consumer in &data.consumer_data_set {
+        if let Some(group) = broker.groups.find_or_create(&consumer.group_name) {
+            let sys_flag = if consumer.unit_mode { FLAG_UNIT_SUB } else { 0 };
+            broker.topics.get_or_create_system(
+                &names::retry_topic(&consumer.group_name),
+                group.retry_queue_nums.max(1),
+                perm::READ | perm::WRITE,
+                sys_flag,
+            );
+        }
+        let changed = broker
+            .clients
+            .register_consumer(consumer, conn.id, info.clone());
+        if changed {
+            tracing::info!(group = %consumer.group_name, client = %data.client_id, "consumer joined");
+            notify_consumer_ids_changed(broker, &consumer.group_name);
+        }
+    }
+    for producer in &data.producer_data_set {
+        broker
+            .clients
+            .register_producer(&producer.group_name, conn.id, info.clone());
+    }
+    Ok(success(request).into())
+}
+
+pub fn unregister_client(
+    broker: &Arc<Broker>,
+    conn: &Conn,
+    request: &RemotingCommand,
+) -> HandlerResult {
+    let h: UnregisterClientRequestHeader = request.header()?;
+    if let Some(group) = h.producer_group.as_deref().filter(|g| !g.is_empty()) {
+        broker.clients.unregister_producer(group, conn.id);
+    }
+    if let Some(group) = h.consumer_group.as_deref().filter(|g| !g.is_empty())
+        && broker.clients.unregister_consumer(group, conn.id)
+    {
+        tracing::info!(group, client = %h.client_id, "consumer left");
+        notify_consumer_ids_changed(broker, group);
+    }
+    Ok(success(request).into())
+}
+
+/// Tells every member of `group` to rebalance (`Broker2Client.notifyConsumerIdsChanged`),
+/// unless the group disabled it or the broker did.
+pub fn notify_consumer_ids_changed(broker: &Broker, group: &str) {
+    if !broker.config.broker.notify_consumer_ids_changed_enable {
+        return;
+    }
+    if broker
+        .groups
+        .get(group)
+        .is_some_and(|g| !g.notify_consumer_ids_changed_enable)
+    {
+        return;
+    }
+    let header = ConsumerGroupHeader {
+        consumer_group: group.to_owned(),
+    };
+    for channel in broker.clients.consumer_channels(group) {
+        let mut cmd = RemotingCommand::request(rq::NOTIFY_CONSUMER_IDS_CHANGED, &header);
+        cmd.mark_oneway();
+        if channel.outbound.try_send(cmd).is_err() {
+            tracing::debug!(peer = %channel.peer, group, "notify dropped: connection busy or closed");
+        }
+    }
+}
+
+/// `CheckClientRequestBody`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CheckClientBody {
+    #[serde(default)]
+    subscription_data: Option<SubscriptionData>,
+}
+
+pub fn check_client_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let body: CheckClientBody = protocol::body::decode(&request.body)?;
+    let Some(sub) = body.subscription_data else {
+        return Ok(success(request).into());
+    };
+    match MessageFilter::from_subscription(&sub) {
+        Ok(_) => Ok(success(request).into()),
+        Err(e) if !broker.config.broker.enable_property_filter => {
+            error(request, response::SYSTEM_ERROR, e.to_string())
+        }
+        Err(e) => error(request, response::SUBSCRIPTION_PARSE_FAILED, e.to_string()),
+    }
+}
+
+pub fn consumer_list(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: ConsumerGroupHeader = request.header()?;
+    let ids = broker.clients.consumer_ids(&h.consumer_group);
+    if ids.is_empty() {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("no consumer for this group, {}", h.consumer_group),
+        );
+    }
+    let body = ConsumerListBody {
+        consumer_id_list: ids,
+    };
+    Ok(success(request)
+        .with_body(protocol::body::encode(&body))
+        .into())
+}
+
+pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let body: LockBatchRequestBody = protocol::body::decode(&request.body)?;
+    let locked = broker.locks.try_lock_batch(
+        &body.consumer_group,
+        &body.mq_set,
+        &body.client_id,
+        Instant::now(),
+    );
+    let out = LockBatchResponseBody {
+        lock_ok_mq_set: locked,
+    };
+    Ok(success(request)
+        .with_body(protocol::body::encode(&out))
+        .into())
+}
+
+pub fn unlock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let body: UnlockBatchRequestBody = protocol::body::decode(&request.body)?;
+    broker
+        .locks
+        .unlock_batch(&body.consumer_group, &body.mq_set, &body.client_id);
+    if request.is_oneway() {
+        return Ok(Reply::None);
+    }
+    Ok(success(request).into())
+}

@@ -1,0 +1,67 @@
+//! QUERY_MESSAGE and VIEW_MESSAGE_BY_ID (`QueryMessageProcessor`, reference §7.5).
+
+use std::sync::Arc;
+
+use protocol::RemotingCommand;
+use protocol::code::response;
+
+use super::{HandlerResult, Reply, error, success};
+use crate::headers::{
+    QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
+};
+use crate::outbound::Outbound;
+use crate::state::Broker;
+
+/// extField a client sets when querying by UNIQ_KEY.
+const UNIQUE_KEY_QUERY: &str = "_UNIQUE_KEY_QUERY";
+
+pub async fn query_message(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: QueryMessageRequestHeader = request.header()?;
+    let max_num = if request
+        .ext_fields
+        .get(UNIQUE_KEY_QUERY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        broker.config.store.default_query_max_num as i32
+    } else {
+        h.max_num
+    };
+    let (b2, topic, key) = (Arc::clone(broker), h.topic.clone(), h.key.clone());
+    let (begin, end) = (h.begin_timestamp, h.end_timestamp);
+    // Index lookups read files; keep them off the reactor threads.
+    let result = tokio::task::spawn_blocking(move || {
+        b2.store.query_message(&topic, &key, max_num, begin, end)
+    })
+    .await
+    .unwrap_or_default();
+    let header = QueryMessageResponseHeader {
+        index_last_update_timestamp: result.index_last_update_timestamp,
+        index_last_update_phyoffset: result.index_last_update_phyoffset,
+    };
+    if result.messages.is_empty() {
+        let cmd = RemotingCommand::error_response(
+            request,
+            response::QUERY_NOT_FOUND,
+            "can not find message, maybe time range not correct",
+        )
+        .with_header(&header);
+        return Ok(cmd.into());
+    }
+    let cmd = success(request).with_header(&header);
+    Ok(Reply::Response(Outbound::with_parts(cmd, result.messages)))
+}
+
+pub async fn view_message(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: ViewMessageRequestHeader = request.header()?;
+    match broker.store.view_message(h.offset) {
+        Some(record) => Ok(Reply::Response(Outbound::with_parts(
+            success(request),
+            vec![record],
+        ))),
+        None => error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("can not find message by the offset, {}", h.offset),
+        ),
+    }
+}

@@ -1,0 +1,49 @@
+//! Request handlers, grouped like RocketMQ's processors. Each returns a [`Reply`]; the
+//! dispatch table maps errors to SYSTEM_ERROR answers.
+
+pub mod admin;
+pub mod client;
+pub mod lookup;
+pub mod offset;
+pub mod pull;
+pub mod send;
+
+use protocol::RemotingCommand;
+use protocol::body::BodyError;
+use protocol::code::response;
+use protocol::header::HeaderError;
+
+use crate::config_file::ConfigFileError;
+use crate::outbound::Outbound;
+
+pub enum Reply {
+    Response(Outbound),
+    /// Nothing to send (oneway requests handled without an answer).
+    None,
+}
+
+impl From<RemotingCommand> for Reply {
+    fn from(cmd: RemotingCommand) -> Self {
+        Reply::Response(cmd.into())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    #[error("{0}")]
+    Body(#[from] BodyError),
+    #[error("{0}")]
+    Persist(#[from] ConfigFileError),
+}
+
+pub type HandlerResult = Result<Reply, HandlerError>;
+
+pub fn success(request: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(request, response::SUCCESS)
+}
+
+pub fn error(request: &RemotingCommand, code: i32, remark: impl Into<String>) -> HandlerResult {
+    Ok(RemotingCommand::error_response(request, code, remark).into())
+}

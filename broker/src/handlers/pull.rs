@@ -1,0 +1,247 @@
+//! PULL_MESSAGE with long polling (`PullMessageProcessor`, reference §7.4).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use protocol::RemotingCommand;
+use protocol::body::MessageModel;
+use protocol::code::response;
+use protocol::message::PullSysFlag;
+use store::BrokerRole;
+
+use super::{HandlerResult, Reply};
+use crate::connection::Conn;
+use crate::filter::MessageFilter;
+use crate::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use crate::names::perm;
+use crate::outbound::Outbound;
+use crate::state::Broker;
+use crate::store_api::GetStatus;
+
+/// Outcome of one pass over the store.
+enum Pass {
+    Done(Outbound),
+    /// Nothing found and the request may wait for new messages.
+    Suspend(MessageFilter),
+}
+
+pub async fn pull_message(
+    broker: &Arc<Broker>,
+    _conn: &Conn,
+    request: &RemotingCommand,
+) -> HandlerResult {
+    let h: PullMessageRequestHeader = request.header()?;
+    let filter = match process(broker, request, &h, true) {
+        Pass::Done(out) => return Ok(Reply::Response(out)),
+        Pass::Suspend(filter) => filter,
+    };
+    let b = &broker.config.broker;
+    let hold = if b.long_polling_enable {
+        Duration::from_millis(h.suspend_timeout_millis.max(0) as u64)
+    } else {
+        Duration::from_millis(b.short_polling_time_mills)
+    };
+    let woken = broker
+        .pull_hold
+        .park(&h.topic, h.queue_id, h.queue_offset, filter);
+    // A message may have been dispatched between the store lookup and parking.
+    let already = broker.store.max_offset_in_queue(&h.topic, h.queue_id) > h.queue_offset;
+    if !already {
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(hold) => {}
+            _ = broker.shutdown.cancelled() => {}
+        }
+    }
+    match process(broker, request, &h, false) {
+        Pass::Done(out) => Ok(Reply::Response(out)),
+        Pass::Suspend(_) => unreachable_suspend(request),
+    }
+}
+
+/// `process` with suspension disallowed never asks to suspend; answer NOT_FOUND if it did.
+fn unreachable_suspend(request: &RemotingCommand) -> HandlerResult {
+    Ok(
+        RemotingCommand::error_response(request, response::PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
+            .into(),
+    )
+}
+
+fn fail(request: &RemotingCommand, code: i32, remark: String) -> Pass {
+    Pass::Done(RemotingCommand::error_response(request, code, remark).into())
+}
+
+fn process(
+    broker: &Broker,
+    request: &RemotingCommand,
+    h: &PullMessageRequestHeader,
+    allow_suspend: bool,
+) -> Pass {
+    let b = &broker.config.broker;
+    let flag = PullSysFlag(h.sys_flag);
+    if !perm::is_readable(b.broker_permission) {
+        return fail(
+            request,
+            response::NO_PERMISSION,
+            format!("the broker[{}] pulling message is forbidden", b.broker_ip1),
+        );
+    }
+    let Some(group) = broker.groups.find_or_create(&h.consumer_group) else {
+        return fail(
+            request,
+            response::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        );
+    };
+    if !group.consume_enable {
+        return fail(
+            request,
+            response::NO_PERMISSION,
+            format!("subscription group no permission, {}", h.consumer_group),
+        );
+    }
+    let Some(topic) = broker.topics.get(&h.topic) else {
+        return fail(
+            request,
+            response::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+        );
+    };
+    if !perm::is_readable(topic.perm) {
+        return fail(
+            request,
+            response::NO_PERMISSION,
+            format!("the topic[{}] pulling message is forbidden", h.topic),
+        );
+    }
+    if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
+        return fail(
+            request,
+            response::SYSTEM_ERROR,
+            format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
+                h.queue_id,
+                h.topic,
+                topic.read_queue_nums,
+                request.ext_fields.get("clientAddr").unwrap_or("")
+            ),
+        );
+    }
+    let filter = if flag.has_subscription() {
+        match MessageFilter::parse(
+            h.expression_type.as_deref(),
+            h.subscription.as_deref().unwrap_or("*"),
+        ) {
+            Ok(f) => f,
+            Err(e) => return fail(request, response::SYSTEM_ERROR, e.to_string()),
+        }
+    } else {
+        let Some(info) = broker.clients.consumer_group(&h.consumer_group) else {
+            return fail(
+                request,
+                response::SUBSCRIPTION_NOT_EXIST,
+                format!(
+                    "the consumer's group info not exist, group: {}",
+                    h.consumer_group
+                ),
+            );
+        };
+        if info.message_model == MessageModel::Broadcasting && !group.consume_broadcast_enable {
+            return fail(
+                request,
+                response::NO_PERMISSION,
+                format!(
+                    "the consumer group[{}] can not consume by broadcast way",
+                    h.consumer_group
+                ),
+            );
+        }
+        let Some(sub) = info.subscriptions.get(&h.topic) else {
+            return fail(
+                request,
+                response::SUBSCRIPTION_NOT_EXIST,
+                "the consumer's subscription not exist".to_owned(),
+            );
+        };
+        if sub.sub_version < h.sub_version {
+            return fail(
+                request,
+                response::SUBSCRIPTION_NOT_LATEST,
+                "the consumer's subscription not latest".to_owned(),
+            );
+        }
+        match MessageFilter::from_subscription(sub) {
+            Ok(f) => f,
+            Err(e) => return fail(request, response::SYSTEM_ERROR, e.to_string()),
+        }
+    };
+
+    let result = broker.store.get_message(
+        &h.topic,
+        h.queue_id,
+        h.queue_offset,
+        h.max_msg_nums.max(0),
+        &filter,
+    );
+    let code = match result.status {
+        GetStatus::Found => response::SUCCESS,
+        GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => {
+            response::PULL_RETRY_IMMEDIATELY
+        }
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue
+            if h.queue_offset.get() != 0 =>
+        {
+            response::PULL_OFFSET_MOVED
+        }
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => response::PULL_NOT_FOUND,
+        GetStatus::OffsetFoundNull | GetStatus::OffsetOverflowOne => response::PULL_NOT_FOUND,
+        GetStatus::OffsetOverflowBadly | GetStatus::OffsetTooSmall => response::PULL_OFFSET_MOVED,
+    };
+
+    // The piggy-backed commit is applied once, on the first pass (`brokerAllowSuspend`).
+    if allow_suspend
+        && flag.has_commit_offset()
+        && broker.config.store.broker_role != BrokerRole::Slave
+    {
+        broker
+            .offsets
+            .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    }
+    if code == response::PULL_NOT_FOUND && allow_suspend && flag.has_suspend() {
+        return Pass::Suspend(filter);
+    }
+
+    let header = PullMessageResponseHeader {
+        // No slaves yet: always read from the master.
+        suggest_which_broker_id: 0,
+        next_begin_offset: result.next_begin_offset,
+        min_offset: result.min_offset,
+        max_offset: result.max_offset,
+    };
+    let cmd = RemotingCommand::response_to(request, code)
+        .with_header(&header)
+        .with_remark(status_name(result.status));
+    if code == response::SUCCESS {
+        let bytes: usize = result.messages.iter().map(|m| m.len()).sum();
+        broker
+            .metrics
+            .record_get(&h.topic, result.messages.len() as u64, bytes as u64);
+        Pass::Done(Outbound::with_parts(cmd, result.messages))
+    } else {
+        Pass::Done(cmd.into())
+    }
+}
+
+fn status_name(s: GetStatus) -> &'static str {
+    match s {
+        GetStatus::Found => "FOUND",
+        GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+        GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+        GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+        GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+        GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+        GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+        GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+        GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+    }
+}

@@ -1,0 +1,308 @@
+//! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (`SendMessageProcessor`,
+//! `AbstractSendMessageProcessor.msgCheck`, reference §7.1–7.3).
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use protocol::RemotingCommand;
+use protocol::body::{TopicConfig, TopicFilterType};
+use protocol::code::{request as rq, response};
+use protocol::message::MessageSysFlag;
+use store::BrokerRole;
+
+use super::{HandlerResult, error};
+use crate::connection::Conn;
+use crate::headers::{
+    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+};
+use crate::names::{self, perm};
+use crate::props;
+use crate::state::Broker;
+use crate::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
+
+/// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
+const VERSION_WITH_MAX_RECONSUME: i32 = 121;
+const ILLEGAL_REMARK: &str = "the message is illegal, maybe msg body or properties length not matched. msg body length limit 128k, msg properties length limit 32k.";
+
+pub async fn send_message(
+    broker: &Arc<Broker>,
+    conn: &Conn,
+    request: &RemotingCommand,
+) -> HandlerResult {
+    let h: SendMessageRequestHeader = if request.code == rq::SEND_MESSAGE {
+        request.header()?
+    } else {
+        request.header::<SendMessageRequestHeaderV2>()?.into()
+    };
+    let batch = request.code == rq::SEND_BATCH_MESSAGE || h.batch == Some(true);
+    let b = &broker.config.broker;
+
+    if broker.config.store.broker_role == BrokerRole::Slave {
+        return error(
+            request,
+            response::SERVICE_NOT_AVAILABLE,
+            "service not available now, the broker is a slave",
+        );
+    }
+    let checked = match check(broker, request, &h) {
+        Ok(c) => c,
+        Err(reply) => return Ok(reply.into()),
+    };
+    let (mut topic, topic_config) = (h.topic.clone(), checked);
+    let mut queue_id = h.queue_id;
+    if queue_id < 0 {
+        queue_id = random_index(topic_config.write_queue_nums.max(1));
+    }
+
+    let properties = h.properties.clone().unwrap_or_default();
+    let reconsume_times = h.reconsume_times.unwrap_or(0);
+    if let Some(group) = topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
+        // `handleRetryAndDLQ`: too many retries go to the group's dead letter queue.
+        let Some(group_config) = broker.groups.get(group) else {
+            return error(
+                request,
+                response::SUBSCRIPTION_GROUP_NOT_EXIST,
+                format!("subscription group not exist, {group}"),
+            );
+        };
+        let max = match h.max_reconsume_times {
+            Some(m) if request.version >= VERSION_WITH_MAX_RECONSUME => m,
+            _ => group_config.retry_max_times,
+        };
+        if reconsume_times >= max {
+            let dlq = names::dlq_topic(group);
+            broker
+                .topics
+                .get_or_create_system(&dlq, 1, perm::READ | perm::WRITE, 0);
+            topic = dlq;
+            queue_id = 0;
+        }
+    }
+
+    if props::get(&properties, props::TRAN_MSG).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        // Transactional half messages are not implemented yet; RocketMQ's answer for a
+        // broker that rejects them.
+        return error(
+            request,
+            response::NO_PERMISSION,
+            format!(
+                "the broker[{}] sending transaction message is forbidden",
+                b.broker_ip1
+            ),
+        );
+    }
+
+    let max_body = broker.config.store.max_message_size as usize;
+    if request.body.len() > max_body || properties.len() > i16::MAX as usize {
+        broker.metrics.rejected_illegal();
+        return error(request, response::MESSAGE_ILLEGAL, ILLEGAL_REMARK);
+    }
+
+    let mut sys_flag = MessageSysFlag(h.sys_flag);
+    if topic_config.topic_filter_type == TopicFilterType::MultiTag {
+        sys_flag = sys_flag.with(MessageSysFlag::MULTI_TAGS);
+    }
+    let wait_store_ok = props::wait_store_ok(&properties);
+    let store_host = store_host(broker);
+    let body_len = request.body.len() as u64;
+    let result = if batch {
+        let mut batch_props = props::parse(&properties);
+        batch_props.retain(|(k, _)| *k != props::CLUSTER);
+        let cluster = b.broker_cluster_name.as_str();
+        batch_props.push((props::CLUSTER, cluster));
+        broker
+            .store
+            .put_batch(PutBatch {
+                topic: topic.clone(),
+                queue_id,
+                body: request.body.clone(),
+                properties: props::render(batch_props),
+                sys_flag: sys_flag.bits(),
+                born_timestamp: h.born_timestamp,
+                born_host: conn.peer,
+                store_host,
+                reconsume_times,
+                wait_store_ok,
+            })
+            .await
+    } else {
+        broker
+            .store
+            .put_message(PutMessage {
+                topic: topic.clone(),
+                queue_id,
+                flag: h.flag,
+                body: request.body.clone(),
+                properties: props::for_store(&properties, &b.broker_cluster_name),
+                sys_flag: sys_flag.bits(),
+                born_timestamp: h.born_timestamp,
+                born_host: conn.peer,
+                store_host,
+                reconsume_times,
+                wait_store_ok,
+            })
+            .await
+    };
+    Ok(answer(broker, request, &topic, queue_id, body_len, result).into())
+}
+
+/// `msgCheck`: the topic's config, or the error answer.
+fn check(
+    broker: &Broker,
+    request: &RemotingCommand,
+    h: &SendMessageRequestHeader,
+) -> Result<TopicConfig, RemotingCommand> {
+    let b = &broker.config.broker;
+    let fail = |code, remark: String| RemotingCommand::error_response(request, code, remark);
+    if !perm::is_writeable(b.broker_permission) {
+        return Err(fail(
+            response::NO_PERMISSION,
+            format!("the broker[{}] sending message is forbidden", b.broker_ip1),
+        ));
+    }
+    if let Err(remark) = names::validate_topic(&h.topic) {
+        return Err(fail(response::SYSTEM_ERROR, remark));
+    }
+    if names::is_not_allowed_send_topic(&h.topic) {
+        return Err(fail(
+            response::NO_PERMISSION,
+            format!("Sending message to topic[{}] is forbidden.", h.topic),
+        ));
+    }
+    let config = if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
+        // `createTopicInSendMessageBackMethod`: retry topics get one queue.
+        Ok((
+            broker
+                .topics
+                .get_or_create_system(&h.topic, 1, perm::READ | perm::WRITE, 0),
+            false,
+        ))
+    } else {
+        broker
+            .topics
+            .get_or_auto_create(&h.topic, &h.default_topic, h.default_topic_queue_nums, 0)
+    };
+    let config = match config {
+        Ok((config, created)) => {
+            if created {
+                tracing::info!(topic = %h.topic, producer_group = %h.producer_group, "topic auto-created by send");
+            }
+            config
+        }
+        Err(e) => return Err(fail(response::TOPIC_NOT_EXIST, e.to_string())),
+    };
+    if !perm::is_writeable(config.perm) {
+        return Err(fail(
+            response::NO_PERMISSION,
+            format!("the topic[{}] sending message is forbidden", h.topic),
+        ));
+    }
+    let id_limit = config.write_queue_nums.max(config.read_queue_nums);
+    if h.queue_id >= id_limit {
+        return Err(fail(
+            response::SYSTEM_ERROR,
+            format!(
+                "request queueId[{}] is illegal, {:?} Producer: {}",
+                h.queue_id, config, h.producer_group
+            ),
+        ));
+    }
+    Ok(config)
+}
+
+/// `handlePutMessageResult`.
+fn answer(
+    broker: &Broker,
+    request: &RemotingCommand,
+    topic: &str,
+    queue_id: i32,
+    body_len: u64,
+    result: PutResult,
+) -> RemotingCommand {
+    let code = match result.status {
+        PutStatus::PutOk => response::SUCCESS,
+        PutStatus::FlushDiskTimeout => response::FLUSH_DISK_TIMEOUT,
+        PutStatus::FlushSlaveTimeout => response::FLUSH_SLAVE_TIMEOUT,
+        PutStatus::SlaveNotAvailable => response::SLAVE_NOT_AVAILABLE,
+        PutStatus::CreateMappedFileFailed => {
+            return RemotingCommand::error_response(
+                request,
+                response::SYSTEM_ERROR,
+                "create mapped file failed, server is busy or broken.",
+            );
+        }
+        PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded => {
+            broker.metrics.rejected_illegal();
+            return RemotingCommand::error_response(
+                request,
+                response::MESSAGE_ILLEGAL,
+                ILLEGAL_REMARK,
+            );
+        }
+        PutStatus::ServiceNotAvailable => {
+            return RemotingCommand::error_response(
+                request,
+                response::SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: the broker's disk is full, messages are put to the slave, message store has been shut down, etc.",
+            );
+        }
+        PutStatus::OsPageCacheBusy => {
+            return RemotingCommand::error_response(
+                request,
+                response::SYSTEM_BUSY,
+                "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+            );
+        }
+        PutStatus::UnknownError => {
+            return RemotingCommand::error_response(
+                request,
+                response::SYSTEM_ERROR,
+                "UNKNOWN_ERROR",
+            );
+        }
+    };
+    let Some(appended) = result.appended else {
+        return RemotingCommand::error_response(
+            request,
+            response::SYSTEM_ERROR,
+            "store reported success without a position",
+        );
+    };
+    broker
+        .metrics
+        .record_put(topic, appended.msg_ids.len() as u64, body_len);
+    let header = SendMessageResponseHeader {
+        msg_id: appended.msg_ids.join(","),
+        queue_id,
+        queue_offset: appended.queue_offset,
+        transaction_id: None,
+    };
+    let mut out = RemotingCommand::response_to(request, code).with_header(&header);
+    let b = &broker.config.broker;
+    out.ext_fields
+        .insert(props::MSG_REGION, b.region_id.clone());
+    out.ext_fields
+        .insert(props::TRACE_ON, if b.trace_on { "true" } else { "false" });
+    if code != response::SUCCESS {
+        out.remark = Some(format!("{:?}", result.status));
+    }
+    out
+}
+
+/// The host:port written into records and message ids: `brokerIP1:listenPort`.
+pub fn store_host(broker: &Broker) -> SocketAddr {
+    let b = &broker.config.broker;
+    let ip = b
+        .broker_ip1
+        .parse()
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    SocketAddr::new(ip, b.listen_port)
+}
+
+/// A uniformly spread index in `0..n` (RocketMQ picks a random queue).
+fn random_index(n: i32) -> i32 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::now_ms() as u64);
+    (h.finish() % n.max(1) as u64) as i32
+}

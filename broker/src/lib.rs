@@ -1,0 +1,41 @@
+//! `rmq-broker`: a RocketMQ 4.9-compatible broker on the `store` crate.
+//!
+//! One tokio listener accepts client connections ([`server`]); each connection
+//! ([`connection`]) decodes frames, runs requests concurrently up to a per-connection and
+//! a per-broker bound, and answers them by opaque. [`dispatch`] holds the single table
+//! from request code to handler. The broker's metadata lives in managers
+//! ([`topics`], [`groups`], [`offsets`], [`clients`], [`locks`]) shared through
+//! [`state::Broker`].
+
+pub mod clients;
+pub mod config;
+pub mod config_file;
+pub mod connection;
+pub mod dispatch;
+pub mod filter;
+pub mod groups;
+pub mod handlers;
+pub mod headers;
+pub mod locks;
+pub mod long_polling;
+pub mod metrics;
+pub mod names;
+pub mod offsets;
+pub mod outbound;
+pub mod properties;
+pub mod props;
+pub mod registration;
+pub mod remoting_client;
+pub mod server;
+pub mod state;
+pub mod store_adapter;
+pub mod store_api;
+pub mod topics;
+
+/// Milliseconds since the Unix epoch (RocketMQ's `System.currentTimeMillis()`).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

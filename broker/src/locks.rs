@@ -1,0 +1,100 @@
+//! Queue locks for orderly consumption (`RebalanceLockManager`): a client holds a queue
+//! of a group until it unlocks or stops renewing for 60 s
+//! (`rocketmq.broker.rebalance.lockMaxLiveTime`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use protocol::body::MessageQueue;
+
+pub const LOCK_MAX_LIVE_TIME: Duration = Duration::from_secs(60);
+
+struct LockEntry {
+    client_id: String,
+    last_update: Instant,
+}
+
+#[derive(Default)]
+pub struct LockManager {
+    groups: Mutex<HashMap<String, HashMap<MessageQueue, LockEntry>>>,
+}
+
+impl LockManager {
+    /// `tryLockBatch`: locks (or renews) every queue that is free, expired or already
+    /// held by `client_id`; returns the queues `client_id` now holds.
+    pub fn try_lock_batch(
+        &self,
+        group: &str,
+        queues: &BTreeSet<MessageQueue>,
+        client_id: &str,
+        now: Instant,
+    ) -> BTreeSet<MessageQueue> {
+        let mut groups = self.groups.lock();
+        let table = groups.entry(group.to_owned()).or_default();
+        let mut locked = BTreeSet::new();
+        for mq in queues {
+            let entry = table.entry(mq.clone()).or_insert_with(|| LockEntry {
+                client_id: client_id.to_owned(),
+                last_update: now,
+            });
+            let expired = now.saturating_duration_since(entry.last_update) > LOCK_MAX_LIVE_TIME;
+            if entry.client_id == client_id || expired {
+                if entry.client_id != client_id {
+                    tracing::info!(group, queue = ?mq, old = %entry.client_id, new = client_id, "expired queue lock taken over");
+                }
+                entry.client_id = client_id.to_owned();
+                entry.last_update = now;
+                locked.insert(mq.clone());
+            }
+        }
+        locked
+    }
+
+    /// `unlockBatch`: releases the queues held by `client_id`.
+    pub fn unlock_batch(&self, group: &str, queues: &BTreeSet<MessageQueue>, client_id: &str) {
+        let mut groups = self.groups.lock();
+        if let Some(table) = groups.get_mut(group) {
+            for mq in queues {
+                if table.get(mq).is_some_and(|e| e.client_id == client_id) {
+                    table.remove(mq);
+                }
+            }
+            if table.is_empty() {
+                groups.remove(group);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mq(q: i32) -> MessageQueue {
+        MessageQueue {
+            topic: "T".into(),
+            broker_name: "b".into(),
+            queue_id: q,
+        }
+    }
+
+    #[test]
+    fn lock_renew_steal_after_expiry_unlock() {
+        let m = LockManager::default();
+        let t0 = Instant::now();
+        let both: BTreeSet<_> = [mq(0), mq(1)].into();
+        assert_eq!(m.try_lock_batch("g", &both, "c1", t0), both);
+        assert!(
+            m.try_lock_batch("g", &both, "c2", t0 + Duration::from_secs(30))
+                .is_empty()
+        );
+        // c1 renews queue 0 only; queue 1 expires and c2 takes it.
+        let q0: BTreeSet<_> = [mq(0)].into();
+        m.try_lock_batch("g", &q0, "c1", t0 + Duration::from_secs(50));
+        let t = t0 + Duration::from_secs(61);
+        assert_eq!(m.try_lock_batch("g", &both, "c2", t), [mq(1)].into());
+        m.unlock_batch("g", &both, "c1");
+        assert_eq!(m.try_lock_batch("g", &both, "c2", t), both);
+    }
+}

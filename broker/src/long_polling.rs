@@ -1,0 +1,106 @@
+//! Parked pulls (`PullRequestHoldService`): a pull that found nothing and may suspend
+//! waits here, keyed by `topic@queueId`, until the store dispatches a message for that
+//! queue that passes the pull's filter, or its hold time ends.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use protocol::message::QueueOffset;
+use tokio::sync::oneshot;
+
+use crate::filter::MessageFilter;
+
+struct Waiter {
+    /// The offset the pull asked for; only messages at or past it wake it.
+    offset: QueueOffset,
+    filter: MessageFilter,
+    wake: oneshot::Sender<()>,
+}
+
+#[derive(Default)]
+pub struct PullHold {
+    waiters: Mutex<HashMap<(String, i32), Vec<Waiter>>>,
+}
+
+impl PullHold {
+    /// Parks a pull; the receiver completes when a matching message arrives. Dropping it
+    /// (timeout) abandons the slot, which the next arrival on the queue cleans up.
+    pub fn park(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        filter: MessageFilter,
+    ) -> oneshot::Receiver<()> {
+        let (wake, rx) = oneshot::channel();
+        let mut w = self.waiters.lock();
+        let list = w.entry((topic.to_owned(), queue_id)).or_default();
+        list.retain(|waiter| !waiter.wake.is_closed());
+        list.push(Waiter {
+            offset,
+            filter,
+            wake,
+        });
+        rx
+    }
+
+    /// `notifyMessageArriving`: wakes the queue's waiters whose filter accepts the tags
+    /// code of the message dispatched at `offset`.
+    pub fn on_arrival(&self, topic: &str, queue_id: i32, offset: QueueOffset, tags_code: i64) {
+        let mut w = self.waiters.lock();
+        let key = (topic.to_owned(), queue_id);
+        let Some(list) = w.get_mut(&key) else { return };
+        let mut kept = Vec::with_capacity(list.len());
+        for waiter in list.drain(..) {
+            if waiter.wake.is_closed() {
+                continue;
+            }
+            if offset >= waiter.offset && waiter.filter.matches_tags_code(tags_code) {
+                let _ = waiter.wake.send(());
+            } else {
+                kept.push(waiter);
+            }
+        }
+        if kept.is_empty() {
+            w.remove(&key);
+        } else {
+            *list = kept;
+        }
+    }
+
+    pub fn parked(&self) -> usize {
+        self.waiters
+            .lock()
+            .values()
+            .map(|l| l.iter().filter(|w| !w.wake.is_closed()).count())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::java_string_hash;
+
+    #[test]
+    fn wakes_matching_waiters_only() {
+        let hold = PullHold::default();
+        let tag_a = MessageFilter::parse(None, "A").unwrap();
+        let mut a = hold.park("T", 0, QueueOffset(5), tag_a);
+        let mut all = hold.park("T", 0, QueueOffset(5), MessageFilter::All);
+        let mut other_queue = hold.park("T", 1, QueueOffset(0), MessageFilter::All);
+        assert_eq!(hold.parked(), 3);
+        // An older message (below the requested offset) wakes nobody.
+        hold.on_arrival("T", 0, QueueOffset(4), 0);
+        assert!(all.try_recv().is_err());
+        hold.on_arrival("T", 0, QueueOffset(5), i64::from(java_string_hash("B")));
+        assert!(all.try_recv().is_ok());
+        assert!(a.try_recv().is_err());
+        hold.on_arrival("T", 0, QueueOffset(6), i64::from(java_string_hash("A")));
+        assert!(a.try_recv().is_ok());
+        assert!(other_queue.try_recv().is_err());
+        drop(other_queue);
+        hold.on_arrival("T", 1, QueueOffset(0), 0);
+        assert_eq!(hold.parked(), 0);
+    }
+}

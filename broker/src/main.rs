@@ -1,0 +1,160 @@
+//! `rmq-broker`: configured like RocketMQ's `mqbroker` (`-c broker.conf`, `-n namesrv`,
+//! `-p` to print the effective configuration).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Instant;
+
+use anyhow::Context;
+use broker::config::Config;
+use broker::metrics::{Http, Metrics};
+use broker::registration::{self, Registrar};
+use broker::state::Broker;
+use broker::store_adapter::StoreAdapter;
+use broker::store_api::MessageStoreApi;
+use broker::{metrics, server};
+use clap::Parser;
+use tokio::net::TcpListener;
+
+#[derive(Debug, Parser)]
+#[command(name = "rmq-broker", version, about = "RocketMQ 4.x-compatible broker")]
+struct Cli {
+    /// Broker config file (Java properties with RocketMQ's key names).
+    #[arg(short = 'c', long = "configFile")]
+    config: Option<PathBuf>,
+    /// Nameserver address list `host:port;host:port`, overriding namesrvAddr.
+    #[arg(short = 'n', long = "namesrvAddr")]
+    namesrv: Option<String>,
+    /// Print the effective configuration and exit.
+    #[arg(short = 'p', long = "printConfigItem")]
+    print: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let mut config = match &cli.config {
+        Some(path) => {
+            Config::load(path).with_context(|| format!("config file {}", path.display()))?
+        }
+        None => Config::default(),
+    };
+    if let Some(ns) = cli.namesrv {
+        config.set("namesrvAddr", &ns)?;
+    }
+    if cli.print {
+        print!("{}", config.render());
+        return Ok(());
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RMQ_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    for key in &config.unknown_keys {
+        tracing::warn!(key, "unknown configuration key ignored");
+    }
+    config.store.validate()?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?
+        .block_on(run(config))
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let metrics = Arc::new(Metrics::new());
+    let http = Arc::new(Http {
+        metrics: Arc::clone(&metrics),
+        broker: OnceLock::new(),
+    });
+    let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
+    let http_listener = TcpListener::bind(http_addr)
+        .await
+        .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?;
+    let http_shutdown = tokio_util::sync::CancellationToken::new();
+    let http_task = tokio::spawn(metrics::serve_http(
+        http_listener,
+        Arc::clone(&http),
+        http_shutdown.clone(),
+    ));
+
+    // Recovery may take long: /healthz answers meanwhile, /readyz says "recovering".
+    let store_config = config.store.clone();
+    let store = tokio::task::spawn_blocking(move || store::MessageStore::open(store_config))
+        .await
+        .context("store recovery task")?
+        .context("cannot open the message store")?;
+    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let broker =
+        Broker::open(config, Arc::clone(&store), metrics).context("cannot load broker metadata")?;
+    let weak: Weak<Broker> = Arc::downgrade(&broker);
+    store.set_arrival_listener(Arc::new(move |topic, queue_id, offset, tags_code| {
+        if let Some(b) = weak.upgrade() {
+            b.pull_hold.on_arrival(topic, queue_id, offset, tags_code);
+        }
+    }));
+    let _ = http.broker.set(Arc::clone(&broker));
+
+    let listener = server::bind(&broker).await?;
+    let local = listener.local_addr()?;
+    let registrar = Arc::new(Registrar::new(&broker));
+    let accept = tokio::spawn(server::accept_loop(listener, Arc::clone(&broker)));
+    let tasks = [
+        tokio::spawn(registration::run(
+            Arc::clone(&broker),
+            Arc::clone(&registrar),
+        )),
+        tokio::spawn(server::flush_offsets(Arc::clone(&broker))),
+        tokio::spawn(server::expire_clients(Arc::clone(&broker))),
+    ];
+    let b = &broker.config.broker;
+    tracing::info!(remoting = %local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
+    println!(
+        "The broker[{}, {}] boot success. serializeType=JSON and name server is {}",
+        b.broker_name,
+        b.broker_addr(),
+        b.namesrv_addr.as_deref().unwrap_or("")
+    );
+
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    broker.shutdown.cancel();
+    let _ = accept.await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    registrar.unregister_all(&broker).await;
+    let b2 = Arc::clone(&broker);
+    tokio::task::spawn_blocking(move || {
+        b2.persist_all();
+        b2.store.shutdown();
+    })
+    .await
+    .context("shutdown task")?;
+    http_shutdown.cancel();
+    let _ = http_task.await;
+    tracing::info!("broker stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! Prometheus metrics (RocketMQ exporter names where one exists) and the HTTP endpoint
+//! with `/metrics`, `/healthz` and `/readyz`. The endpoint starts before the store
+//! recovers so a Kubernetes startup probe sees the process alive but not ready.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::Broker;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    pub request_code: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicLabels {
+    pub topic: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LagLabels {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
+    put_messages: Family<TopicLabels, Counter>,
+    put_bytes: Family<TopicLabels, Counter>,
+    get_messages: Family<TopicLabels, Counter>,
+    get_bytes: Family<TopicLabels, Counter>,
+    connections: Gauge,
+    busy: Counter,
+    illegal: Counter,
+    dispatch_behind: Gauge,
+    commitlog_min: Gauge,
+    commitlog_max: Gauge,
+    group_diff: Family<LagLabels, Gauge>,
+    put_total: AtomicU64,
+    get_total: AtomicU64,
+    boot: Instant,
+    boot_ms: i64,
+}
+
+fn latency_histogram() -> Histogram {
+    // 20 µs .. ~0.6 s.
+    Histogram::new(exponential_buckets(0.000_02, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let m = Self {
+            latency,
+            put_messages: Family::default(),
+            put_bytes: Family::default(),
+            get_messages: Family::default(),
+            get_bytes: Family::default(),
+            connections: Gauge::default(),
+            busy: Counter::default(),
+            illegal: Counter::default(),
+            dispatch_behind: Gauge::default(),
+            commitlog_min: Gauge::default(),
+            commitlog_max: Gauge::default(),
+            group_diff: Family::default(),
+            put_total: AtomicU64::new(0),
+            get_total: AtomicU64::new(0),
+            boot: Instant::now(),
+            boot_ms: crate::now_ms(),
+            registry: Registry::default(),
+        };
+        r.register(
+            "rocketmq_request_latency_seconds",
+            "Time to handle a request, by request code",
+            m.latency.clone(),
+        );
+        r.register(
+            "rocketmq_producer_messages",
+            "Messages stored, by topic",
+            m.put_messages.clone(),
+        );
+        r.register(
+            "rocketmq_producer_message_size",
+            "Body bytes stored, by topic",
+            m.put_bytes.clone(),
+        );
+        r.register(
+            "rocketmq_consumer_messages",
+            "Messages pulled, by topic",
+            m.get_messages.clone(),
+        );
+        r.register(
+            "rocketmq_consumer_message_size",
+            "Record bytes pulled, by topic",
+            m.get_bytes.clone(),
+        );
+        r.register(
+            "rocketmq_broker_connections",
+            "Open client connections",
+            m.connections.clone(),
+        );
+        r.register(
+            "rocketmq_broker_rejected_busy",
+            "Requests answered SYSTEM_BUSY by flow control",
+            m.busy.clone(),
+        );
+        r.register(
+            "rocketmq_broker_rejected_illegal",
+            "Sends rejected as MESSAGE_ILLEGAL",
+            m.illegal.clone(),
+        );
+        r.register(
+            "rocketmq_storage_dispatch_behind_bytes",
+            "CommitLog bytes not yet dispatched to queues and index",
+            m.dispatch_behind.clone(),
+        );
+        r.register(
+            "rocketmq_commitlog_min_offset",
+            "Smallest CommitLog offset still stored",
+            m.commitlog_min.clone(),
+        );
+        r.register(
+            "rocketmq_commitlog_max_offset",
+            "CommitLog write position",
+            m.commitlog_max.clone(),
+        );
+        r.register(
+            "rocketmq_group_diff",
+            "Messages a consumer group has not committed yet, per queue",
+            m.group_diff.clone(),
+        );
+        Self { registry: r, ..m }
+    }
+
+    pub fn observe_request(&self, code: i32, elapsed: Duration) {
+        let request_code =
+            protocol::code::request::name(code).map_or_else(|| code.to_string(), str::to_owned);
+        self.latency
+            .get_or_create(&CodeLabels { request_code })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn record_put(&self, topic: &str, messages: u64, bytes: u64) {
+        let l = TopicLabels {
+            topic: topic.to_owned(),
+        };
+        self.put_messages.get_or_create(&l).inc_by(messages);
+        self.put_bytes.get_or_create(&l).inc_by(bytes);
+        self.put_total.fetch_add(messages, Ordering::Relaxed);
+    }
+
+    pub fn record_get(&self, topic: &str, messages: u64, bytes: u64) {
+        let l = TopicLabels {
+            topic: topic.to_owned(),
+        };
+        self.get_messages.get_or_create(&l).inc_by(messages);
+        self.get_bytes.get_or_create(&l).inc_by(bytes);
+        self.get_total.fetch_add(messages, Ordering::Relaxed);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.dec();
+    }
+
+    pub fn rejected_busy(&self) {
+        self.busy.inc();
+    }
+
+    pub fn rejected_illegal(&self) {
+        self.illegal.inc();
+    }
+
+    pub fn put_messages_total(&self) -> u64 {
+        self.put_total.load(Ordering::Relaxed)
+    }
+
+    pub fn get_messages_total(&self) -> u64 {
+        self.get_total.load(Ordering::Relaxed)
+    }
+
+    pub fn boot_timestamp(&self) -> i64 {
+        self.boot_ms
+    }
+
+    /// `BrokerController`'s runtime text: `[ d days, h hours, m minutes, s seconds ]`.
+    pub fn runtime_text(&self) -> String {
+        let s = self.boot.elapsed().as_secs();
+        format!(
+            "[ {} days, {} hours, {} minutes, {} seconds ]",
+            s / 86_400,
+            s / 3_600 % 24,
+            s / 60 % 60,
+            s % 60
+        )
+    }
+
+    /// Refreshes the gauges read from the store and offsets, then encodes everything.
+    fn render(&self, broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
+        if let Some(b) = broker {
+            let store = &b.store;
+            self.dispatch_behind
+                .set(store.dispatch_behind_bytes() as i64);
+            self.commitlog_min.set(store.min_phy_offset().get());
+            self.commitlog_max.set(store.max_phy_offset().get());
+            self.group_diff.clear();
+            for group in b.groups.snapshot().subscription_group_table.keys() {
+                for (topic, queues) in b.offsets.topics_of_group(group) {
+                    for (queue_id, committed) in queues {
+                        let max = store.max_offset_in_queue(&topic, queue_id).get();
+                        let labels = LagLabels {
+                            group: group.clone(),
+                            topic: topic.clone(),
+                            queue_id: queue_id.to_string(),
+                        };
+                        self.group_diff
+                            .get_or_create(&labels)
+                            .set((max - committed.get()).max(0));
+                    }
+                }
+            }
+        }
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// State of the HTTP endpoint: the metrics exist from process start, the broker only
+/// once the store has recovered.
+pub struct Http {
+    pub metrics: Arc<Metrics>,
+    pub broker: OnceLock<Arc<Broker>>,
+}
+
+pub async fn serve_http(
+    listener: TcpListener,
+    http: Arc<Http>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(http);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+async fn metrics(State(http): State<Arc<Http>>) -> impl IntoResponse {
+    match http.metrics.render(http.broker.get().map(|b| &**b)) {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readyz(State(http): State<Arc<Http>>) -> impl IntoResponse {
+    match http.broker.get() {
+        Some(b) if b.is_ready() => (StatusCode::OK, "ready\n"),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "recovering\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_series() {
+        let m = Metrics::new();
+        m.observe_request(10, Duration::from_micros(80));
+        m.record_put("T", 2, 10);
+        m.record_get("T", 1, 100);
+        m.connection_opened();
+        let text = m.render(None).unwrap();
+        assert!(
+            text.contains(
+                r#"rocketmq_request_latency_seconds_count{request_code="SEND_MESSAGE"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"rocketmq_producer_messages_total{topic="T"} 2"#));
+        assert!(text.contains(r#"rocketmq_consumer_message_size_total{topic="T"} 100"#));
+        assert!(text.contains("rocketmq_broker_connections 1"));
+        assert!(text.contains("rocketmq_storage_dispatch_behind_bytes 0"));
+        assert_eq!(m.put_messages_total(), 2);
+        assert!(m.runtime_text().starts_with("[ 0 days, 0 hours"));
+    }
+}

@@ -1,0 +1,114 @@
+//! Names, permissions and validation rules shared by the handlers (`MixAll`,
+//! `TopicValidator`, `PermName`, reference §10).
+
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
+pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
+pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+/// Prefix of system consumer groups, always auto-created.
+pub const CID_RMQ_SYS_PREFIX: &str = "CID_RMQ_SYS_";
+pub const MAX_TOPIC_LEN: usize = 127;
+
+/// Topics clients may not send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+const NOT_ALLOWED_SEND: &[&str] = &[
+    SCHEDULE_TOPIC,
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    SELF_TEST_TOPIC,
+    OFFSET_MOVED_EVENT,
+];
+
+/// `PermName` bits.
+pub mod perm {
+    pub const PRIORITY: i32 = 0x8;
+    pub const READ: i32 = 0x4;
+    pub const WRITE: i32 = 0x2;
+    pub const INHERIT: i32 = 0x1;
+
+    pub fn is_readable(perm: i32) -> bool {
+        perm & READ != 0
+    }
+
+    pub fn is_writeable(perm: i32) -> bool {
+        perm & WRITE != 0
+    }
+}
+
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// `TopicValidator.validateTopic`: the remark RocketMQ answers, or `Ok`.
+pub fn validate_topic(topic: &str) -> Result<(), String> {
+    if topic.trim().is_empty() {
+        return Err("The specified topic is blank.".to_owned());
+    }
+    if topic.len() > MAX_TOPIC_LEN {
+        return Err(format!(
+            "The specified topic is longer than topic max length {MAX_TOPIC_LEN}."
+        ));
+    }
+    if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+pub fn is_not_allowed_send_topic(topic: &str) -> bool {
+    NOT_ALLOWED_SEND.contains(&topic)
+}
+
+/// Java `String.hashCode()` over the UTF-16 code units: the tag hash of ConsumeQueue
+/// units and subscription `codeSet`s.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_rules() {
+        assert!(validate_topic("Topic_A-1%|x").is_ok());
+        assert!(validate_topic(" ").unwrap_err().contains("blank"));
+        assert!(
+            validate_topic("a b")
+                .unwrap_err()
+                .contains("illegal characters")
+        );
+        assert!(
+            validate_topic(&"a".repeat(128))
+                .unwrap_err()
+                .contains("max length")
+        );
+        assert!(validate_topic(&"a".repeat(127)).is_ok());
+        assert!(is_not_allowed_send_topic(SCHEDULE_TOPIC));
+        assert!(!is_not_allowed_send_topic("TopicTest"));
+    }
+
+    #[test]
+    fn hashes_match_java() {
+        // Values of "TagA".hashCode() and "".hashCode() in Java.
+        assert_eq!(java_string_hash("TagA"), 2598919);
+        assert_eq!(java_string_hash(""), 0);
+        // Overflowing and non-BMP input wraps like Java's int arithmetic.
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(java_string_hash("😀"), 0xD83D * 31 + 0xDE00);
+    }
+}

@@ -1,0 +1,189 @@
+//! Committed consumer offsets (`ConsumerOffsetManager`): `topic@group` → queue → offset,
+//! persisted to `consumerOffset.json` periodically and on shutdown.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use parking_lot::RwLock;
+use protocol::message::ConsumerOffset;
+use serde::Deserialize;
+
+use crate::config_file::{ConfigFile, ConfigFileError};
+
+type Table = BTreeMap<String, BTreeMap<i32, ConsumerOffset>>;
+
+pub struct OffsetManager {
+    table: RwLock<Table>,
+    file: ConfigFile,
+    /// Set by commits, cleared by a persist: the periodic flush skips clean tables.
+    dirty: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default, rename = "offsetTable")]
+    offset_table: BTreeMap<String, BTreeMap<i32, i64>>,
+}
+
+fn key(topic: &str, group: &str) -> String {
+    format!("{topic}@{group}")
+}
+
+impl OffsetManager {
+    pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::new(store_root.join("config").join("consumerOffset.json"));
+        let table = file
+            .load(|b| protocol::body::decode::<Wire>(b).map_err(|e| e.to_string()))?
+            .map(|w| {
+                w.offset_table
+                    .into_iter()
+                    .map(|(k, q)| {
+                        (
+                            k,
+                            q.into_iter()
+                                .map(|(id, o)| (id, ConsumerOffset(o)))
+                                .collect(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            table: RwLock::new(table),
+            file,
+            dirty: false.into(),
+        })
+    }
+
+    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: ConsumerOffset) {
+        self.table
+            .write()
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, offset);
+        self.dirty.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<ConsumerOffset> {
+        self.table
+            .read()
+            .get(&key(topic, group))
+            .and_then(|q| q.get(&queue_id).copied())
+    }
+
+    /// Every `(topic, queue → offset)` the group has committed.
+    pub fn topics_of_group(&self, group: &str) -> Vec<(String, BTreeMap<i32, ConsumerOffset>)> {
+        self.table
+            .read()
+            .iter()
+            .filter_map(|(k, q)| {
+                let (topic, g) = k.rsplit_once('@')?;
+                (g == group).then(|| (topic.to_owned(), q.clone()))
+            })
+            .collect()
+    }
+
+    /// Groups with committed offsets on `topic`.
+    pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        self.table
+            .read()
+            .keys()
+            .filter_map(|k| {
+                let (t, g) = k.rsplit_once('@')?;
+                (t == topic).then(|| g.to_owned())
+            })
+            .collect()
+    }
+
+    pub fn remove_group(&self, group: &str) {
+        let suffix = format!("@{group}");
+        self.table.write().retain(|k, _| !k.ends_with(&suffix));
+        self.dirty.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn remove_topic(&self, topic: &str) {
+        let prefix = format!("{topic}@");
+        self.table.write().retain(|k, _| !k.starts_with(&prefix));
+        self.dirty.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// fastjson's shape: `{"offsetTable":{"t@g":{0:5,1:7}}}` with unquoted queue ids.
+    pub fn encode(&self) -> String {
+        let table = self.table.read();
+        let mut out = String::from("{\"offsetTable\":{");
+        for (n, (k, queues)) in table.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::Value::String(k.clone()).to_string());
+            out.push_str(":{");
+            for (m, (q, o)) in queues.iter().enumerate() {
+                if m > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{q}:{o}");
+            }
+            out.push('}');
+        }
+        out.push_str("}}");
+        out
+    }
+
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
+        self.dirty
+            .store(false, std::sync::atomic::Ordering::Release);
+        let text = self.encode();
+        self.file.persist(text.as_bytes())
+    }
+
+    pub fn persist_if_dirty(&self) -> Result<(), ConfigFileError> {
+        if self.dirty.load(std::sync::atomic::Ordering::Acquire) {
+            self.persist()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_query_persist_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = OffsetManager::open(dir.path()).unwrap();
+        m.commit("g", "T", 0, ConsumerOffset(5));
+        m.commit("g", "T", 3, ConsumerOffset(9));
+        m.commit("h", "T", 0, ConsumerOffset(1));
+        assert_eq!(m.query("g", "T", 3), Some(ConsumerOffset(9)));
+        assert_eq!(m.query("g", "T", 1), None);
+        assert_eq!(
+            m.encode(),
+            r#"{"offsetTable":{"T@g":{0:5,3:9},"T@h":{0:1}}}"#
+        );
+        m.persist_if_dirty().unwrap();
+        let again = OffsetManager::open(dir.path()).unwrap();
+        assert_eq!(again.query("g", "T", 0), Some(ConsumerOffset(5)));
+        let mut groups = again.groups_of_topic("T");
+        groups.sort();
+        assert_eq!(groups, vec!["g", "h"]);
+        again.remove_group("g");
+        assert_eq!(again.topics_of_group("g").len(), 0);
+        assert_eq!(again.topics_of_group("h")[0].0, "T");
+    }
+
+    #[test]
+    fn reads_java_pretty_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(
+            dir.path().join("config/consumerOffset.json"),
+            "{\n\t\"offsetTable\":{\n\t\t\"%RETRY%g@g\":{0:0\n\t\t},\n\t\t\"T@g\":{0:12,1:7\n\t\t}\n\t}\n}",
+        )
+        .unwrap();
+        let m = OffsetManager::open(dir.path()).unwrap();
+        assert_eq!(m.query("g", "T", 1), Some(ConsumerOffset(7)));
+        assert_eq!(m.query("g", "%RETRY%g", 0), Some(ConsumerOffset(0)));
+    }
+}

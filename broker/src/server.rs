@@ -1,0 +1,80 @@
+//! The remoting listener and the broker's periodic tasks: consumer offset flush
+//! (`flushConsumerOffsetInterval`) and expiry of silent clients (every 10 s, 120 s).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::connection;
+use crate::state::Broker;
+
+/// Binds the remoting port (the caller reports the bound address).
+pub async fn bind(broker: &Broker) -> anyhow::Result<TcpListener> {
+    let b = &broker.config.broker;
+    TcpListener::bind(SocketAddr::new(b.bind_address, b.listen_port))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}:{} (listenPort)",
+                b.bind_address, b.listen_port
+            )
+        })
+}
+
+/// Accepts connections until shutdown.
+pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
+    broker.ready.store(true, Ordering::Release);
+    loop {
+        let accepted = tokio::select! {
+            _ = broker.shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                tokio::spawn(connection::serve(stream, peer, Arc::clone(&broker)));
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    broker.ready.store(false, Ordering::Release);
+}
+
+/// Persists consumer offsets every `flushConsumerOffsetInterval` when they changed.
+pub async fn flush_offsets(broker: Arc<Broker>) {
+    let period =
+        Duration::from_millis(broker.config.broker.flush_consumer_offset_interval.max(100));
+    loop {
+        tokio::select! {
+            _ = broker.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let b = Arc::clone(&broker);
+        let result = tokio::task::spawn_blocking(move || b.offsets.persist_if_dirty()).await;
+        if let Ok(Err(e)) = result {
+            tracing::error!(error = %e, "cannot persist consumerOffset.json");
+        }
+    }
+}
+
+/// `ClientHousekeepingService`: closes connections whose clients stopped heart-beating.
+pub async fn expire_clients(broker: Arc<Broker>) {
+    let expiry = Duration::from_millis(broker.config.broker.channel_expired_timeout);
+    loop {
+        tokio::select! {
+            _ = broker.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+        for channel in broker.clients.expired_channels(Instant::now(), expiry) {
+            tracing::warn!(peer = %channel.peer, ?expiry, "client channel expired, closing");
+            channel.close.cancel();
+        }
+    }
+}

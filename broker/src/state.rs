@@ -1,0 +1,89 @@
+//! The broker's shared state: configuration, the metadata managers, connections and the
+//! bound on concurrent work.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::clients::{ClientManager, ConnId};
+use crate::config::Config;
+use crate::config_file::ConfigFileError;
+use crate::groups::GroupManager;
+use crate::locks::LockManager;
+use crate::long_polling::PullHold;
+use crate::metrics::Metrics;
+use crate::offsets::OffsetManager;
+use crate::store_api::MessageStoreApi;
+use crate::topics::TopicManager;
+
+pub struct Broker {
+    pub config: Config,
+    pub topics: TopicManager,
+    pub groups: GroupManager,
+    pub offsets: OffsetManager,
+    pub clients: ClientManager,
+    pub locks: LockManager,
+    pub metrics: Arc<Metrics>,
+    pub store: Arc<dyn MessageStoreApi>,
+    pub pull_hold: PullHold,
+    /// Requests in progress across all connections (`maxInFlightTotal`).
+    pub in_flight: Arc<Semaphore>,
+    /// True once recovery finished and the listener is up (`/readyz`).
+    pub ready: AtomicBool,
+    pub shutdown: CancellationToken,
+    next_conn: AtomicU64,
+}
+
+impl Broker {
+    /// Loads the metadata files below `storePathRootDir`.
+    pub fn open(
+        config: Config,
+        store: Arc<dyn MessageStoreApi>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, ConfigFileError> {
+        let root = config.store.store_path_root_dir.clone();
+        let b = &config.broker;
+        let topics = TopicManager::open(&root, b)?;
+        let groups = GroupManager::open(&root, b.auto_create_subscription_group)?;
+        let offsets = OffsetManager::open(&root)?;
+        let in_flight = Arc::new(Semaphore::new(b.max_in_flight_total.max(1) as usize));
+        Ok(Arc::new(Self {
+            topics,
+            groups,
+            offsets,
+            clients: ClientManager::default(),
+            locks: LockManager::default(),
+            metrics,
+            store,
+            pull_hold: PullHold::default(),
+            in_flight,
+            ready: AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
+            next_conn: AtomicU64::new(1),
+            config,
+        }))
+    }
+
+    pub fn next_conn_id(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Writes every metadata file (shutdown, and the periodic offset flush).
+    pub fn persist_all(&self) {
+        for (what, result) in [
+            ("consumerOffset.json", self.offsets.persist()),
+            ("topics.json", self.topics.persist()),
+            ("subscriptionGroup.json", self.groups.persist()),
+        ] {
+            if let Err(e) = result {
+                tracing::error!(file = what, error = %e, "persist failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! What the broker needs from the message store, in the broker's terms
+//! (`MessageStore` of RocketMQ). The production implementation adapts `store`'s
+//! `MessageStore` (see `store_adapter`); handlers only see this trait, which keeps them
+//! independent of the store's internal types.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use protocol::message::{PhysicalOffset, QueueOffset};
+
+use crate::filter::MessageFilter;
+
+/// One message to append (`MessageExtBrokerInner`). Properties are final: the broker
+/// has already removed `WAIT` and added `CLUSTER`.
+#[derive(Debug, Clone)]
+pub struct PutMessage {
+    pub topic: String,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub body: Bytes,
+    pub properties: String,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    /// Wait for the configured durability (flush) before reporting.
+    pub wait_store_ok: bool,
+}
+
+/// A batch body (reference §9.2) to append as one record per inner message
+/// (`MessageExtBatch`). `properties` are the batch-level ones appended to every inner
+/// message.
+#[derive(Debug, Clone)]
+pub struct PutBatch {
+    pub topic: String,
+    pub queue_id: i32,
+    pub body: Bytes,
+    pub properties: String,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub wait_store_ok: bool,
+}
+
+/// `PutMessageStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutStatus {
+    PutOk,
+    FlushDiskTimeout,
+    FlushSlaveTimeout,
+    SlaveNotAvailable,
+    ServiceNotAvailable,
+    CreateMappedFileFailed,
+    MessageIllegal,
+    PropertiesSizeExceeded,
+    OsPageCacheBusy,
+    UnknownError,
+}
+
+/// Where the (first) message landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset message ids of every stored record, in order.
+    pub msg_ids: Vec<String>,
+    pub queue_offset: QueueOffset,
+    pub wrote_offset: PhysicalOffset,
+    pub wrote_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutResult {
+    pub status: PutStatus,
+    pub appended: Option<Appended>,
+}
+
+/// `GetMessageStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    NoMatchedMessage,
+    MessageWasRemoving,
+    OffsetFoundNull,
+    OffsetOverflowBadly,
+    OffsetOverflowOne,
+    OffsetTooSmall,
+    NoMatchedLogicQueue,
+    NoMessageInQueue,
+}
+
+#[derive(Debug, Clone)]
+pub struct GetResult {
+    pub status: GetStatus,
+    pub next_begin_offset: QueueOffset,
+    pub min_offset: QueueOffset,
+    pub max_offset: QueueOffset,
+    /// Each element is one whole stored record, a view of the mapped file.
+    pub messages: Vec<Bytes>,
+    /// The consumer is far enough behind that its data is no longer in memory.
+    pub suggest_pull_from_slave: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct QueryResult {
+    pub messages: Vec<Bytes>,
+    pub index_last_update_timestamp: i64,
+    pub index_last_update_phyoffset: i64,
+}
+
+/// Called by the store's dispatcher for every message it indexes into a ConsumeQueue:
+/// `(topic, queue id, its queue offset, tags code)`. Drives long polling.
+pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64) + Send + Sync>;
+
+pub trait MessageStoreApi: Send + Sync + 'static {
+    fn put_message(&self, msg: PutMessage) -> BoxFuture<'static, PutResult>;
+    fn put_batch(&self, batch: PutBatch) -> BoxFuture<'static, PutResult>;
+    /// Reads up to `max_msgs` messages of the queue from `offset` that pass `filter`.
+    fn get_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        max_msgs: i32,
+        filter: &MessageFilter,
+    ) -> GetResult;
+    /// Next offset to be written in the queue (0 when it does not exist).
+    fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset;
+    fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset;
+    fn offset_in_queue_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> QueueOffset;
+    /// Store time of the message at `offset` of the queue.
+    fn message_store_time(&self, topic: &str, queue_id: i32, offset: QueueOffset) -> Option<i64>;
+    /// Store time of the queue's first message.
+    fn earliest_message_time(&self, topic: &str, queue_id: i32) -> Option<i64>;
+    /// True when the message at `offset` is no longer in the hot (memory) window.
+    fn check_in_disk_by_consume_offset(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+    ) -> bool;
+    fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: i32,
+        begin: i64,
+        end: i64,
+    ) -> QueryResult;
+    /// The whole record stored at `offset`.
+    fn view_message(&self, offset: PhysicalOffset) -> Option<Bytes>;
+    fn dispatch_behind_bytes(&self) -> u64;
+    fn min_phy_offset(&self) -> PhysicalOffset;
+    fn max_phy_offset(&self) -> PhysicalOffset;
+    fn set_arrival_listener(&self, listener: ArrivalListener);
+    /// Flushes and stops the store's services; removes the abort file on success.
+    fn shutdown(&self);
+}

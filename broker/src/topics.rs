@@ -1,0 +1,295 @@
+//! The broker's topic table (`TopicConfigManager`): system topics, auto-creation from the
+//! `TBW102` template on first send, retry/DLQ topics, persistence to `topics.json`, and
+//! the data version the nameserver uses to notice changes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use parking_lot::RwLock;
+use protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use tokio::sync::Notify;
+
+use crate::config::BrokerConfig;
+use crate::config_file::{ConfigFile, ConfigFileError};
+use crate::names::{self, perm};
+use crate::now_ms;
+
+/// Why a topic could not be created for a send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AutoCreateError {
+    #[error("topic[{topic}] not exist, apply first please!")]
+    NotExist { topic: String },
+}
+
+pub struct TopicManager {
+    table: RwLock<TopicTable>,
+    file: ConfigFile,
+    /// Woken on every change so the registration task re-registers at once.
+    pub changed: Notify,
+}
+
+struct TopicTable {
+    topics: BTreeMap<String, TopicConfig>,
+    version: DataVersion,
+}
+
+impl TopicManager {
+    /// Loads `topics.json` and adds the system topics RocketMQ always has.
+    pub fn open(store_root: &Path, broker: &BrokerConfig) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::new(store_root.join("config").join("topics.json"));
+        let loaded = file.load(|b| {
+            protocol::body::decode::<TopicConfigSerializeWrapper>(b).map_err(|e| e.to_string())
+        })?;
+        let (mut topics, version) = match loaded {
+            Some(w) => (w.topic_config_table, w.data_version),
+            None => (BTreeMap::new(), DataVersion::new(now_ms())),
+        };
+        for t in system_topics(broker) {
+            topics.entry(t.topic_name.clone()).or_insert(t);
+        }
+        if !broker.auto_create_topic_enable {
+            // TBW102 is only a template while auto-creation is on (`TopicConfigManager`).
+            topics.remove(names::AUTO_CREATE_TOPIC);
+        }
+        Ok(Self {
+            table: RwLock::new(TopicTable { topics, version }),
+            file,
+            changed: Notify::new(),
+        })
+    }
+
+    pub fn get(&self, topic: &str) -> Option<TopicConfig> {
+        self.table.read().topics.get(topic).cloned()
+    }
+
+    pub fn contains(&self, topic: &str) -> bool {
+        self.table.read().topics.contains_key(topic)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.table.read().topics.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.read().topics.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn data_version(&self) -> DataVersion {
+        self.table.read().version
+    }
+
+    /// The table as registrations and GET_ALL_TOPIC_CONFIG carry it.
+    pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        let t = self.table.read();
+        TopicConfigSerializeWrapper {
+            topic_config_table: t.topics.clone(),
+            data_version: t.version,
+        }
+    }
+
+    /// Inserts or replaces a topic (UPDATE_AND_CREATE_TOPIC), persists, signals a change.
+    pub fn upsert(&self, config: TopicConfig) -> Result<(), ConfigFileError> {
+        {
+            let mut t = self.table.write();
+            t.topics.insert(config.topic_name.clone(), config);
+            t.version = t.version.next(now_ms());
+        }
+        self.after_change()
+    }
+
+    /// Removes a topic; `false` when it did not exist.
+    pub fn delete(&self, topic: &str) -> Result<bool, ConfigFileError> {
+        let removed = {
+            let mut t = self.table.write();
+            let removed = t.topics.remove(topic).is_some();
+            if removed {
+                t.version = t.version.next(now_ms());
+            }
+            removed
+        };
+        if removed {
+            self.after_change()?;
+        }
+        Ok(removed)
+    }
+
+    /// `createTopicInSendMessageMethod`: the topic's config, creating it from the
+    /// `default_topic` template when it is unknown. The template must exist and carry the
+    /// INHERIT bit; the new topic gets min(requested, template write queues) queues and
+    /// the template's perm without INHERIT.
+    pub fn get_or_auto_create(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        requested_queues: i32,
+        topic_sys_flag: i32,
+    ) -> Result<(TopicConfig, bool), AutoCreateError> {
+        if let Some(existing) = self.get(topic) {
+            return Ok((existing, false));
+        }
+        let not_exist = || AutoCreateError::NotExist {
+            topic: topic.to_owned(),
+        };
+        let template = self.get(default_topic).ok_or_else(not_exist)?;
+        if template.perm & perm::INHERIT == 0 {
+            return Err(not_exist());
+        }
+        let queues = requested_queues.clamp(1, template.write_queue_nums.max(1));
+        let mut config = TopicConfig::new(topic);
+        config.read_queue_nums = queues;
+        config.write_queue_nums = queues;
+        config.perm = template.perm & !perm::INHERIT;
+        config.topic_sys_flag = topic_sys_flag;
+        config.topic_filter_type = template.topic_filter_type;
+        let created = self.insert_if_absent(config);
+        Ok(created)
+    }
+
+    /// `createTopicInSendMessageBackMethod` / retry topics of heartbeats: a topic with
+    /// `queues` queues and `perm`, created when missing.
+    pub fn get_or_create_system(
+        &self,
+        topic: &str,
+        queues: i32,
+        perm: i32,
+        sys_flag: i32,
+    ) -> TopicConfig {
+        if let Some(existing) = self.get(topic) {
+            return existing;
+        }
+        let mut config = TopicConfig::new(topic);
+        config.read_queue_nums = queues;
+        config.write_queue_nums = queues;
+        config.perm = perm;
+        config.topic_sys_flag = sys_flag;
+        self.insert_if_absent(config).0
+    }
+
+    fn insert_if_absent(&self, config: TopicConfig) -> (TopicConfig, bool) {
+        let created = {
+            let mut t = self.table.write();
+            if let Some(existing) = t.topics.get(&config.topic_name) {
+                return (existing.clone(), false);
+            }
+            t.topics.insert(config.topic_name.clone(), config.clone());
+            t.version = t.version.next(now_ms());
+            true
+        };
+        tracing::info!(topic = %config.topic_name, queues = config.write_queue_nums, perm = config.perm, "topic created");
+        if let Err(e) = self.after_change() {
+            tracing::error!(error = %e, "cannot persist topics.json");
+        }
+        (config, created)
+    }
+
+    fn after_change(&self) -> Result<(), ConfigFileError> {
+        self.changed.notify_one();
+        self.persist()
+    }
+
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
+        let body = protocol::body::encode(&self.wrapper());
+        self.file.persist(&body)
+    }
+}
+
+fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
+    let mut t = TopicConfig::new(name);
+    t.read_queue_nums = queues;
+    t.write_queue_nums = queues;
+    t.perm = perm;
+    t
+}
+
+/// The topics `TopicConfigManager`'s constructor always creates.
+fn system_topics(b: &BrokerConfig) -> Vec<TopicConfig> {
+    let rw = perm::READ | perm::WRITE;
+    let inherit_rw = rw | perm::INHERIT;
+    let mut out = vec![
+        topic(names::SELF_TEST_TOPIC, 1, rw),
+        topic(names::BENCHMARK_TOPIC, 1024, rw),
+        topic(names::OFFSET_MOVED_EVENT, 1, rw),
+        topic(names::SCHEDULE_TOPIC, 18, rw),
+        topic(
+            &b.broker_cluster_name,
+            16,
+            if b.cluster_topic_enable {
+                inherit_rw
+            } else {
+                perm::INHERIT
+            },
+        ),
+        topic(
+            &b.broker_name,
+            1,
+            if b.broker_topic_enable {
+                inherit_rw
+            } else {
+                perm::INHERIT
+            },
+        ),
+        topic(&format!("{}_REPLY_TOPIC", b.broker_cluster_name), 1, rw),
+    ];
+    if b.auto_create_topic_enable {
+        out.push(topic(
+            names::AUTO_CREATE_TOPIC,
+            b.default_topic_queue_nums,
+            inherit_rw,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager(dir: &Path, auto: bool) -> TopicManager {
+        let b = BrokerConfig {
+            auto_create_topic_enable: auto,
+            ..BrokerConfig::default()
+        };
+        TopicManager::open(dir, &b).unwrap()
+    }
+
+    #[test]
+    fn auto_create_from_tbw102_and_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        assert_eq!(m.get(names::AUTO_CREATE_TOPIC).unwrap().perm, 7);
+        let v0 = m.data_version();
+        let (t, created) = m
+            .get_or_auto_create("T1", names::AUTO_CREATE_TOPIC, 4, 0)
+            .unwrap();
+        assert!(created);
+        assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (4, 4, 6));
+        assert_ne!(m.data_version(), v0);
+        // More queues than the template has are capped at the template's.
+        let (t, _) = m
+            .get_or_auto_create("T2", names::AUTO_CREATE_TOPIC, 100, 0)
+            .unwrap();
+        assert_eq!(t.write_queue_nums, 8);
+        // A template without INHERIT cannot create.
+        assert!(m.get_or_auto_create("T3", "T1", 4, 0).is_err());
+        drop(m);
+        let again = manager(dir.path(), true);
+        assert_eq!(again.get("T1").unwrap().write_queue_nums, 4);
+    }
+
+    #[test]
+    fn no_template_when_auto_create_is_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), false);
+        assert!(!m.contains(names::AUTO_CREATE_TOPIC));
+        let err = m
+            .get_or_auto_create("T1", names::AUTO_CREATE_TOPIC, 4, 0)
+            .unwrap_err();
+        assert_eq!(err.to_string(), "topic[T1] not exist, apply first please!");
+        assert!(m.delete(names::SELF_TEST_TOPIC).unwrap());
+        assert!(!m.delete(names::SELF_TEST_TOPIC).unwrap());
+    }
+}

@@ -1,0 +1,263 @@
+//! Nameserver configuration: RocketMQ's `NamesrvConfig` + `NettyServerConfig` keys
+//! (what `mqnamesrv -c namesrv.conf` accepts), plus this server's own keys for the
+//! HTTP endpoint and broker expiry.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigError {
+    #[error("unknown config key {0:?}")]
+    UnknownKey(String),
+    #[error("config key {key:?} has an invalid value {value:?}")]
+    InvalidValue { key: String, value: String },
+    #[error("config key {0:?} cannot be changed at runtime")]
+    NotUpdatable(String),
+}
+
+/// Java keys accepted for file compatibility that have no effect here (thread pools and
+/// Netty buffers have no counterpart in a tokio server), with Java's defaults.
+const COMPAT_KEYS: &[(&str, &str)] = &[
+    ("configStorePath", ""),
+    ("serverWorkerThreads", "8"),
+    ("serverCallbackExecutorThreads", "0"),
+    ("serverSelectorThreads", "3"),
+    ("serverOnewaySemaphoreValue", "256"),
+    ("serverAsyncSemaphoreValue", "64"),
+    ("serverSocketSndBufSize", "65535"),
+    ("serverSocketRcvBufSize", "65535"),
+    ("serverPooledByteBufAllocatorEnable", "true"),
+    ("useEpollNativeSelector", "false"),
+    ("writeBufferHighWaterMark", "0"),
+    ("writeBufferLowWaterMark", "0"),
+    ("serverSocketBacklog", "1024"),
+];
+
+/// Keys UPDATE_NAMESRV_CONFIG may change. Everything naming a path, address, port or
+/// anything executed is refused: RocketMQ's blacklist (`configBlackList`) only covered
+/// `configStorePath`/`kvConfigPath`, which is how CVE-2023-37582 rewrote files.
+pub const RUNTIME_UPDATABLE: &[&str] = &[
+    "orderMessageEnable",
+    "clusterTest",
+    "productEnvName",
+    "brokerChannelExpiredMillis",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamesrvConfig {
+    pub rocketmq_home: String,
+    pub kv_config_path: PathBuf,
+    pub product_env_name: String,
+    pub cluster_test: bool,
+    /// Fill `orderTopicConf` of routes from KV namespace `ORDER_TOPIC_CONFIG`.
+    pub order_message_enable: bool,
+    pub listen_port: u16,
+    pub bind_address: IpAddr,
+    /// A connection with no inbound traffic for this long is closed.
+    pub server_channel_max_idle: Duration,
+    /// HTTP port of /metrics, /healthz, /readyz.
+    pub metrics_port: u16,
+    /// `BROKER_CHANNEL_EXPIRED_TIME`: a broker silent this long is dropped.
+    pub broker_channel_expired: Duration,
+    /// How often brokers are checked for expiry (Java: every 10 s).
+    pub scan_not_active_broker_interval: Duration,
+    compat: BTreeMap<&'static str, String>,
+}
+
+impl Default for NamesrvConfig {
+    fn default() -> Self {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Self {
+            rocketmq_home: std::env::var("ROCKETMQ_HOME").unwrap_or_default(),
+            kv_config_path: home.join("namesrv").join("kvConfig.json"),
+            product_env_name: "center".into(),
+            cluster_test: false,
+            order_message_enable: false,
+            listen_port: 9876,
+            bind_address: IpAddr::from([0, 0, 0, 0]),
+            server_channel_max_idle: Duration::from_secs(120),
+            metrics_port: 9877,
+            broker_channel_expired: Duration::from_secs(120),
+            scan_not_active_broker_interval: Duration::from_secs(10),
+            compat: COMPAT_KEYS
+                .iter()
+                .map(|(k, v)| (*k, (*v).to_owned()))
+                .collect(),
+        }
+    }
+}
+
+impl NamesrvConfig {
+    /// Applies one `key=value` pair using RocketMQ's key names.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let invalid = || ConfigError::InvalidValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        };
+        let value = value.trim();
+        match key {
+            "rocketmqHome" => self.rocketmq_home = value.to_owned(),
+            "kvConfigPath" => self.kv_config_path = PathBuf::from(value),
+            "productEnvName" => self.product_env_name = value.to_owned(),
+            "clusterTest" => self.cluster_test = parse_bool(value),
+            "orderMessageEnable" => self.order_message_enable = parse_bool(value),
+            "listenPort" => self.listen_port = value.parse().map_err(|_| invalid())?,
+            "bindAddress" => self.bind_address = value.parse().map_err(|_| invalid())?,
+            "serverChannelMaxIdleTimeSeconds" => {
+                self.server_channel_max_idle = secs(value).ok_or_else(invalid)?
+            }
+            "metricsPort" => self.metrics_port = value.parse().map_err(|_| invalid())?,
+            "brokerChannelExpiredMillis" => {
+                self.broker_channel_expired = millis(value).ok_or_else(invalid)?
+            }
+            "scanNotActiveBrokerIntervalMillis" => {
+                self.scan_not_active_broker_interval = millis(value).ok_or_else(invalid)?
+            }
+            _ => match self.compat.get_mut(key) {
+                Some(slot) => *slot = value.to_owned(),
+                None => return Err(ConfigError::UnknownKey(key.to_owned())),
+            },
+        }
+        Ok(())
+    }
+
+    /// Applies a properties file; unknown keys are returned for the caller to log,
+    /// invalid values are errors.
+    pub fn apply_properties(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
+        let mut unknown = Vec::new();
+        for (key, value) in crate::properties::parse(text) {
+            match self.set(&key, &value) {
+                Ok(()) => {}
+                Err(ConfigError::UnknownKey(k)) => unknown.push(k),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Applies an UPDATE_NAMESRV_CONFIG body. All-or-nothing: any key outside
+    /// [`RUNTIME_UPDATABLE`] or any bad value rejects the whole update.
+    pub fn update_at_runtime(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
+        let entries = crate::properties::parse(text);
+        let mut next = self.clone();
+        for (key, value) in &entries {
+            if !RUNTIME_UPDATABLE.contains(&key.as_str()) {
+                return Err(ConfigError::NotUpdatable(key.clone()));
+            }
+            next.set(key, value)?;
+        }
+        *self = next;
+        Ok(entries.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// Every key with its effective value, for `-p` and GET_NAMESRV_CONFIG.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            ("rocketmqHome", self.rocketmq_home.clone()),
+            ("kvConfigPath", self.kv_config_path.display().to_string()),
+            ("productEnvName", self.product_env_name.clone()),
+            ("clusterTest", self.cluster_test.to_string()),
+            ("orderMessageEnable", self.order_message_enable.to_string()),
+            ("listenPort", self.listen_port.to_string()),
+            ("bindAddress", self.bind_address.to_string()),
+            (
+                "serverChannelMaxIdleTimeSeconds",
+                self.server_channel_max_idle.as_secs().to_string(),
+            ),
+            ("metricsPort", self.metrics_port.to_string()),
+            (
+                "brokerChannelExpiredMillis",
+                self.broker_channel_expired.as_millis().to_string(),
+            ),
+            (
+                "scanNotActiveBrokerIntervalMillis",
+                self.scan_not_active_broker_interval.as_millis().to_string(),
+            ),
+        ];
+        out.extend(self.compat.iter().map(|(k, v)| (*k, v.clone())));
+        out
+    }
+
+    pub fn kv_config_path(&self) -> &Path {
+        &self.kv_config_path
+    }
+}
+
+/// `Boolean.parseBoolean`.
+fn parse_bool(v: &str) -> bool {
+    v.eq_ignore_ascii_case("true")
+}
+
+fn secs(v: &str) -> Option<Duration> {
+    v.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+fn millis(v: &str) -> Option<Duration> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_keys_apply_and_unknown_are_reported() {
+        let mut c = NamesrvConfig::default();
+        let unknown = c
+            .apply_properties(
+                "listenPort=19876\nkvConfigPath=/tmp/kv.json\norderMessageEnable=TRUE\nserverWorkerThreads=16\nnoSuchKey=1\n",
+            )
+            .unwrap();
+        assert_eq!(unknown, vec!["noSuchKey".to_string()]);
+        assert_eq!(c.listen_port, 19876);
+        assert_eq!(c.kv_config_path, PathBuf::from("/tmp/kv.json"));
+        assert!(c.order_message_enable);
+        assert!(c.entries().contains(&("serverWorkerThreads", "16".into())));
+        assert!(matches!(
+            c.apply_properties("listenPort=notaport"),
+            Err(ConfigError::InvalidValue { .. })
+        ));
+    }
+
+    #[test]
+    fn runtime_update_refuses_paths_atomically() {
+        let mut c = NamesrvConfig::default();
+        let before = c.clone();
+        assert_eq!(
+            c.update_at_runtime("orderMessageEnable=true\nkvConfigPath=/etc/passwd"),
+            Err(ConfigError::NotUpdatable("kvConfigPath".into()))
+        );
+        assert_eq!(c, before);
+        for key in [
+            "configStorePath",
+            "rocketmqHome",
+            "listenPort",
+            "metricsPort",
+        ] {
+            assert!(c.update_at_runtime(&format!("{key}=x")).is_err());
+        }
+        assert_eq!(
+            c.update_at_runtime("orderMessageEnable=true\nbrokerChannelExpiredMillis=5000")
+                .unwrap()
+                .len(),
+            2
+        );
+        assert!(c.order_message_enable);
+        assert_eq!(c.broker_channel_expired, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn default_kv_path_is_under_home() {
+        let c = NamesrvConfig::default();
+        assert!(c.kv_config_path.ends_with("namesrv/kvConfig.json"));
+    }
+}

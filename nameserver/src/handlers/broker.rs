@@ -1,0 +1,130 @@
+//! Broker-facing requests: REGISTER_BROKER, UNREGISTER_BROKER, QUERY_DATA_VERSION.
+
+use std::time::Instant;
+
+use protocol::RemotingCommand;
+use protocol::body::{self, DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper};
+use protocol::code::response;
+use protocol::header::{
+    QueryDataVersionRequestHeader, QueryDataVersionResponseHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+};
+
+use crate::dispatch::{HandlerError, success};
+use crate::kv_config::NAMESPACE_ORDER_TOPIC_CONFIG;
+use crate::route_table::{ConnId, Registration};
+use crate::state::Shared;
+
+/// `MQVersion.Version.V3_0_11.ordinal()`: older brokers send a bare topic wrapper.
+const REGISTER_BODY_MIN_VERSION: i32 = 37;
+
+/// `UtilAll.crc32`: CRC32 with the sign bit masked off.
+pub fn body_crc32(body: &[u8]) -> i32 {
+    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
+}
+
+pub fn register(
+    shared: &Shared,
+    request: &RemotingCommand,
+    conn: ConnId,
+) -> Result<RemotingCommand, HandlerError> {
+    let header: RegisterBrokerRequestHeader = request.header()?;
+    if header.body_crc32 != 0 && body_crc32(&request.body) != header.body_crc32 {
+        tracing::warn!(broker = %header.broker_addr, "register body crc32 mismatch");
+        return Ok(RemotingCommand::error_response(
+            request,
+            response::SYSTEM_ERROR,
+            "crc32 not match",
+        ));
+    }
+    // An absent body registers with DataVersion 0/0, like Java.
+    let body = if request.body.is_empty() {
+        RegisterBrokerBody::default()
+    } else if request.version >= REGISTER_BODY_MIN_VERSION {
+        RegisterBrokerBody::decode(&request.body, header.compressed)?
+    } else {
+        RegisterBrokerBody {
+            topic_config_serialize_wrapper: body::decode::<TopicConfigSerializeWrapper>(
+                &request.body,
+            )?,
+            filter_server_list: Vec::new(),
+        }
+    };
+    let topics = body.topic_config_serialize_wrapper.topic_config_table.len();
+    let result = shared.routes.write().register(
+        Registration {
+            cluster_name: header.cluster_name,
+            broker_addr: header.broker_addr.clone(),
+            broker_name: header.broker_name.clone(),
+            broker_id: header.broker_id,
+            ha_server_addr: header.ha_server_addr,
+            topic_config: body.topic_config_serialize_wrapper,
+            filter_server_list: body.filter_server_list,
+            conn,
+        },
+        Instant::now(),
+    );
+    tracing::debug!(
+        broker = %header.broker_addr,
+        name = %header.broker_name,
+        id = header.broker_id,
+        topics,
+        "broker registered"
+    );
+    let mut response = success(request).with_header(&RegisterBrokerResponseHeader {
+        ha_server_addr: result.ha_server_addr,
+        master_addr: result.master_addr,
+    });
+    if let Some(order) = shared.kv.list(NAMESPACE_ORDER_TOPIC_CONFIG) {
+        response = response.with_body(body::encode(&order));
+    }
+    Ok(response)
+}
+
+pub fn unregister(
+    shared: &Shared,
+    request: &RemotingCommand,
+    _conn: ConnId,
+) -> Result<RemotingCommand, HandlerError> {
+    let h: UnRegisterBrokerRequestHeader = request.header()?;
+    shared
+        .routes
+        .write()
+        .unregister(&h.cluster_name, &h.broker_addr, &h.broker_name, h.broker_id);
+    tracing::info!(broker = %h.broker_addr, name = %h.broker_name, "broker unregistered");
+    Ok(success(request))
+}
+
+pub fn query_data_version(
+    shared: &Shared,
+    request: &RemotingCommand,
+    _conn: ConnId,
+) -> Result<RemotingCommand, HandlerError> {
+    let h: QueryDataVersionRequestHeader = request.header()?;
+    let version: DataVersion = body::decode(&request.body)?;
+    let (changed, ours) = {
+        let mut routes = shared.routes.write();
+        let changed = routes.is_topic_config_changed(&h.broker_addr, &version);
+        if !changed {
+            routes.touch(&h.broker_addr, Instant::now());
+        }
+        (changed, routes.data_version(&h.broker_addr))
+    };
+    let mut response = success(request).with_header(&QueryDataVersionResponseHeader { changed });
+    if let Some(ours) = ours {
+        response = response.with_body(body::encode(&ours));
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_is_masked_like_utilall() {
+        // CRC32("123456789") = 0xCBF43926; masked to 31 bits.
+        assert_eq!(body_crc32(b"123456789"), 0x4BF4_3926);
+        assert!(body_crc32(&[0xff; 64]) >= 0);
+    }
+}

@@ -1,0 +1,174 @@
+//! Prometheus metrics and the HTTP endpoint serving them with the health probes.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::Shared;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// RocketMQ request-code name, or the number for unknown codes.
+    pub code: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<CodeLabels, Counter>,
+    latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
+    connections: Gauge,
+    live_brokers: Gauge,
+    topics: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 20 µs .. ~0.6 s.
+    Histogram::new(exponential_buckets(0.000_02, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("rmq_namesrv");
+        let requests = Family::<CodeLabels, Counter>::default();
+        let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let connections = Gauge::default();
+        let live_brokers = Gauge::default();
+        let topics = Gauge::default();
+        registry.register(
+            "requests",
+            "Requests handled, by request code",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time to handle a request, by request code",
+            latency.clone(),
+        );
+        registry.register(
+            "open_connections",
+            "Open client connections",
+            connections.clone(),
+        );
+        registry.register(
+            "live_brokers",
+            "Brokers currently registered",
+            live_brokers.clone(),
+        );
+        registry.register("topics", "Topics with route data", topics.clone());
+        Self {
+            registry,
+            requests,
+            latency,
+            connections,
+            live_brokers,
+            topics,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn observe_request(&self, code: i32, elapsed: Duration) {
+        let labels = CodeLabels {
+            code: protocol::code::request::name(code)
+                .map(str::to_owned)
+                .unwrap_or_else(|| code.to_string()),
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.latency
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.dec();
+    }
+
+    fn render(&self, live_brokers: usize, topics: usize) -> Result<String, std::fmt::Error> {
+        self.live_brokers.set(live_brokers as i64);
+        self.topics.set(topics as i64);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// Serves /metrics, /healthz and /readyz until `shutdown`.
+pub async fn serve_http(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(shared);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let (brokers, topics) = {
+        let routes = shared.routes.read();
+        (routes.live_broker_count(), routes.topic_count())
+    };
+    match shared.metrics.render(brokers, topics) {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    if shared.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_request_series_and_gauges() {
+        let m = Metrics::default();
+        m.observe_request(105, Duration::from_micros(50));
+        m.observe_request(9999, Duration::from_micros(50));
+        m.connection_opened();
+        let text = m.render(2, 3).unwrap();
+        assert!(text.contains(r#"rmq_namesrv_requests_total{code="GET_ROUTEINFO_BY_TOPIC"} 1"#));
+        assert!(text.contains(r#"rmq_namesrv_requests_total{code="9999"} 1"#));
+        assert!(text.contains("rmq_namesrv_request_duration_seconds_bucket"));
+        assert!(text.contains("rmq_namesrv_live_brokers 2"));
+        assert!(text.contains("rmq_namesrv_topics 3"));
+        assert!(text.contains("rmq_namesrv_open_connections 1"));
+    }
+}

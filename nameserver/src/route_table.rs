@@ -1,0 +1,405 @@
+//! The routing state of the nameserver, with the semantics of RocketMQ 4.9's
+//! `namesrv/routeinfo/RouteInfoManager.java` (reference §7.14). Pure data: callers pass
+//! the clock and the connection id, and hold the lock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use protocol::body::route::MASTER_ID;
+use protocol::body::{
+    BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfigSerializeWrapper, TopicList,
+    TopicRouteData,
+};
+
+/// Identity of a client connection (Java keys live brokers by Netty channel).
+pub type ConnId = u64;
+
+/// `PermName.PERM_READ` / `PERM_WRITE`.
+const PERM_READ: i32 = 0x4;
+const PERM_WRITE: i32 = 0x2;
+/// `TopicSysFlag.FLAG_UNIT` / `FLAG_UNIT_SUB`.
+const FLAG_UNIT: i32 = 0x1;
+const FLAG_UNIT_SUB: i32 = 0x2;
+
+#[derive(Debug, Clone)]
+struct BrokerLiveInfo {
+    last_update: Instant,
+    data_version: DataVersion,
+    conn: ConnId,
+    ha_server_addr: String,
+}
+
+/// One REGISTER_BROKER request.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub cluster_name: String,
+    pub broker_addr: String,
+    pub broker_name: String,
+    pub broker_id: i64,
+    pub ha_server_addr: String,
+    pub topic_config: TopicConfigSerializeWrapper,
+    pub filter_server_list: Vec<String>,
+    pub conn: ConnId,
+}
+
+/// What a registering slave learns about its master.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RegisterResult {
+    pub master_addr: Option<String>,
+    pub ha_server_addr: Option<String>,
+}
+
+/// Which unit-topic list (codes 311/312/313).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnitFilter {
+    Unit,
+    HasUnitSub,
+    HasUnitSubNotUnit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WritePermOp {
+    /// WIPE_WRITE_PERM_OF_BROKER: clear the WRITE bit.
+    Wipe,
+    /// ADD_WRITE_PERM_OF_BROKER: set perm to READ|WRITE.
+    Add,
+}
+
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    /// topic → brokerName → queue data.
+    topic_queue_table: BTreeMap<String, BTreeMap<String, QueueData>>,
+    /// brokerName → addresses by brokerId.
+    broker_addr_table: BTreeMap<String, BrokerData>,
+    /// cluster → broker names.
+    cluster_addr_table: BTreeMap<String, BTreeSet<String>>,
+    /// brokerAddr → liveness.
+    broker_live_table: HashMap<String, BrokerLiveInfo>,
+    /// brokerAddr → filter servers.
+    filter_server_table: HashMap<String, Vec<String>>,
+}
+
+impl RouteTable {
+    pub fn register(&mut self, reg: Registration, now: Instant) -> RegisterResult {
+        self.cluster_addr_table
+            .entry(reg.cluster_name.clone())
+            .or_default()
+            .insert(reg.broker_name.clone());
+
+        let mut first = false;
+        let broker_data = self
+            .broker_addr_table
+            .entry(reg.broker_name.clone())
+            .or_insert_with(|| {
+                first = true;
+                BrokerData {
+                    cluster: reg.cluster_name.clone(),
+                    broker_name: reg.broker_name.clone(),
+                    broker_addrs: BTreeMap::new(),
+                    enable_acting_master: None,
+                }
+            });
+        // One address has one brokerId: a slave promoted to master (or the reverse)
+        // first loses its old id.
+        broker_data
+            .broker_addrs
+            .retain(|id, addr| *addr != reg.broker_addr || *id == reg.broker_id);
+        let old = broker_data
+            .broker_addrs
+            .insert(reg.broker_id, reg.broker_addr.clone());
+        first |= old.is_none();
+
+        if reg.broker_id == MASTER_ID
+            && (first
+                || self.is_topic_config_changed(&reg.broker_addr, &reg.topic_config.data_version))
+        {
+            for config in reg.topic_config.topic_config_table.values() {
+                let queue_data = QueueData {
+                    broker_name: reg.broker_name.clone(),
+                    read_queue_nums: config.read_queue_nums,
+                    write_queue_nums: config.write_queue_nums,
+                    perm: config.perm,
+                    topic_sys_flag: config.topic_sys_flag,
+                };
+                self.topic_queue_table
+                    .entry(config.topic_name.clone())
+                    .or_default()
+                    .insert(reg.broker_name.clone(), queue_data);
+            }
+        }
+
+        self.broker_live_table.insert(
+            reg.broker_addr.clone(),
+            BrokerLiveInfo {
+                last_update: now,
+                data_version: reg.topic_config.data_version,
+                conn: reg.conn,
+                ha_server_addr: reg.ha_server_addr.clone(),
+            },
+        );
+        if reg.filter_server_list.is_empty() {
+            self.filter_server_table.remove(&reg.broker_addr);
+        } else {
+            self.filter_server_table
+                .insert(reg.broker_addr.clone(), reg.filter_server_list);
+        }
+
+        let mut result = RegisterResult::default();
+        if reg.broker_id != MASTER_ID {
+            let master = self
+                .broker_addr_table
+                .get(&reg.broker_name)
+                .and_then(|bd| bd.master_addr());
+            if let Some(master) = master
+                && let Some(live) = self.broker_live_table.get(master)
+            {
+                result.master_addr = Some(master.to_owned());
+                result.ha_server_addr = Some(live.ha_server_addr.clone());
+            }
+        }
+        result
+    }
+
+    /// `isBrokerTopicConfigChanged`: unknown brokers count as changed.
+    pub fn is_topic_config_changed(&self, broker_addr: &str, version: &DataVersion) -> bool {
+        self.broker_live_table
+            .get(broker_addr)
+            .is_none_or(|live| live.data_version != *version)
+    }
+
+    /// The DataVersion last registered by `broker_addr`.
+    pub fn data_version(&self, broker_addr: &str) -> Option<DataVersion> {
+        self.broker_live_table
+            .get(broker_addr)
+            .map(|l| l.data_version)
+    }
+
+    /// Refreshes a broker's liveness (QUERY_DATA_VERSION with an unchanged version).
+    pub fn touch(&mut self, broker_addr: &str, now: Instant) {
+        if let Some(live) = self.broker_live_table.get_mut(broker_addr) {
+            live.last_update = now;
+        }
+    }
+
+    pub fn unregister(
+        &mut self,
+        cluster_name: &str,
+        broker_addr: &str,
+        broker_name: &str,
+        broker_id: i64,
+    ) {
+        self.broker_live_table.remove(broker_addr);
+        self.filter_server_table.remove(broker_addr);
+        let mut broker_gone = false;
+        if let Some(bd) = self.broker_addr_table.get_mut(broker_name) {
+            bd.broker_addrs.remove(&broker_id);
+            if bd.broker_addrs.is_empty() {
+                self.broker_addr_table.remove(broker_name);
+                broker_gone = true;
+            }
+        }
+        if broker_gone {
+            if let Some(names) = self.cluster_addr_table.get_mut(cluster_name) {
+                names.remove(broker_name);
+                if names.is_empty() {
+                    self.cluster_addr_table.remove(cluster_name);
+                }
+            }
+            self.remove_topics_of_brokers(&BTreeSet::from([broker_name.to_owned()]));
+        }
+    }
+
+    /// `onChannelDestroy` for every broker registered over `conn`; returns the dropped
+    /// broker addresses.
+    pub fn on_connection_closed(&mut self, conn: ConnId) -> Vec<String> {
+        let addrs: Vec<String> = self
+            .broker_live_table
+            .iter()
+            .filter(|(_, live)| live.conn == conn)
+            .map(|(addr, _)| addr.clone())
+            .collect();
+        for addr in &addrs {
+            self.drop_broker_addr(addr);
+        }
+        addrs
+    }
+
+    /// `scanNotActiveBroker`: drops brokers silent for longer than `expiry`; returns
+    /// their addresses and connections so the caller can close those.
+    pub fn expire(&mut self, now: Instant, expiry: Duration) -> Vec<(String, ConnId)> {
+        let expired: Vec<(String, ConnId)> = self
+            .broker_live_table
+            .iter()
+            .filter(|(_, live)| now.saturating_duration_since(live.last_update) > expiry)
+            .map(|(addr, live)| (addr.clone(), live.conn))
+            .collect();
+        for (addr, _) in &expired {
+            self.drop_broker_addr(addr);
+        }
+        expired
+    }
+
+    fn drop_broker_addr(&mut self, addr: &str) {
+        self.broker_live_table.remove(addr);
+        self.filter_server_table.remove(addr);
+        let mut gone_names = BTreeSet::new();
+        self.broker_addr_table.retain(|name, bd| {
+            bd.broker_addrs.retain(|_, a| a != addr);
+            if bd.broker_addrs.is_empty() {
+                gone_names.insert(name.clone());
+                false
+            } else {
+                true
+            }
+        });
+        if gone_names.is_empty() {
+            return;
+        }
+        self.cluster_addr_table.retain(|_, names| {
+            names.retain(|n| !gone_names.contains(n));
+            !names.is_empty()
+        });
+        self.remove_topics_of_brokers(&gone_names);
+    }
+
+    /// Removes the queue data of `broker_names`; topics left with none disappear.
+    fn remove_topics_of_brokers(&mut self, broker_names: &BTreeSet<String>) {
+        self.topic_queue_table.retain(|_, by_broker| {
+            by_broker.retain(|name, _| !broker_names.contains(name));
+            !by_broker.is_empty()
+        });
+    }
+
+    /// `pickupTopicRouteData`: `None` unless the topic has queue data and at least one
+    /// of its brokers is known.
+    pub fn route(&self, topic: &str) -> Option<TopicRouteData> {
+        let by_broker = self.topic_queue_table.get(topic)?;
+        let mut route = TopicRouteData {
+            queue_datas: by_broker.values().cloned().collect(),
+            ..Default::default()
+        };
+        for name in by_broker.keys() {
+            if let Some(bd) = self.broker_addr_table.get(name) {
+                for addr in bd.broker_addrs.values() {
+                    if let Some(servers) = self.filter_server_table.get(addr) {
+                        route
+                            .filter_server_table
+                            .insert(addr.clone(), servers.clone());
+                    }
+                }
+                route.broker_datas.push(bd.clone());
+            }
+        }
+        (!route.broker_datas.is_empty()).then_some(route)
+    }
+
+    pub fn cluster_info(&self) -> ClusterInfo {
+        ClusterInfo {
+            broker_addr_table: self.broker_addr_table.clone(),
+            cluster_addr_table: self.cluster_addr_table.clone(),
+        }
+    }
+
+    pub fn all_topics(&self) -> TopicList {
+        topic_list(self.topic_queue_table.keys().cloned())
+    }
+
+    pub fn topics_by_cluster(&self, cluster: &str) -> TopicList {
+        let Some(names) = self.cluster_addr_table.get(cluster) else {
+            return TopicList::default();
+        };
+        topic_list(
+            self.topic_queue_table
+                .iter()
+                .filter(|(_, by_broker)| by_broker.keys().any(|n| names.contains(n)))
+                .map(|(t, _)| t.clone()),
+        )
+    }
+
+    /// `getSystemTopicList`: cluster names and broker names (each is a topic on the
+    /// brokers), plus one broker address the caller may query for more.
+    pub fn system_topics(&self) -> TopicList {
+        let mut list = TopicList::default();
+        for (cluster, names) in &self.cluster_addr_table {
+            list.topic_list.insert(cluster.clone());
+            list.topic_list.extend(names.iter().cloned());
+        }
+        list.broker_addr = self
+            .broker_addr_table
+            .values()
+            .find_map(|bd| bd.broker_addrs.values().next().cloned());
+        list
+    }
+
+    /// Java tests the flag of the topic's first queue data only.
+    pub fn unit_topics(&self, filter: UnitFilter) -> TopicList {
+        topic_list(
+            self.topic_queue_table
+                .iter()
+                .filter(|(_, by_broker)| {
+                    by_broker.values().next().is_some_and(|qd| {
+                        let unit = qd.topic_sys_flag & FLAG_UNIT != 0;
+                        let unit_sub = qd.topic_sys_flag & FLAG_UNIT_SUB != 0;
+                        match filter {
+                            UnitFilter::Unit => unit,
+                            UnitFilter::HasUnitSub => unit_sub,
+                            UnitFilter::HasUnitSubNotUnit => unit_sub && !unit,
+                        }
+                    })
+                })
+                .map(|(t, _)| t.clone()),
+        )
+    }
+
+    /// DELETE_TOPIC_IN_NAMESRV; with a cluster only that cluster's queue data goes.
+    pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
+        match cluster.and_then(|c| self.cluster_addr_table.get(c)) {
+            Some(names) => {
+                if let Some(by_broker) = self.topic_queue_table.get_mut(topic) {
+                    by_broker.retain(|name, _| !names.contains(name));
+                    if by_broker.is_empty() {
+                        self.topic_queue_table.remove(topic);
+                    }
+                }
+            }
+            None if cluster.is_some() => {}
+            None => {
+                self.topic_queue_table.remove(topic);
+            }
+        }
+    }
+
+    /// Changes the WRITE permission of every queue data of `broker_name`; returns how
+    /// many topics were touched.
+    pub fn change_write_perm(&mut self, broker_name: &str, op: WritePermOp) -> i32 {
+        let mut count = 0;
+        for by_broker in self.topic_queue_table.values_mut() {
+            if let Some(qd) = by_broker.get_mut(broker_name) {
+                qd.perm = match op {
+                    WritePermOp::Wipe => qd.perm & !PERM_WRITE,
+                    WritePermOp::Add => PERM_READ | PERM_WRITE,
+                };
+                count += 1;
+            }
+        }
+        count
+    }
+
+    pub fn live_broker_count(&self) -> usize {
+        self.broker_live_table.len()
+    }
+
+    pub fn topic_count(&self) -> usize {
+        self.topic_queue_table.len()
+    }
+}
+
+fn topic_list(topics: impl Iterator<Item = String>) -> TopicList {
+    TopicList {
+        topic_list: topics.collect(),
+        broker_addr: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

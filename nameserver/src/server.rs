@@ -1,0 +1,93 @@
+//! Listeners and background tasks: the remoting port, the HTTP port, and the scanner
+//! that drops silent brokers (`NamesrvController` schedules it every 10 s).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::Shared;
+use crate::{connection, metrics};
+
+/// Runs until `shutdown` is cancelled, then waits for the listeners to stop.
+pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let (bind, port, http_port) = {
+        let c = shared.config.read();
+        (c.bind_address, c.listen_port, c.metrics_port)
+    };
+    let listener = TcpListener::bind(SocketAddr::new(bind, port))
+        .await
+        .with_context(|| format!("cannot listen on {bind}:{port}"))?;
+    let http = TcpListener::bind(SocketAddr::new(bind, http_port))
+        .await
+        .with_context(|| format!("cannot listen on {bind}:{http_port} (metricsPort)"))?;
+    let local = listener.local_addr()?;
+    let http_local = http.local_addr()?;
+
+    let http_task = tokio::spawn(metrics::serve_http(
+        http,
+        Arc::clone(&shared),
+        shutdown.clone(),
+    ));
+    let scan_task = tokio::spawn(scan_brokers(Arc::clone(&shared), shutdown.clone()));
+    shared.ready.store(true, Ordering::Release);
+    tracing::info!(remoting = %local, http = %http_local, "rmq-nameserver listening");
+    println!(
+        "The Name Server boot success. serializeType=JSON, listening on {local}, http on {http_local}"
+    );
+
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let (conn, close) = shared.open_connection(&shutdown);
+                tracing::debug!(%peer, conn, "connection opened");
+                tokio::spawn(connection::serve(
+                    stream,
+                    peer,
+                    Arc::clone(&shared),
+                    conn,
+                    close,
+                ));
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+    shared.ready.store(false, Ordering::Release);
+    tracing::info!("shutting down");
+    scan_task.abort();
+    match http_task.await {
+        Ok(result) => result.context("HTTP endpoint failed")?,
+        Err(e) => tracing::warn!(error = %e, "HTTP task ended abnormally"),
+    }
+    Ok(())
+}
+
+async fn scan_brokers(shared: Arc<Shared>, shutdown: CancellationToken) {
+    loop {
+        let (interval, expiry) = {
+            let c = shared.config.read();
+            (c.scan_not_active_broker_interval, c.broker_channel_expired)
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        let expired = shared.routes.write().expire(Instant::now(), expiry);
+        for (addr, conn) in expired {
+            tracing::warn!(broker = %addr, ?expiry, "broker expired, removed and its connection closed");
+            shared.cancel_connection(conn);
+        }
+    }
+}

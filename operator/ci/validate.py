@@ -1,0 +1,295 @@
+"""Checks run by operator/ci.sh (see that script for the inputs).
+
+1. The Helm chart is linted (strict) and rendered by Helm v4's engine (helm-python-sdk)
+   under several value sets; values are checked against values.schema.json.
+2. Every rendered object, every object in manifests/ and every object the operator's
+   builders produce (`rmq-operator render`) is validated against the Kubernetes OpenAPI
+   schemas (kubernetes-validate, strict: unknown fields are errors).
+3. Custom resources (examples, chart example) are validated against the generated CRD
+   schemas, with unknown fields rejected like the API server's pruning would drop them.
+4. Policy: every pod template meets the "restricted" Pod Security Standard; RBAC has no
+   wildcards, no Secret access, no pods/exec; broker/nameserver pods do not mount a
+   service-account token.
+"""
+
+import argparse
+import copy
+import glob
+import os
+import sys
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import yaml
+
+KUBE_VERSION = "1.34.0"
+CR_GROUP = "rmq-rs.dev/"
+# Kinds outside the Kubernetes schemas that are expected in the output.
+THIRD_PARTY = {"monitoring.coreos.com/v1"}
+
+failures = []
+
+
+def fail(where, message):
+    failures.append(f"{where}: {message}")
+
+
+def docs_of(text, where):
+    out = []
+    for doc in yaml.safe_load_all(text):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict) or "kind" not in doc:
+            fail(where, f"not a Kubernetes object: {str(doc)[:80]}")
+            continue
+        out.append(doc)
+    return out
+
+
+def load_crd_schemas(path):
+    schemas = {}
+    with open(path) as f:
+        for crd in docs_of(f.read(), path):
+            validate_k8s(crd, path)
+            group = crd["spec"]["group"]
+            kind = crd["spec"]["names"]["kind"]
+            for v in crd["spec"]["versions"]:
+                schema = strict_schema(v["schema"]["openAPIV3Schema"])
+                schemas[(f"{group}/{v['name']}", kind)] = schema
+    return schemas
+
+
+def strict_schema(schema):
+    """A CRD schema as plain JSON Schema, closing objects that list their properties."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node):
+        if not isinstance(node, dict):
+            return
+        if node.get("nullable"):
+            t = node.get("type")
+            if isinstance(t, str):
+                node["type"] = [t, "null"]
+        if (
+            "properties" in node
+            and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            node["additionalProperties"] = False
+        if node.get("x-kubernetes-int-or-string"):
+            node.pop("type", None)
+            node["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+        for key in ("properties", "patternProperties"):
+            for child in node.get(key, {}).values():
+                walk(child)
+        for key in ("items", "additionalProperties", "not"):
+            walk(node.get(key))
+        for key in ("allOf", "anyOf", "oneOf"):
+            for child in node.get(key, []):
+                walk(child)
+
+    walk(schema)
+    # metadata is validated by the API server, not by the CRD schema.
+    schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+    schema["properties"].setdefault("apiVersion", {"type": "string"})
+    schema["properties"].setdefault("kind", {"type": "string"})
+    return schema
+
+
+def validate_k8s(obj, where):
+    name = f"{where} {obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+    try:
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        path = ".".join(str(p) for p in e.path)
+        fail(name, f"invalid against Kubernetes {KUBE_VERSION}: {path}: {e.message}")
+    except kubernetes_validate.SchemaNotFoundError:
+        if obj.get("apiVersion") not in THIRD_PARTY:
+            fail(name, f"no Kubernetes schema for {obj.get('apiVersion')} {obj.get('kind')}")
+
+
+def validate_object(obj, where, crd_schemas):
+    name = f"{where} {obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+    api_version = obj.get("apiVersion", "")
+    if api_version.startswith(CR_GROUP):
+        schema = crd_schemas.get((api_version, obj.get("kind")))
+        if schema is None:
+            fail(name, "no CRD schema for this kind")
+            return
+        for err in jsonschema.Draft202012Validator(schema).iter_errors(obj):
+            path = ".".join(str(p) for p in err.path)
+            fail(name, f"invalid against its CRD: {path}: {err.message}")
+        return
+    validate_k8s(obj, where)
+    check_policy(obj, name)
+
+
+def pod_spec_of(obj):
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return spec
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        return (spec.get("template") or {}).get("spec")
+    return None
+
+
+def check_policy(obj, name):
+    pod = pod_spec_of(obj)
+    if pod is not None:
+        check_restricted(pod, name)
+        component = (obj.get("metadata", {}).get("labels") or {}).get("app.kubernetes.io/component")
+        if component in ("broker", "nameserver") and pod.get("automountServiceAccountToken") is not False:
+            fail(name, "broker/nameserver pods must set automountServiceAccountToken: false")
+    if obj.get("kind") in ("Role", "ClusterRole"):
+        check_rbac(obj, name)
+
+
+def check_restricted(pod, name):
+    """The "restricted" Pod Security Standard (v1.34)."""
+    psc = pod.get("securityContext") or {}
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(f):
+            fail(name, f"{f} is forbidden")
+    for v in pod.get("volumes") or []:
+        allowed = {"name", "configMap", "emptyDir", "persistentVolumeClaim", "projected",
+                   "secret", "downwardAPI", "csi", "ephemeral"}
+        extra = set(v) - allowed
+        if extra:
+            fail(name, f"volume {v.get('name')} uses forbidden type {sorted(extra)}")
+    pod_seccomp = (psc.get("seccompProfile") or {}).get("type")
+    containers = (pod.get("initContainers") or []) + (pod.get("containers") or [])
+    for c in containers:
+        cname = f"{name} container {c.get('name')}"
+        sc = c.get("securityContext") or {}
+        if sc.get("privileged"):
+            fail(cname, "privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            fail(cname, "allowPrivilegeEscalation must be false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            fail(cname, "capabilities must drop ALL")
+        if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            fail(cname, f"capabilities.add {caps.get('add')} not allowed")
+        non_root = sc.get("runAsNonRoot", psc.get("runAsNonRoot"))
+        if non_root is not True:
+            fail(cname, "runAsNonRoot must be true")
+        uid = sc.get("runAsUser", psc.get("runAsUser"))
+        if uid == 0:
+            fail(cname, "runAsUser must not be 0")
+        seccomp = (sc.get("seccompProfile") or {}).get("type") or pod_seccomp
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            fail(cname, "seccompProfile must be RuntimeDefault or Localhost")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            fail(cname, "readOnlyRootFilesystem must be true (project rule)")
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                fail(cname, "hostPort is forbidden")
+
+
+def check_rbac(obj, name):
+    cluster_wide = obj["kind"] == "ClusterRole"
+    for rule in obj.get("rules") or []:
+        for field in ("apiGroups", "resources", "verbs"):
+            if "*" in (rule.get(field) or []):
+                fail(name, f"wildcard in {field}: {rule}")
+        resources = rule.get("resources") or []
+        if "secrets" in resources:
+            fail(name, "the operator needs no access to Secrets")
+        if "pods/exec" in resources or "pods/attach" in resources:
+            fail(name, "pods/exec and pods/attach are forbidden")
+        if cluster_wide and "secrets" in resources and {"list", "watch"} & set(rule.get("verbs") or []):
+            fail(name, "cluster-wide list/watch of secrets")
+
+
+def check_chart(chart_dir, crd_schemas, value_sets):
+    report = helm.lint(chart_dir, strict=True, kube_version=f"v{KUBE_VERSION}")
+    for m in report.get("messages", []):
+        if m.get("severity", 0) >= 2:
+            fail(f"helm lint {m.get('path')}", m.get("error"))
+    for e in report.get("errors", []):
+        fail("helm lint", e)
+    chart = helm.Chart.load(chart_dir)
+    for name, values in value_sets.items():
+        try:
+            chart.validate_schema(values)
+            rendered = chart.render(values, name="rmq", namespace="rmq-system", is_install=True)
+        except helm.HelmError as e:
+            fail(f"chart values {name}", str(e))
+            continue
+        kinds = set()
+        for path, text in sorted(rendered.items()):
+            if not path.endswith((".yaml", ".yml")):
+                continue
+            for obj in docs_of(text, path):
+                kinds.add(obj["kind"])
+                validate_object(obj, f"chart[{name}] {path}", crd_schemas)
+        for required in ("Deployment", "ServiceAccount", "Service"):
+            if required not in kinds:
+                fail(f"chart[{name}]", f"renders no {required}")
+    # An invalid value set must be refused by values.schema.json.
+    try:
+        chart.validate_schema({"replicaCount": 0})
+        fail("values.schema.json", "accepted replicaCount: 0")
+    except helm.HelmError:
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chart", required=True)
+    ap.add_argument("--crds", required=True)
+    ap.add_argument("--manifests", required=True)
+    ap.add_argument("--rendered", nargs="*", default=[])
+    ap.add_argument("--install-out", help="write the plain install manifest here")
+    args = ap.parse_args()
+
+    crd_schemas = load_crd_schemas(args.crds)
+    value_sets = {
+        "defaults": {},
+        "namespaced-ha": {"replicaCount": 2, "watchNamespace": "team-a",
+                          "metrics": {"serviceMonitor": {"enabled": True}}},
+        "example": {"example": {"enabled": True}},
+    }
+    check_chart(args.chart, crd_schemas, value_sets)
+
+    if args.install_out:
+        chart = helm.Chart.load(args.chart)
+        rendered = chart.render({}, name="rmq-operator", namespace="rmq-system", is_install=True)
+        with open(args.crds) as f:
+            parts = [f.read().rstrip("\n") + "\n"]
+        for path in sorted(rendered):
+            text = rendered[path].strip()
+            if path.endswith((".yaml", ".yml")) and text:
+                parts.append(text + "\n")
+        header = ("# Plain install of rmq-operator into namespace rmq-system (CRDs, RBAC, Deployment).\n"
+                  "# Generated by operator/ci.sh from charts/rmq-operator with default values.\n"
+                  "# kubectl create namespace rmq-system && kubectl apply --server-side -f install.yaml\n")
+        body = "".join(p if p.startswith("---") else "---\n" + p for p in parts)
+        with open(args.install_out, "w") as f:
+            f.write(header + body)
+
+    for path in sorted(glob.glob(os.path.join(args.manifests, "**", "*.yaml"), recursive=True)):
+        with open(path) as f:
+            for obj in docs_of(f.read(), path):
+                validate_object(obj, path, crd_schemas)
+    for path in args.rendered:
+        with open(path) as f:
+            objs = docs_of(f.read(), path)
+        if not objs:
+            fail(path, "builders rendered nothing")
+        for obj in objs:
+            validate_object(obj, f"builders {os.path.basename(path)}", crd_schemas)
+
+    if failures:
+        for f in failures:
+            print("FAIL", f)
+        print(f"{len(failures)} problem(s)")
+        return 1
+    print("chart, manifests and builder output valid")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

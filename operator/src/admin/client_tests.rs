@@ -1,0 +1,155 @@
+//! The admin client against a real TCP peer speaking the remoting codec.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use protocol::code::{request, response};
+use protocol::{RemotingCodec, RemotingCommand};
+use tokio::net::TcpListener;
+use tokio_util::codec::Framed;
+
+use super::*;
+
+/// A peer that answers each request with `answer(request)` and records what it got.
+async fn peer(
+    answer: impl Fn(&RemotingCommand) -> Option<RemotingCommand> + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<RemotingCommand>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = seen2.clone();
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let mut framed = Framed::new(stream, RemotingCodec::default());
+                while let Some(Ok(req)) = framed.next().await {
+                    seen.lock().unwrap().push(req.clone());
+                    if let Some(reply) = answer(&req) {
+                        let _ = framed.send(reply).await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn client() -> RemotingAdmin {
+    RemotingAdmin::new(Duration::from_millis(500))
+}
+
+#[tokio::test]
+async fn create_topic_sends_the_create_topic_header() {
+    let (addr, seen) = peer(|req| Some(RemotingCommand::response_to(req, response::SUCCESS))).await;
+    let config = TopicConfig {
+        topic: "ORDERS".to_owned(),
+        read_queues: 4,
+        write_queues: 8,
+        perm: 6,
+        order: true,
+    };
+    client().create_topic(&addr, &config).await.unwrap();
+    let req = seen.lock().unwrap()[0].clone();
+    assert_eq!(req.code, request::UPDATE_AND_CREATE_TOPIC);
+    let f = &req.ext_fields;
+    assert_eq!(f.get("topic"), Some("ORDERS"));
+    assert_eq!(f.get("defaultTopic"), Some("TBW102"));
+    assert_eq!(f.get("readQueueNums"), Some("4"));
+    assert_eq!(f.get("writeQueueNums"), Some("8"));
+    assert_eq!(f.get("perm"), Some("6"));
+    assert_eq!(f.get("topicFilterType"), Some("SINGLE_TAG"));
+    assert_eq!(f.get("order"), Some("true"));
+}
+
+#[tokio::test]
+async fn cluster_info_reads_fastjson_bodies() {
+    let body = r#"{"brokerAddrTable":{"c-0":{"brokerAddrs":{0:"h:10911"},"brokerName":"c-0","cluster":"c"}},"clusterAddrTable":{"c":["c-0"]}}"#;
+    let (addr, _) = peer(move |req| {
+        assert_eq!(req.code, request::GET_BROKER_CLUSTER_INFO);
+        Some(
+            RemotingCommand::response_to(req, response::SUCCESS)
+                .with_body(body.as_bytes().to_vec()),
+        )
+    })
+    .await;
+    let info = client().cluster_info(&addr).await.unwrap();
+    assert_eq!(
+        info.masters("c"),
+        vec![("c-0".to_owned(), "h:10911".to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn runtime_info_and_deletes_and_config_push() {
+    let (addr, seen) = peer(|req| {
+        let reply = RemotingCommand::response_to(req, response::SUCCESS);
+        Some(if req.code == request::GET_BROKER_RUNTIME_INFO {
+            reply.with_body(
+                br#"{"table":{"dispatchBehindBytes":"12","commitLogMaxOffset":"4096"}}"#.to_vec(),
+            )
+        } else {
+            reply
+        })
+    })
+    .await;
+    let admin = client();
+    let info = admin.runtime_info(&addr).await.unwrap();
+    assert_eq!(info.dispatch_behind_bytes(), Some(12));
+    assert_eq!(info.commit_log_max_offset(), Some(4096));
+    admin.delete_topic_in_broker(&addr, "T").await.unwrap();
+    admin
+        .delete_topic_in_namesrv(&addr, "T", "c")
+        .await
+        .unwrap();
+    let props = BTreeMap::from([("namesrvAddr".to_owned(), "a:9876;b:9876".to_owned())]);
+    admin.update_broker_config(&addr, &props).await.unwrap();
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[1].code, request::DELETE_TOPIC_IN_BROKER);
+    assert_eq!(seen[1].ext_fields.get("topic"), Some("T"));
+    assert_eq!(seen[2].code, request::DELETE_TOPIC_IN_NAMESRV);
+    assert_eq!(seen[2].ext_fields.get("clusterName"), Some("c"));
+    assert_eq!(seen[3].code, request::UPDATE_BROKER_CONFIG);
+    assert_eq!(&seen[3].body[..], b"namesrvAddr=a:9876;b:9876\n");
+}
+
+#[tokio::test]
+async fn refusals_timeouts_and_bad_bodies_are_errors() {
+    let (addr, _) = peer(|req| match req.code {
+        request::UPDATE_AND_CREATE_TOPIC => {
+            Some(RemotingCommand::response_to(req, response::SYSTEM_ERROR).with_remark("slave"))
+        }
+        request::GET_BROKER_RUNTIME_INFO => Some(
+            RemotingCommand::response_to(req, response::SUCCESS).with_body(b"{not json".to_vec()),
+        ),
+        _ => None,
+    })
+    .await;
+    let admin = client();
+    let config = TopicConfig {
+        topic: "T".to_owned(),
+        read_queues: 1,
+        write_queues: 1,
+        perm: 6,
+        order: false,
+    };
+    let err = admin.create_topic(&addr, &config).await.unwrap_err();
+    assert!(
+        matches!(&err, AdminError::Refused { remark, .. } if remark == "slave"),
+        "{err}"
+    );
+    let err = admin.runtime_info(&addr).await.unwrap_err();
+    assert!(matches!(err, AdminError::BadBody { .. }), "{err}");
+    let err = admin.cluster_info(&addr).await.unwrap_err();
+    assert!(matches!(err, AdminError::Timeout { .. }), "{err}");
+    let err = admin.cluster_info("127.0.0.1:1").await.unwrap_err();
+    assert!(matches!(err, AdminError::Connect { .. }), "{err}");
+}

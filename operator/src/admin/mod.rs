@@ -1,0 +1,166 @@
+//! The admin side of RocketMQ's remoting protocol the operator needs, behind a trait so
+//! reconcilers can be tested with a fake. [`client::RemotingAdmin`] is the real TCP client;
+//! it is self-contained so it can move into a shared client library later.
+
+pub mod client;
+pub mod lenient_json;
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use thiserror::Error;
+
+pub use client::RemotingAdmin;
+
+#[derive(Debug, Error)]
+pub enum AdminError {
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{addr} did not answer within {timeout_ms} ms")]
+    Timeout { addr: String, timeout_ms: u64 },
+    #[error("{addr} closed the connection before answering")]
+    Closed { addr: String },
+    #[error("protocol error talking to {addr}: {source}")]
+    Protocol {
+        addr: String,
+        source: protocol::ProtocolError,
+    },
+    /// The peer answered with a non-success code.
+    #[error("{addr} refused request {request}: code {code} ({remark})")]
+    Refused {
+        addr: String,
+        request: &'static str,
+        code: i32,
+        remark: String,
+    },
+    #[error("cannot parse the {what} answered by {addr}: {reason}")]
+    BadBody {
+        addr: String,
+        what: &'static str,
+        reason: String,
+    },
+}
+
+/// What UPDATE_AND_CREATE_TOPIC sends (`CreateTopicRequestHeader`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    pub topic: String,
+    pub read_queues: i32,
+    pub write_queues: i32,
+    pub perm: i32,
+    pub order: bool,
+}
+
+/// `ClusterInfo`: brokers by name and broker names by cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterInfo {
+    #[serde(default)]
+    pub broker_addr_table: BTreeMap<String, BrokerData>,
+    #[serde(default)]
+    pub cluster_addr_table: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerData {
+    #[serde(default)]
+    pub cluster: String,
+    #[serde(default)]
+    pub broker_name: String,
+    /// brokerId → `host:port`; id 0 is the master. Keys are strings once the lenient reader
+    /// has quoted fastjson's bare numeric keys.
+    #[serde(default)]
+    pub broker_addrs: BTreeMap<String, String>,
+}
+
+impl ClusterInfo {
+    /// `(brokerName, master address)` of every group of `cluster` that has a live master.
+    pub fn masters(&self, cluster: &str) -> Vec<(String, String)> {
+        let Some(names) = self.cluster_addr_table.get(cluster) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, String)> = names
+            .iter()
+            .filter_map(|name| {
+                let addr = self.broker_addr_table.get(name)?.broker_addrs.get("0")?;
+                Some((name.clone(), addr.clone()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// The `KVTable` of GET_BROKER_RUNTIME_INFO.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeInfo(pub BTreeMap<String, String>);
+
+impl RuntimeInfo {
+    pub fn int(&self, key: &str) -> Option<i64> {
+        self.0.get(key).and_then(|v| v.trim().parse().ok())
+    }
+
+    pub fn dispatch_behind_bytes(&self) -> Option<i64> {
+        self.int("dispatchBehindBytes")
+    }
+
+    pub fn commit_log_max_offset(&self) -> Option<i64> {
+        self.int("commitLogMaxOffset")
+    }
+}
+
+/// Admin operations against brokers and nameservers, addressed as `host:port`.
+pub trait Admin: Send + Sync {
+    fn cluster_info<'a>(
+        &'a self,
+        namesrv: &'a str,
+    ) -> BoxFuture<'a, Result<ClusterInfo, AdminError>>;
+    fn create_topic<'a>(
+        &'a self,
+        broker: &'a str,
+        config: &'a TopicConfig,
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
+    fn delete_topic_in_broker<'a>(
+        &'a self,
+        broker: &'a str,
+        topic: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
+    /// Removes `cluster`'s route data for `topic` from one nameserver.
+    fn delete_topic_in_namesrv<'a>(
+        &'a self,
+        namesrv: &'a str,
+        topic: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
+    fn runtime_info<'a>(
+        &'a self,
+        broker: &'a str,
+    ) -> BoxFuture<'a, Result<RuntimeInfo, AdminError>>;
+    /// UPDATE_BROKER_CONFIG: RocketMQ applies `namesrvAddr` live.
+    fn update_broker_config<'a>(
+        &'a self,
+        broker: &'a str,
+        properties: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masters_of_a_cluster_skip_groups_without_id_zero() {
+        let body = r#"{"brokerAddrTable":{"c-0":{"brokerAddrs":{0:"h0:10911",1:"h1:10911"},"brokerName":"c-0","cluster":"c"},"c-1":{"brokerAddrs":{1:"h2:10911"},"brokerName":"c-1","cluster":"c"},"x-0":{"brokerAddrs":{0:"x:10911"},"brokerName":"x-0","cluster":"x"}},"clusterAddrTable":{"c":["c-1","c-0"],"x":["x-0"]}}"#;
+        let info: ClusterInfo = lenient_json::from_slice(body.as_bytes()).unwrap();
+        assert_eq!(
+            info.masters("c"),
+            vec![("c-0".to_owned(), "h0:10911".to_owned())]
+        );
+        assert!(info.masters("missing").is_empty());
+    }
+}

@@ -1,0 +1,338 @@
+//! Broker → a headless Service for the cluster and, per group, a ConfigMap with each
+//! member's broker.conf, a StatefulSet (`OnDelete`: the operator restarts pods itself), a
+//! Service selecting the group's current master, and a PodDisruptionBudget.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
+};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, Volume,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+
+use super::Settings;
+use super::config_file::{
+    CONFIG_DIR, DATA_DIR, LOG_DIR, broker_conf, broker_conf_key, config_hash, member_identities,
+    without_namesrv_addr,
+};
+use super::nameserver::{empty_dir, mount};
+use super::pod::{
+    affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
+    pod_labels, pod_security_context, tcp_port,
+};
+use crate::crd::Broker;
+use crate::names::{
+    ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, BROKER_HA_PORT, BROKER_PORT, BrokerNames,
+    LABEL_ROLE, headless_selector, object_labels,
+};
+
+pub const ROLE_MASTER: &str = "master";
+pub const ROLE_SLAVE: &str = "slave";
+
+/// What the builder needs beyond the spec: the nameserver list and, per group, which pod
+/// ordinal is master (from `status.groups[].masterPod`, 0 for a new group).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerInputs {
+    pub namesrv_addr: String,
+    pub master_ordinals: Vec<i32>,
+}
+
+impl BrokerInputs {
+    pub fn master_ordinal(&self, group: i32) -> i32 {
+        usize::try_from(group)
+            .ok()
+            .and_then(|g| self.master_ordinals.get(g))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupObjects {
+    pub broker_name: String,
+    pub config_map: ConfigMap,
+    pub statefulset: StatefulSet,
+    pub master_service: Service,
+    pub pdb: Option<PodDisruptionBudget>,
+    /// The `rmq-rs.dev/config-hash` the group's pods should run with.
+    pub config_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerObjects {
+    pub headless_service: Service,
+    pub groups: Vec<GroupObjects>,
+}
+
+pub fn build(broker: &Broker, inputs: &BrokerInputs, settings: &Settings) -> BrokerObjects {
+    let names = BrokerNames::of(broker);
+    let headless_service = Service {
+        metadata: meta(
+            broker,
+            &names.headless_service,
+            &object_labels(&headless_selector(names.selector())),
+        ),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_owned()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(names.selector()),
+            ports: Some(vec![
+                service_port("remoting", BROKER_PORT),
+                service_port("ha", BROKER_HA_PORT),
+                service_port("http", broker.spec.metrics.port),
+            ]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    };
+    let groups = (0..broker.spec.groups.max(0))
+        .map(|g| build_group(broker, &names, g, inputs, settings))
+        .collect();
+    BrokerObjects {
+        headless_service,
+        groups,
+    }
+}
+
+fn build_group(
+    broker: &Broker,
+    names: &BrokerNames,
+    group: i32,
+    inputs: &BrokerInputs,
+    settings: &Settings,
+) -> GroupObjects {
+    let spec = &broker.spec;
+    let broker_name = names.broker_name(group);
+    let selector = names.group_selector(group);
+    let labels = object_labels(&selector);
+    let image = spec
+        .image
+        .image
+        .clone()
+        .unwrap_or_else(|| settings.broker_image.clone());
+
+    let members = member_identities(spec.replicas_per_group, inputs.master_ordinal(group));
+    let confs: BTreeMap<String, String> = members
+        .iter()
+        .map(|m| {
+            let conf = broker_conf(
+                broker,
+                group,
+                *m,
+                &inputs.namesrv_addr,
+                &settings.cluster_domain,
+            );
+            (broker_conf_key(&names.pod(group, m.ordinal)), conf)
+        })
+        .collect();
+    let hash_input: Vec<String> = confs
+        .iter()
+        .flat_map(|(k, v)| [k.clone(), without_namesrv_addr(v)])
+        .chain([image.clone()])
+        .collect();
+    let hash = config_hash(hash_input.iter().map(String::as_str));
+
+    let config_map = ConfigMap {
+        metadata: meta(broker, &names.config_map(group), &labels),
+        data: Some(confs),
+        ..ConfigMap::default()
+    };
+
+    let mut master_selector = selector.clone();
+    master_selector.insert(LABEL_ROLE.to_owned(), ROLE_MASTER.to_owned());
+    let master_service = Service {
+        metadata: meta(broker, &broker_name, &labels),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            selector: Some(master_selector),
+            ports: Some(vec![service_port("remoting", BROKER_PORT)]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    };
+
+    let mut template_annotations = spec.pod.annotations.clone();
+    template_annotations.insert(ANNOTATION_CONFIG_HASH.to_owned(), hash.clone());
+    if let Some(restart) = broker
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_RESTART))
+    {
+        template_annotations.insert(ANNOTATION_RESTART.to_owned(), restart.clone());
+    }
+
+    let container = Container {
+        name: "broker".to_owned(),
+        image: Some(image),
+        image_pull_policy: spec.image.pull_policy.map(|p| p.as_str().to_owned()),
+        // Kubernetes expands $(POD_NAME) from the env below: each member reads its own file.
+        args: Some(vec![
+            "-c".to_owned(),
+            format!("{CONFIG_DIR}/$(POD_NAME).conf"),
+        ]),
+        env: Some(downward_env()),
+        ports: Some(vec![
+            tcp_port("remoting", BROKER_PORT),
+            tcp_port("ha", BROKER_HA_PORT),
+            tcp_port("http", spec.metrics.port),
+        ]),
+        // Recovery of a large commit log can take minutes; liveness waits for startup.
+        startup_probe: Some(Probe {
+            initial_delay_seconds: Some(5),
+            ..http_probe("/healthz", 5, 120)
+        }),
+        readiness_probe: Some(http_probe("/readyz", 5, 3)),
+        liveness_probe: Some(http_probe("/healthz", 10, 6)),
+        resources: spec.resources.clone(),
+        security_context: Some(container_security_context()),
+        volume_mounts: Some(vec![
+            mount("config", CONFIG_DIR, true),
+            mount("store", DATA_DIR, false),
+            mount("logs", LOG_DIR, false),
+            mount("tmp", "/tmp", false),
+        ]),
+        ..Container::default()
+    };
+
+    let pod = &spec.pod;
+    let claim = PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some("store".to_owned()),
+            labels: Some(labels.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+            storage_class_name: spec.storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    Quantity(spec.storage.size.clone()),
+                )])),
+                limits: None,
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    };
+    let retention = if spec.storage.delete_claim {
+        "Delete"
+    } else {
+        "Retain"
+    };
+
+    let statefulset = StatefulSet {
+        metadata: meta(broker, &broker_name, &labels),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(spec.replicas_per_group),
+            service_name: Some(names.headless_service.clone()),
+            pod_management_policy: Some("Parallel".to_owned()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".to_owned()),
+                rolling_update: None,
+            }),
+            persistent_volume_claim_retention_policy: Some(
+                StatefulSetPersistentVolumeClaimRetentionPolicy {
+                    when_deleted: Some(retention.to_owned()),
+                    when_scaled: Some("Retain".to_owned()),
+                },
+            ),
+            selector: LabelSelector {
+                match_labels: Some(selector.clone()),
+                match_expressions: None,
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels(pod, &labels)),
+                    annotations: Some(template_annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    automount_service_account_token: Some(false),
+                    enable_service_links: Some(false),
+                    security_context: Some(pod_security_context()),
+                    affinity: Some(affinity(pod, &selector)),
+                    tolerations: non_empty_vec(pod.tolerations.clone()),
+                    node_selector: non_empty(pod.node_selector.clone()),
+                    topology_spread_constraints: non_empty_vec(
+                        pod.topology_spread_constraints.clone(),
+                    ),
+                    priority_class_name: pod.priority_class_name.clone(),
+                    termination_grace_period_seconds: pod
+                        .termination_grace_period_seconds
+                        .or(Some(60)),
+                    image_pull_secrets: non_empty_vec(spec.image.pull_secrets.clone()),
+                    containers: vec![container],
+                    volumes: Some(vec![
+                        Volume {
+                            name: "config".to_owned(),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: names.config_map(group),
+                                ..ConfigMapVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        },
+                        empty_dir("logs"),
+                        empty_dir("tmp"),
+                    ]),
+                    ..PodSpec::default()
+                }),
+            },
+            volume_claim_templates: Some(vec![claim]),
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    };
+
+    let pdb = spec.pdb.enabled.then(|| PodDisruptionBudget {
+        metadata: meta(broker, &names.pdb(group), &labels),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(spec.pdb.max_unavailable)),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector.clone()),
+                match_expressions: None,
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
+    });
+
+    GroupObjects {
+        broker_name,
+        config_map,
+        statefulset,
+        master_service,
+        pdb,
+        config_hash: hash,
+    }
+}
+
+fn meta(broker: &Broker, name: &str, labels: &BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: broker.metadata.namespace.clone(),
+        labels: Some(labels.clone()),
+        owner_references: broker.controller_owner_ref(&()).map(|o| vec![o]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn service_port(name: &str, port: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_owned()),
+        port,
+        target_port: Some(IntOrString::String(name.to_owned())),
+        protocol: Some("TCP".to_owned()),
+        ..ServicePort::default()
+    }
+}

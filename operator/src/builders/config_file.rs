@@ -1,0 +1,208 @@
+//! `namesrv.conf` / `broker.conf` rendering (Java properties) and the config hash that
+//! drives rolling restarts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::crd::{AckMode, Broker, NameServer};
+use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
+
+/// Where the ConfigMap is mounted and the stores live inside the pods.
+pub const CONFIG_DIR: &str = "/etc/rocketmq";
+pub const DATA_DIR: &str = "/var/lib/rocketmq";
+pub const STORE_DIR: &str = "/var/lib/rocketmq/store";
+pub const LOG_DIR: &str = "/var/log/rocketmq";
+pub const NAMESERVER_CONF: &str = "namesrv.conf";
+
+/// One broker's identity inside its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberIdentity {
+    pub ordinal: i32,
+    /// RocketMQ brokerId: 0 for the master, > 0 for slaves.
+    pub broker_id: i64,
+}
+
+/// brokerIds of a group whose master is the pod with `master_ordinal`. RocketMQ 4.x requires
+/// brokerId 0 on the master; after a switchover the old master takes the new master's
+/// ordinal as its id, so every id stays unique and stable for the others.
+pub fn member_identities(replicas: i32, master_ordinal: i32) -> Vec<MemberIdentity> {
+    (0..replicas.max(0))
+        .map(|ordinal| {
+            let broker_id = if ordinal == master_ordinal {
+                0
+            } else if ordinal == 0 {
+                i64::from(master_ordinal)
+            } else {
+                i64::from(ordinal)
+            };
+            MemberIdentity { ordinal, broker_id }
+        })
+        .collect()
+}
+
+/// Java-properties text with keys in sorted order. Escapes follow
+/// `java.util.Properties.store` except that `=`, `:`, `#` and `!` stay literal inside values
+/// (`load` only splits on the first separator), so `namesrvAddr=a:9876;b:9876` reads as
+/// written. Non-ASCII becomes `\uXXXX`: RocketMQ loads the file as ISO-8859-1.
+pub fn render_properties(props: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    for (k, v) in props {
+        let _ = writeln!(out, "{}={}", escape(k, true), escape(v, false));
+    }
+    out
+}
+
+fn escape(s: &str, is_key: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, c) in s.chars().enumerate() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '=' | ':' | '#' | '!' if is_key => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' ' if is_key || i == 0 => out.push_str("\\ "),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04X}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `namesrv.conf` of a NameServer.
+pub fn nameserver_conf(ns: &NameServer) -> String {
+    let mut props = ns.spec.config.clone();
+    props.insert("listenPort".to_owned(), NAMESERVER_PORT.to_string());
+    props.insert("metricsPort".to_owned(), ns.spec.metrics.port.to_string());
+    props.insert(
+        "kvConfigPath".to_owned(),
+        format!("{DATA_DIR}/namesrv/kvConfig.json"),
+    );
+    render_properties(&props)
+}
+
+/// broker.conf of one member; `namesrv_addr` is the `a:9876;b:9876` list.
+pub fn broker_conf(
+    broker: &Broker,
+    group: i32,
+    member: MemberIdentity,
+    namesrv_addr: &str,
+    cluster_domain: &str,
+) -> String {
+    let names = BrokerNames::of(broker);
+    let mut props = broker.spec.config.clone();
+    let role = if member.broker_id == 0 {
+        match broker.spec.replication.ack_mode {
+            AckMode::Async => "ASYNC_MASTER",
+            AckMode::Sync => "SYNC_MASTER",
+        }
+    } else {
+        "SLAVE"
+    };
+    let owned = [
+        ("brokerClusterName", names.cluster.clone()),
+        ("brokerName", names.broker_name(group)),
+        ("brokerId", member.broker_id.to_string()),
+        ("brokerRole", role.to_owned()),
+        ("namesrvAddr", namesrv_addr.to_owned()),
+        ("listenPort", BROKER_PORT.to_string()),
+        ("haListenPort", BROKER_HA_PORT.to_string()),
+        ("metricsPort", broker.spec.metrics.port.to_string()),
+        (
+            "brokerIP1",
+            names.pod_host(group, member.ordinal, cluster_domain),
+        ),
+        ("storePathRootDir", STORE_DIR.to_owned()),
+        ("storePathCommitLog", format!("{STORE_DIR}/commitlog")),
+        (
+            "flushDiskType",
+            broker.spec.flush_disk_type.conf_value().to_owned(),
+        ),
+    ];
+    for (k, v) in owned {
+        props.insert(k.to_owned(), v);
+    }
+    render_properties(&props)
+}
+
+/// File name of a member's broker.conf inside the group ConfigMap.
+pub fn broker_conf_key(pod: &str) -> String {
+    format!("{pod}.conf")
+}
+
+/// 64-bit FNV-1a over the given parts, hex encoded. Stable across Rust releases (unlike
+/// `DefaultHasher`), so a new operator version does not restart every pod.
+pub fn config_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0u8)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Drops `namesrvAddr` before hashing: the operator pushes a changed nameserver list to
+/// running brokers (UPDATE_BROKER_CONFIG, which RocketMQ applies live through
+/// `updateNameServerAddressList`), so scaling nameservers never restarts brokers.
+pub fn without_namesrv_addr(conf: &str) -> String {
+    conf.lines()
+        .filter(|l| !l.starts_with("namesrvAddr="))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_takes_id_zero_and_old_master_takes_its_ordinal() {
+        let ids: Vec<_> = member_identities(3, 0)
+            .iter()
+            .map(|m| m.broker_id)
+            .collect();
+        assert_eq!(ids, [0, 1, 2]);
+        let ids: Vec<_> = member_identities(3, 2)
+            .iter()
+            .map(|m| m.broker_id)
+            .collect();
+        assert_eq!(ids, [2, 1, 0]);
+    }
+
+    #[test]
+    fn properties_escape_separators_and_non_ascii() {
+        let props = BTreeMap::from([
+            ("a key".to_owned(), " lead=x:y\nü".to_owned()),
+            ("plain".to_owned(), "v".to_owned()),
+        ]);
+        assert_eq!(
+            render_properties(&props),
+            "a\\ key=\\ lead=x:y\\n\\u00FC\nplain=v\n"
+        );
+    }
+
+    #[test]
+    fn hash_is_stable_and_separates_parts() {
+        assert_eq!(config_hash(["a", "b"]), config_hash(["a", "b"]));
+        assert_ne!(config_hash(["ab"]), config_hash(["a", "b"]));
+        assert_eq!(config_hash([""]).len(), 16);
+    }
+
+    #[test]
+    fn namesrv_addr_is_excluded_from_the_hash_input() {
+        let conf = "brokerId=0\nnamesrvAddr=a:9876\nlistenPort=10911\n";
+        assert_eq!(without_namesrv_addr(conf), "brokerId=0\nlistenPort=10911");
+    }
+}

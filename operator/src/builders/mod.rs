@@ -1,0 +1,31 @@
+//! Desired-state builders: pure functions from a custom resource (plus what the reconciler
+//! observed) to the Kubernetes objects that should exist. No I/O here; the reconcilers
+//! server-side-apply whatever these return.
+
+pub mod broker;
+pub mod config_file;
+pub mod monitoring;
+pub mod nameserver;
+pub mod pod;
+
+/// Operator-wide settings the builders need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Cluster DNS domain used in the stable addresses (`cluster.local` by default).
+    pub cluster_domain: String,
+    /// Image used when a NameServer leaves `spec.image.image` unset.
+    pub nameserver_image: String,
+    /// Image used when a Broker leaves `spec.image.image` unset.
+    pub broker_image: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let version = env!("CARGO_PKG_VERSION");
+        Self {
+            cluster_domain: "cluster.local".to_owned(),
+            nameserver_image: format!("rmq-rs/rmq-nameserver:{version}"),
+            broker_image: format!("rmq-rs/rmq-broker:{version}"),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `rmq-operator`: `run` starts the controllers, `crd` prints the CRDs, `render` prints
+//! what the operator would create for given custom resources.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use operator::builders::Settings;
+use operator::controller::{RunConfig, run};
+
+#[derive(Parser)]
+#[command(
+    name = "rmq-operator",
+    version,
+    about = "Kubernetes operator for rmq-rs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controllers.
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions as YAML.
+    Crd,
+    /// Print the objects the operator would create for the NameServer/Broker/Topic
+    /// resources in a YAML file (`-` for stdin).
+    Render {
+        file: PathBuf,
+        #[command(flatten)]
+        images: ImageArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct ImageArgs {
+    /// Cluster DNS domain used in the stable addresses.
+    #[arg(long, env = "RMQ_CLUSTER_DOMAIN", default_value = "cluster.local")]
+    cluster_domain: String,
+    /// Default image of NameServer pods.
+    #[arg(long, env = "RMQ_NAMESERVER_IMAGE")]
+    nameserver_image: Option<String>,
+    /// Default image of Broker pods.
+    #[arg(long, env = "RMQ_BROKER_IMAGE")]
+    broker_image: Option<String>,
+}
+
+impl ImageArgs {
+    fn settings(self) -> Settings {
+        let defaults = Settings::default();
+        Settings {
+            cluster_domain: self.cluster_domain,
+            nameserver_image: self.nameserver_image.unwrap_or(defaults.nameserver_image),
+            broker_image: self.broker_image.unwrap_or(defaults.broker_image),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Watch only this namespace (all namespaces when unset).
+    #[arg(long, env = "RMQ_WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Address of the /metrics, /healthz and /readyz endpoint.
+    #[arg(long, env = "RMQ_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Elect a leader through a Lease so several replicas can run.
+    #[arg(long, env = "RMQ_LEADER_ELECTION", default_value_t = false)]
+    leader_election: bool,
+    /// Namespace of the Lease (normally the operator's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    #[arg(long, env = "RMQ_LEASE_NAME", default_value = "rmq-operator")]
+    lease_name: String,
+    /// This replica's identity in the Lease (normally its pod name).
+    #[arg(long, env = "POD_NAME", default_value = "rmq-operator")]
+    identity: String,
+    #[arg(long, default_value_t = 15)]
+    lease_duration_secs: u64,
+    /// Timeout of one admin-protocol call to a broker or nameserver.
+    #[arg(long, default_value_t = 5000)]
+    admin_timeout_ms: u64,
+    #[command(flatten)]
+    images: ImageArgs,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crd => {
+            print!("{}", operator::crd::render_yaml()?);
+            Ok(())
+        }
+        Command::Render { file, images } => {
+            let input = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(&file)
+                    .with_context(|| format!("reading {}", file.display()))?
+            };
+            print!("{}", operator::render::render(&input, &images.settings())?);
+            Ok(())
+        }
+        Command::Run(args) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info,kube=warn".into()),
+                )
+                .json()
+                .init();
+            let config = RunConfig {
+                namespace: args.namespace,
+                metrics_addr: args.metrics_addr,
+                leader_election: args.leader_election,
+                lease_namespace: args.lease_namespace,
+                lease_name: args.lease_name,
+                identity: args.identity,
+                lease_duration: Duration::from_secs(args.lease_duration_secs.max(3)),
+                admin_timeout: Duration::from_millis(args.admin_timeout_ms),
+                settings: args.images.settings(),
+            };
+            run(config).await?;
+            Ok(())
+        }
+    }
+}

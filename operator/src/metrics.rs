@@ -1,0 +1,253 @@
+//! Operator metrics (prometheus-client) and the HTTP endpoint serving `/metrics`,
+//! `/healthz` and `/readyz`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub kind: &'static str,
+    pub error: &'static str,
+}
+
+/// One broker pod of one cluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabels {
+    /// Namespace of the Broker (named so Prometheus' own `namespace` target label does
+    /// not shadow it).
+    pub resource_namespace: String,
+    pub broker: String,
+    pub pod: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    /// Namespace of the Broker (named so Prometheus' own `namespace` target label does
+    /// not shadow it).
+    pub resource_namespace: String,
+    pub broker: String,
+    pub broker_name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub kind: &'static str,
+    pub reason: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub reconciliations: Family<KindLabels, Counter>,
+    pub failures: Family<ErrorLabels, Counter>,
+    pub duration: Family<KindLabels, Histogram>,
+    /// Pod restarts the operator performed (rolling restarts).
+    pub restarts: Family<MemberLabels, Counter>,
+    pub replication_lag_bytes: Family<MemberLabels, Gauge>,
+    pub dispatch_behind_bytes: Family<MemberLabels, Gauge>,
+    /// Master epoch of each group; bumps on every failover or switchover.
+    pub epoch: Family<GroupLabels, Gauge>,
+    pub failovers: Family<GroupLabels, Counter>,
+    pub events: Family<EventLabels, Counter>,
+    pub leader: Gauge,
+    ready: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("rmq_operator");
+        let reconciliations = Family::<KindLabels, Counter>::default();
+        let failures = Family::<ErrorLabels, Counter>::default();
+        let duration = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+        });
+        let restarts = Family::<MemberLabels, Counter>::default();
+        let replication_lag_bytes = Family::<MemberLabels, Gauge>::default();
+        let dispatch_behind_bytes = Family::<MemberLabels, Gauge>::default();
+        let epoch = Family::<GroupLabels, Gauge>::default();
+        let failovers = Family::<GroupLabels, Counter>::default();
+        let events = Family::<EventLabels, Counter>::default();
+        let leader = Gauge::default();
+        registry.register(
+            "reconciliations",
+            "Reconciliations started, by kind",
+            reconciliations.clone(),
+        );
+        registry.register(
+            "reconcile_failures",
+            "Reconciliations that failed, by kind and error",
+            failures.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent in one reconciliation, by kind",
+            duration.clone(),
+        );
+        registry.register(
+            "pod_restarts",
+            "Broker pods restarted by the operator",
+            restarts.clone(),
+        );
+        registry.register(
+            "replication_lag_bytes",
+            "Commit-log bytes a broker is behind its master",
+            replication_lag_bytes.clone(),
+        );
+        registry.register(
+            "dispatch_behind_bytes",
+            "dispatchBehindBytes reported by each broker",
+            dispatch_behind_bytes.clone(),
+        );
+        registry.register(
+            "group_epoch",
+            "Master epoch of each broker group",
+            epoch.clone(),
+        );
+        registry.register(
+            "failovers",
+            "Master changes performed per broker group",
+            failovers.clone(),
+        );
+        registry.register(
+            "events",
+            "Kubernetes Events emitted, by kind and reason",
+            events.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease",
+            leader.clone(),
+        );
+        Self {
+            registry,
+            reconciliations,
+            failures,
+            duration,
+            restarts,
+            replication_lag_bytes,
+            dispatch_behind_bytes,
+            epoch,
+            failovers,
+            events,
+            leader,
+            ready: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn reconcile_started(&self, kind: &'static str) {
+        self.reconciliations
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    pub fn reconcile_finished(&self, kind: &'static str, elapsed: Duration) {
+        self.duration
+            .get_or_create(&KindLabels { kind })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn reconcile_failed(&self, kind: &'static str, error: &'static str) {
+        self.failures
+            .get_or_create(&ErrorLabels { kind, error })
+            .inc();
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(serve_metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(serve_ready))
+        .with_state(metrics)
+}
+
+async fn serve_metrics(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+}
+
+async fn serve_ready(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
+    if m.is_ready() {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn serves_metrics_and_probes_over_http() {
+        let metrics = Arc::new(Metrics::default());
+        metrics.reconcile_started("Broker");
+        metrics.reconcile_failed("Topic", "admin");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(metrics.clone());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let get = |path: &'static str| async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut body = String::new();
+            s.read_to_string(&mut body).await.unwrap();
+            body
+        };
+        let body = get("/metrics").await;
+        assert!(body.contains("rmq_operator_reconciliations_total{kind=\"Broker\"} 1"));
+        assert!(
+            body.contains(
+                "rmq_operator_reconcile_failures_total{kind=\"Topic\",error=\"admin\"} 1"
+            )
+        );
+        assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+        metrics.set_ready(true);
+        assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
+        assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
+        server.abort();
+    }
+}

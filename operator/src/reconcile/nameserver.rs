@@ -1,0 +1,156 @@
+//! NameServer reconciler.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::runtime::controller::Action;
+
+use super::apply::{apply, apply_dynamic, delete_if_exists, patch_status};
+use super::{Context, Error, PROGRESS_POLL, RESYNC};
+use crate::builders::monitoring::{service_monitor, service_monitor_resource};
+use crate::builders::nameserver::build;
+use crate::conditions::{self, Desired};
+use crate::crd::{NameServer, NameServerStatus};
+use crate::names::{
+    ANNOTATION_PAUSE, NameServerNames, annotation_is, headless_selector, object_labels,
+};
+
+pub const KIND: &str = "NameServer";
+
+pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let names = NameServerNames::of(&ns);
+    let name = ns
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(Error::MissingField("metadata.name"))?;
+    let namespace = ns
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let previous = ns.status.clone().unwrap_or_default();
+    let now = Timestamp::now();
+
+    if annotation_is(ns.metadata.annotations.as_ref(), ANNOTATION_PAUSE, "true") {
+        let mut status = previous.clone();
+        status.conditions = conditions::paused(&previous.conditions, ns.metadata.generation, now);
+        if status != previous {
+            patch_status::<NameServer, _>(&ctx.client, namespace, name, &status).await?;
+        }
+        return Ok(Action::requeue(RESYNC));
+    }
+
+    let objects = build(&ns, &ctx.settings);
+    apply(&ctx.client, &objects.config_map).await?;
+    apply(&ctx.client, &objects.headless_service).await?;
+    apply(&ctx.client, &objects.client_service).await?;
+    let sts = apply(&ctx.client, &objects.statefulset).await?;
+    match &objects.pdb {
+        Some(pdb) => {
+            apply(&ctx.client, pdb).await?;
+        }
+        None => {
+            delete_if_exists::<PodDisruptionBudget>(&ctx.client, namespace, &names.statefulset)
+                .await?
+        }
+    }
+    if ns.spec.metrics.service_monitor && ctx.monitoring_available {
+        let sm = service_monitor(
+            &names.statefulset,
+            namespace,
+            &object_labels(&names.selector()),
+            &headless_selector(names.selector()),
+            &ns.spec.metrics.interval,
+            ns.controller_owner_ref(&()),
+        );
+        apply_dynamic(&ctx.client, &service_monitor_resource(), &sm).await?;
+    }
+
+    let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);
+    let became_ready = conditions::is_true(&status.conditions, conditions::READY)
+        && !conditions::is_true(&previous.conditions, conditions::READY);
+    if status != previous {
+        patch_status::<NameServer, _>(&ctx.client, namespace, name, &status).await?;
+    }
+    if became_ready {
+        ctx.events
+            .publish(
+                KIND,
+                &ns.object_ref(&()),
+                false,
+                "Ready",
+                "Reconcile",
+                format!("{} nameserver replica(s) ready", status.ready_replicas),
+            )
+            .await;
+    }
+    Ok(
+        if conditions::is_true(&status.conditions, conditions::READY) {
+            Action::requeue(RESYNC)
+        } else {
+            Action::requeue(PROGRESS_POLL)
+        },
+    )
+}
+
+/// Status from the applied StatefulSet: readiness, stable addresses, conditions.
+pub fn desired_status(
+    ns: &NameServer,
+    sts: &StatefulSet,
+    previous: &NameServerStatus,
+    cluster_domain: &str,
+    now: Timestamp,
+) -> NameServerStatus {
+    let names = NameServerNames::of(ns);
+    let sts_status = sts.status.clone().unwrap_or_default();
+    let ready = sts_status.ready_replicas.unwrap_or(0);
+    let updated = sts_status.updated_replicas.unwrap_or(0);
+    let want = ns.spec.replicas;
+    let addresses = names.addresses(want, cluster_domain);
+    let all_ready = ready >= want && updated >= want;
+    let desired = [
+        if all_ready {
+            Desired::new(
+                conditions::READY,
+                true,
+                "Ready",
+                format!("{ready}/{want} replicas ready"),
+            )
+        } else {
+            Desired::new(
+                conditions::READY,
+                false,
+                "ReplicasNotReady",
+                format!("{ready}/{want} replicas ready, {updated} up to date"),
+            )
+        },
+        Desired::new(
+            conditions::PROGRESSING,
+            !all_ready,
+            if all_ready { "Stable" } else { "Rolling" },
+            if all_ready {
+                "no change in progress".to_owned()
+            } else {
+                format!("waiting for {} replica(s)", want - ready.min(want))
+            },
+        ),
+        Desired::new(
+            conditions::RECONCILIATION_PAUSED,
+            false,
+            "Reconciling",
+            "the operator manages this object",
+        ),
+    ];
+    NameServerStatus {
+        observed_generation: ns.metadata.generation,
+        conditions: conditions::merge(&previous.conditions, &desired, ns.metadata.generation, now),
+        replicas: want,
+        ready_replicas: ready,
+        namesrv_addr: Some(addresses.join(";")),
+        addresses,
+    }
+}

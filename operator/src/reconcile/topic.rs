@@ -1,0 +1,434 @@
+//! Topic reconciler: one-way sync of a Topic object to every master of its cluster through
+//! the admin protocol, with a finalizer that deletes the topic but never blocks namespace
+//! deletion forever.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::apply::{patch_metadata, patch_status};
+use super::{Context, Error, PROGRESS_POLL, RESYNC};
+use crate::admin::{AdminError, ClusterInfo, TopicConfig};
+use crate::conditions::{self, Desired};
+use crate::crd::{Broker, NameServer, Placement, Topic, TopicStatus};
+use crate::names::{
+    ANNOTATION_MANAGED, ANNOTATION_PAUSE, NameServerNames, TOPIC_FINALIZER, annotation_is,
+};
+
+pub const KIND: &str = "Topic";
+
+/// After this long in deletion, a topic whose brokers cannot be reached is released
+/// anyway (with a Warning Event) so namespace deletion is never blocked forever.
+pub const FINALIZER_GRACE: Duration = Duration::from_secs(120);
+
+pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = topic
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(Error::MissingField("metadata.name"))?;
+    let namespace = topic
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let annotations = topic.metadata.annotations.as_ref();
+    let managed = !annotation_is(annotations, ANNOTATION_MANAGED, "false");
+    let paused = annotation_is(annotations, ANNOTATION_PAUSE, "true");
+
+    if topic.metadata.deletion_timestamp.is_some() {
+        return finalize(&topic, &ctx, managed && !paused).await;
+    }
+
+    let previous = topic.status.clone().unwrap_or_default();
+    let generation = topic.metadata.generation;
+    let now = Timestamp::now();
+
+    if !managed {
+        if has_finalizer(&topic) {
+            remove_finalizer(&topic, &ctx).await?;
+        }
+        let status = TopicStatus {
+            observed_generation: generation,
+            conditions: conditions::merge(
+                &previous.conditions,
+                &[Desired::new(
+                    conditions::READY,
+                    false,
+                    "Unmanaged",
+                    format!(
+                        "{ANNOTATION_MANAGED}=false: the topic is left as it is on the brokers"
+                    ),
+                )],
+                generation,
+                now,
+            ),
+            ..previous.clone()
+        };
+        write_status(&ctx, namespace, name, &previous, &status).await?;
+        return Ok(Action::await_change());
+    }
+    if paused {
+        let mut status = previous.clone();
+        status.conditions = conditions::paused(&previous.conditions, generation, now);
+        write_status(&ctx, namespace, name, &previous, &status).await?;
+        return Ok(Action::requeue(RESYNC));
+    }
+    if !has_finalizer(&topic) {
+        add_finalizer(&topic, &ctx).await?;
+    }
+
+    let topic_name = topic.topic_name().to_owned();
+    let fail = |reason: &str, message: String| TopicStatus {
+        observed_generation: generation,
+        conditions: conditions::merge(
+            &previous.conditions,
+            &[Desired::new(conditions::READY, false, reason, message)],
+            generation,
+            now,
+        ),
+        topic_name: Some(topic_name.clone()),
+        placements: previous.placements.clone(),
+    };
+
+    if let Some(owner) = conflicting_owner(&topic, &ctx).await? {
+        let status = fail(
+            "ResourceConflict",
+            format!("topic {topic_name} is already managed by Topic {owner}"),
+        );
+        if write_status(&ctx, namespace, name, &previous, &status).await? {
+            warn(
+                &ctx,
+                &topic,
+                "ResourceConflict",
+                format!("Topic {owner} already manages {topic_name}"),
+            )
+            .await;
+        }
+        return Ok(Action::requeue(RESYNC));
+    }
+
+    if let Some(p) = previous.placements.iter().find(|p| {
+        p.read_queues > topic.spec.read_queues || p.write_queues > topic.spec.write_queues
+    }) {
+        let status = fail(
+            "QueueShrinkRefused",
+            format!(
+                "{} has {} read / {} write queues; shrinking would strand messages in the removed queues",
+                p.broker_name, p.read_queues, p.write_queues
+            ),
+        );
+        if write_status(&ctx, namespace, name, &previous, &status).await? {
+            warn(
+                &ctx,
+                &topic,
+                "QueueShrinkRefused",
+                format!("queues of {topic_name} cannot shrink"),
+            )
+            .await;
+        }
+        return Ok(Action::requeue(RESYNC));
+    }
+
+    let cluster = &topic.spec.broker_ref.name;
+    let Some(namesrvs) = namesrv_addresses(&ctx, namespace, cluster).await? else {
+        let status = fail(
+            "BrokerNotFound",
+            format!("Broker {cluster} does not exist in {namespace}"),
+        );
+        write_status(&ctx, namespace, name, &previous, &status).await?;
+        return Ok(Action::requeue(PROGRESS_POLL));
+    };
+    let info = match cluster_info(&ctx, &namesrvs).await {
+        Ok(info) => info,
+        Err(e) => {
+            let status = fail("NameServerUnreachable", e.to_string());
+            write_status(&ctx, namespace, name, &previous, &status).await?;
+            return Err(e.into());
+        }
+    };
+    let masters = info.masters(cluster);
+    if masters.is_empty() {
+        let status = fail(
+            "NoMasters",
+            format!("no master of cluster {cluster} is registered"),
+        );
+        write_status(&ctx, namespace, name, &previous, &status).await?;
+        return Ok(Action::requeue(PROGRESS_POLL));
+    }
+
+    let config = TopicConfig {
+        topic: topic_name.clone(),
+        read_queues: topic.spec.read_queues,
+        write_queues: topic.spec.write_queues,
+        perm: topic.spec.perm.bits(),
+        order: topic.spec.order,
+    };
+    let mut placements = Vec::with_capacity(masters.len());
+    for (broker_name, addr) in &masters {
+        if let Err(e) = ctx.admin.create_topic(addr, &config).await {
+            let status = fail("ApplyFailed", format!("{broker_name}: {e}"));
+            write_status(&ctx, namespace, name, &previous, &status).await?;
+            return Err(e.into());
+        }
+        placements.push(Placement {
+            broker_name: broker_name.clone(),
+            read_queues: config.read_queues,
+            write_queues: config.write_queues,
+            perm: config.perm,
+        });
+    }
+    let status = TopicStatus {
+        observed_generation: generation,
+        conditions: conditions::merge(
+            &previous.conditions,
+            &[
+                Desired::new(
+                    conditions::READY,
+                    true,
+                    "Applied",
+                    format!("applied to {} master(s)", placements.len()),
+                ),
+                Desired::new(
+                    conditions::RECONCILIATION_PAUSED,
+                    false,
+                    "Reconciling",
+                    "the operator manages this object",
+                ),
+            ],
+            generation,
+            now,
+        ),
+        topic_name: Some(topic_name.clone()),
+        placements,
+    };
+    if status.placements != previous.placements {
+        ctx.events
+            .publish(
+                KIND,
+                &topic.object_ref(&()),
+                false,
+                "TopicApplied",
+                "UpdateAndCreateTopic",
+                format!(
+                    "{topic_name}: {} read / {} write queues on {}",
+                    config.read_queues,
+                    config.write_queues,
+                    masters
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .await;
+    }
+    write_status(&ctx, namespace, name, &previous, &status).await?;
+    // Re-applied periodically: UPDATE_AND_CREATE_TOPIC is idempotent, so this repairs drift
+    // (a topic deleted or changed behind the operator's back, a new group).
+    Ok(Action::requeue(RESYNC))
+}
+
+async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Result<Action, Error> {
+    if !has_finalizer(topic) {
+        return Ok(Action::await_change());
+    }
+    let namespace = topic.namespace().unwrap_or_default();
+    let topic_name = topic.topic_name().to_owned();
+    let cluster = &topic.spec.broker_ref.name;
+    let other_owner = conflicting_owner(topic, ctx).await?;
+    if delete_on_brokers && other_owner.is_none() {
+        match namesrv_addresses(ctx, &namespace, cluster).await? {
+            // The cluster is gone (or going): nothing left to clean up.
+            None => {}
+            Some(namesrvs) => {
+                if let Err(e) = delete_everywhere(ctx, &namesrvs, cluster, &topic_name).await {
+                    let since = topic
+                        .metadata
+                        .deletion_timestamp
+                        .as_ref()
+                        .map(|t| Timestamp::now().duration_since(t.0));
+                    let expired =
+                        since.is_some_and(|d| d.as_secs() >= FINALIZER_GRACE.as_secs() as i64);
+                    if !expired {
+                        return Err(e.into());
+                    }
+                    warn(
+                        ctx,
+                        topic,
+                        "DeletionAbandoned",
+                        format!("could not delete {topic_name} from cluster {cluster} within {FINALIZER_GRACE:?}: {e}"),
+                    )
+                    .await;
+                    remove_finalizer(topic, ctx).await?;
+                    return Ok(Action::await_change());
+                }
+                ctx.events
+                    .publish(
+                        KIND,
+                        &topic.object_ref(&()),
+                        false,
+                        "TopicDeleted",
+                        "DeleteTopic",
+                        format!("deleted {topic_name} from cluster {cluster}"),
+                    )
+                    .await;
+            }
+        }
+    }
+    remove_finalizer(topic, ctx).await?;
+    Ok(Action::await_change())
+}
+
+async fn delete_everywhere(
+    ctx: &Context,
+    namesrvs: &[String],
+    cluster: &str,
+    topic: &str,
+) -> Result<(), AdminError> {
+    let info = cluster_info(ctx, namesrvs).await?;
+    for (_, addr) in info.masters(cluster) {
+        ctx.admin.delete_topic_in_broker(&addr, topic).await?;
+    }
+    for ns in namesrvs {
+        ctx.admin
+            .delete_topic_in_namesrv(ns, topic, cluster)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Cluster info from the first nameserver that answers.
+async fn cluster_info(ctx: &Context, namesrvs: &[String]) -> Result<ClusterInfo, AdminError> {
+    let mut last = None;
+    for addr in namesrvs {
+        match ctx.admin.cluster_info(addr).await {
+            Ok(info) => return Ok(info),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or(AdminError::Closed {
+        addr: "no nameserver address".to_owned(),
+    }))
+}
+
+/// Nameserver addresses of the Broker `cluster`, or `None` when the Broker (or its
+/// NameServer) does not exist or is being deleted.
+async fn namesrv_addresses(
+    ctx: &Context,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Option<Vec<String>>, Error> {
+    let brokers: Api<Broker> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(broker) = brokers.get_opt(cluster).await? else {
+        return Ok(None);
+    };
+    if broker.metadata.deletion_timestamp.is_some() {
+        return Ok(None);
+    }
+    let nameservers: Api<NameServer> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(ns) = nameservers
+        .get_opt(&broker.spec.name_server_ref.name)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        NameServerNames::of(&ns).addresses(ns.spec.replicas, &ctx.settings.cluster_domain),
+    ))
+}
+
+/// The name of another live Topic that claims the same topic on the same cluster and was
+/// created first (ties broken by name); that one owns the topic.
+async fn conflicting_owner(topic: &Topic, ctx: &Context) -> Result<Option<String>, Error> {
+    let api: Api<Topic> =
+        Api::namespaced(ctx.client.clone(), &topic.namespace().unwrap_or_default());
+    let all = api.list(&ListParams::default()).await?;
+    let key = |t: &Topic| {
+        (
+            t.metadata.creation_timestamp.clone().map(|c| c.0),
+            t.name_any(),
+        )
+    };
+    let me = key(topic);
+    Ok(all
+        .items
+        .iter()
+        .filter(|t| t.name_any() != topic.name_any())
+        .filter(|t| t.metadata.deletion_timestamp.is_none())
+        .filter(|t| !annotation_is(t.metadata.annotations.as_ref(), ANNOTATION_MANAGED, "false"))
+        .filter(|t| {
+            t.spec.broker_ref == topic.spec.broker_ref && t.topic_name() == topic.topic_name()
+        })
+        .filter(|t| key(t) < me || topic.metadata.deletion_timestamp.is_some())
+        .map(ResourceExt::name_any)
+        .min())
+}
+
+fn has_finalizer(topic: &Topic) -> bool {
+    topic.finalizers().iter().any(|f| f == TOPIC_FINALIZER)
+}
+
+async fn add_finalizer(topic: &Topic, ctx: &Context) -> Result<(), Error> {
+    let mut finalizers = topic.finalizers().to_vec();
+    finalizers.push(TOPIC_FINALIZER.to_owned());
+    set_finalizers(topic, ctx, finalizers).await
+}
+
+async fn remove_finalizer(topic: &Topic, ctx: &Context) -> Result<(), Error> {
+    let finalizers = topic
+        .finalizers()
+        .iter()
+        .filter(|f| *f != TOPIC_FINALIZER)
+        .cloned()
+        .collect();
+    set_finalizers(topic, ctx, finalizers).await
+}
+
+/// Writes the whole finalizer list, conditional on the resourceVersion we read.
+async fn set_finalizers(
+    topic: &Topic,
+    ctx: &Context,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    patch_metadata::<Topic>(
+        &ctx.client,
+        &topic.namespace().unwrap_or_default(),
+        &topic.name_any(),
+        json!({ "finalizers": finalizers, "resourceVersion": topic.resource_version() }),
+    )
+    .await
+}
+
+/// Patches status when it changed; returns whether it did.
+async fn write_status(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    previous: &TopicStatus,
+    status: &TopicStatus,
+) -> Result<bool, Error> {
+    if status == previous {
+        return Ok(false);
+    }
+    patch_status::<Topic, _>(&ctx.client, namespace, name, status).await?;
+    Ok(true)
+}
+
+async fn warn(ctx: &Context, topic: &Topic, reason: &str, note: String) {
+    ctx.events
+        .publish(
+            KIND,
+            &topic.object_ref(&()),
+            true,
+            reason,
+            "Reconcile",
+            note,
+        )
+        .await;
+}

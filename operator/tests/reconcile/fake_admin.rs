@@ -1,0 +1,182 @@
+//! A scripted [`Admin`]: answers from in-memory broker/nameserver state and records every
+//! call, so tests can assert what the reconcilers asked the cluster to do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use operator::admin::{Admin, AdminError, BrokerData, ClusterInfo, RuntimeInfo, TopicConfig};
+
+#[derive(Default)]
+struct State {
+    cluster: ClusterInfo,
+    runtime: BTreeMap<String, RuntimeInfo>,
+    /// Topics per broker address.
+    topics: BTreeMap<String, BTreeMap<String, TopicConfig>>,
+    /// Addresses that refuse connections.
+    down: BTreeSet<String>,
+    calls: Vec<String>,
+}
+
+#[derive(Clone, Default)]
+pub struct FakeAdmin {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeAdmin {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a master (brokerId 0) of `cluster`.
+    pub fn register_master(&self, cluster: &str, broker_name: &str, addr: &str) {
+        let mut st = self.state.lock().unwrap();
+        st.cluster
+            .cluster_addr_table
+            .entry(cluster.to_owned())
+            .or_default()
+            .push(broker_name.to_owned());
+        st.cluster.broker_addr_table.insert(
+            broker_name.to_owned(),
+            BrokerData {
+                cluster: cluster.to_owned(),
+                broker_name: broker_name.to_owned(),
+                broker_addrs: BTreeMap::from([("0".to_owned(), addr.to_owned())]),
+            },
+        );
+    }
+
+    pub fn set_runtime(&self, addr: &str, pairs: &[(&str, i64)]) {
+        self.state.lock().unwrap().runtime.insert(
+            addr.to_owned(),
+            RuntimeInfo(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.to_string()))
+                    .collect(),
+            ),
+        );
+    }
+
+    pub fn set_down(&self, addr: &str, down: bool) {
+        let mut st = self.state.lock().unwrap();
+        if down {
+            st.down.insert(addr.to_owned());
+        } else {
+            st.down.remove(addr);
+        }
+    }
+
+    pub fn topic(&self, addr: &str, topic: &str) -> Option<TopicConfig> {
+        self.state
+            .lock()
+            .unwrap()
+            .topics
+            .get(addr)?
+            .get(topic)
+            .cloned()
+    }
+
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut self.state.lock().unwrap().calls)
+    }
+
+    fn enter(
+        &self,
+        call: String,
+        addr: &str,
+    ) -> Result<std::sync::MutexGuard<'_, State>, AdminError> {
+        let mut st = self.state.lock().unwrap();
+        st.calls.push(call);
+        if st.down.contains(addr) {
+            return Err(AdminError::Connect {
+                addr: addr.to_owned(),
+                source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            });
+        }
+        Ok(st)
+    }
+}
+
+impl Admin for FakeAdmin {
+    fn cluster_info<'a>(
+        &'a self,
+        namesrv: &'a str,
+    ) -> BoxFuture<'a, Result<ClusterInfo, AdminError>> {
+        Box::pin(async move {
+            let st = self.enter(format!("cluster_info {namesrv}"), namesrv)?;
+            Ok(st.cluster.clone())
+        })
+    }
+
+    fn create_topic<'a>(
+        &'a self,
+        broker: &'a str,
+        config: &'a TopicConfig,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        Box::pin(async move {
+            let mut st = self.enter(format!("create_topic {broker} {}", config.topic), broker)?;
+            st.topics
+                .entry(broker.to_owned())
+                .or_default()
+                .insert(config.topic.clone(), config.clone());
+            Ok(())
+        })
+    }
+
+    fn delete_topic_in_broker<'a>(
+        &'a self,
+        broker: &'a str,
+        topic: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        Box::pin(async move {
+            let mut st = self.enter(format!("delete_topic_in_broker {broker} {topic}"), broker)?;
+            if let Some(t) = st.topics.get_mut(broker) {
+                t.remove(topic);
+            }
+            Ok(())
+        })
+    }
+
+    fn delete_topic_in_namesrv<'a>(
+        &'a self,
+        namesrv: &'a str,
+        topic: &'a str,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        Box::pin(async move {
+            drop(self.enter(
+                format!("delete_topic_in_namesrv {namesrv} {topic} {cluster}"),
+                namesrv,
+            )?);
+            Ok(())
+        })
+    }
+
+    fn runtime_info<'a>(
+        &'a self,
+        broker: &'a str,
+    ) -> BoxFuture<'a, Result<RuntimeInfo, AdminError>> {
+        Box::pin(async move {
+            let st = self.enter(format!("runtime_info {broker}"), broker)?;
+            st.runtime.get(broker).cloned().ok_or(AdminError::Closed {
+                addr: broker.to_owned(),
+            })
+        })
+    }
+
+    fn update_broker_config<'a>(
+        &'a self,
+        broker: &'a str,
+        properties: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        Box::pin(async move {
+            let props: Vec<String> = properties.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            drop(self.enter(
+                format!("update_broker_config {broker} {}", props.join(",")),
+                broker,
+            )?);
+            Ok(())
+        })
+    }
+}

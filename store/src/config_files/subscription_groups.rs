@@ -1,0 +1,60 @@
+//! `subscriptionGroup.json`: `SubscriptionGroupWrapper` (`SubscriptionGroupManager`,
+//! store-format.md §8.4).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use protocol::body::DataVersion;
+
+use super::{ConfigDocument, fastjson};
+
+/// `SubscriptionGroupConfig` with its Java defaults; fields in fastjson's alphabetical order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SubscriptionGroupConfig {
+    pub broker_id: i64,
+    pub consume_broadcast_enable: bool,
+    pub consume_enable: bool,
+    pub consume_from_min_enable: bool,
+    pub group_name: String,
+    pub notify_consumer_ids_changed_enable: bool,
+    pub retry_max_times: i32,
+    pub retry_queue_nums: i32,
+    pub which_broker_when_consume_slowly: i64,
+}
+
+impl Default for SubscriptionGroupConfig {
+    fn default() -> Self {
+        Self {
+            broker_id: 0,
+            consume_broadcast_enable: true,
+            consume_enable: true,
+            consume_from_min_enable: true,
+            group_name: String::new(),
+            notify_consumer_ids_changed_enable: true,
+            retry_max_times: 16,
+            retry_queue_nums: 1,
+            which_broker_when_consume_slowly: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SubscriptionGroupTable {
+    pub data_version: DataVersion,
+    pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
+}
+
+impl ConfigDocument for SubscriptionGroupTable {
+    const NAME: &'static str = "subscriptionGroup.json";
+
+    fn encode(&self) -> String {
+        fastjson::to_pretty(self)
+    }
+
+    fn decode(text: &str) -> Result<Self, String> {
+        fastjson::parse(text)
+    }
+}

@@ -1,0 +1,222 @@
+//! One memory-mapped, preallocated ConsumeQueue segment file.
+//!
+//! Concurrency contract: a single writer (the reput thread, or recovery before serving)
+//! appends units and then publishes the new write position with `Release`; readers load the
+//! position with `Acquire` and only read below it, so they never see a half-written unit.
+//! Truncation (recovery, `truncate_dirty`) lowers the position before zeroing the tail and
+//! happens while no dispatch runs.
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use memmap2::MmapRaw;
+
+use super::CqError;
+use super::unit::{CqUnit, UNIT_SIZE};
+
+pub struct CqFile {
+    path: PathBuf,
+    /// Byte offset of the file's first unit in the queue's logical stream (its file name).
+    from: i64,
+    size: usize,
+    map: MmapRaw,
+    wrote: AtomicUsize,
+    flushed: AtomicUsize,
+    deleted: AtomicBool,
+}
+
+/// `UtilAll.offset2FileName`: 20-digit zero-padded decimal.
+pub fn file_name(offset: i64) -> String {
+    format!("{offset:020}")
+}
+
+impl CqFile {
+    /// Creates the file `dir/<20-digit from>` preallocated (sparse) to `size` bytes.
+    pub fn create(dir: &Path, from: i64, size: usize) -> Result<Self, CqError> {
+        fs::create_dir_all(dir).map_err(CqError::io(dir))?;
+        let path = dir.join(file_name(from));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(CqError::io(&path))?;
+        file.set_len(size as u64).map_err(CqError::io(&path))?;
+        let map = MmapRaw::map_raw(&file).map_err(CqError::io(&path))?;
+        Ok(Self::new(path, from, size, map, 0))
+    }
+
+    /// Maps an existing file; like `MappedFileQueue.load` its length must equal `size`.
+    /// It starts out as "full"; recovery sets the real write position.
+    pub fn open(path: &Path, size: usize) -> Result<Self, CqError> {
+        let from = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.len() == 20)
+            .and_then(|n| n.parse::<i64>().ok())
+            .ok_or_else(|| CqError::BadFileName(path.to_path_buf()))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(CqError::io(path))?;
+        let len = file.metadata().map_err(CqError::io(path))?.len();
+        if len != size as u64 {
+            return Err(CqError::FileSize {
+                path: path.to_path_buf(),
+                expected: size as u64,
+                actual: len,
+            });
+        }
+        let map = MmapRaw::map_raw(&file).map_err(CqError::io(path))?;
+        Ok(Self::new(path.to_path_buf(), from, size, map, size))
+    }
+
+    fn new(path: PathBuf, from: i64, size: usize, map: MmapRaw, wrote: usize) -> Self {
+        Self {
+            path,
+            from,
+            size,
+            map,
+            wrote: AtomicUsize::new(wrote),
+            flushed: AtomicUsize::new(wrote),
+            deleted: AtomicBool::new(false),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn from(&self) -> i64 {
+        self.from
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn wrote(&self) -> usize {
+        self.wrote.load(Ordering::Acquire)
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.wrote() >= self.size
+    }
+
+    /// Logical byte offset just past the last written unit.
+    pub fn end(&self) -> i64 {
+        self.from + self.wrote() as i64
+    }
+
+    /// Unit at byte `pos` of this file, if `pos` is below the write position.
+    pub fn unit_at(&self, pos: usize) -> Option<CqUnit> {
+        if !pos.is_multiple_of(UNIT_SIZE) || pos + UNIT_SIZE > self.wrote() {
+            return None;
+        }
+        Some(self.raw_unit(pos))
+    }
+
+    /// Reads a unit regardless of the write position (recovery scans files still "full").
+    pub(super) fn raw_unit(&self, pos: usize) -> CqUnit {
+        let mut bytes = [0u8; UNIT_SIZE];
+        if pos + UNIT_SIZE > self.size {
+            return CqUnit::decode(&bytes);
+        }
+        // SAFETY: pos + UNIT_SIZE <= size, checked above; the mapping is `size` bytes long
+        // and lives as long as `self`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(pos),
+                bytes.as_mut_ptr(),
+                UNIT_SIZE,
+            );
+        }
+        CqUnit::decode(&bytes)
+    }
+
+    /// Appends one unit at the write position (single writer). `false` when full.
+    pub fn append(&self, unit: &CqUnit) -> bool {
+        let pos = self.wrote.load(Ordering::Relaxed);
+        if pos + UNIT_SIZE > self.size {
+            return false;
+        }
+        let bytes = unit.encode();
+        // SAFETY: pos + UNIT_SIZE <= size; only the single writer touches bytes at or after
+        // the published write position, and readers never read there.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.as_mut_ptr().add(pos),
+                UNIT_SIZE,
+            );
+        }
+        self.wrote.store(pos + UNIT_SIZE, Ordering::Release);
+        true
+    }
+
+    /// Moves the write position to `pos` (a unit boundary) and zeroes the stale units after
+    /// it, up to the first already-zero unit, so a later recovery cannot resurrect them.
+    pub fn truncate_to(&self, pos: usize) {
+        let pos = pos.min(self.size) / UNIT_SIZE * UNIT_SIZE;
+        self.wrote.store(pos, Ordering::Release);
+        let flushed = self.flushed.load(Ordering::Relaxed).min(pos);
+        self.flushed.store(flushed, Ordering::Relaxed);
+        let zero = [0u8; UNIT_SIZE];
+        let mut at = pos;
+        while at + UNIT_SIZE <= self.size && self.raw_unit(at) != CqUnit::decode(&zero) {
+            // SAFETY: bounds checked by the loop condition; no reader reads at or past `pos`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    zero.as_ptr(),
+                    self.map.as_mut_ptr().add(at),
+                    UNIT_SIZE,
+                );
+            }
+            at += UNIT_SIZE;
+        }
+    }
+
+    /// Sets the write/flush position after recovery, without touching the bytes.
+    pub(super) fn set_positions(&self, pos: usize) {
+        self.wrote.store(pos, Ordering::Release);
+        self.flushed.store(pos, Ordering::Relaxed);
+    }
+
+    /// Bytes written but not yet flushed.
+    pub fn dirty_bytes(&self) -> usize {
+        self.wrote()
+            .saturating_sub(self.flushed.load(Ordering::Relaxed))
+    }
+
+    /// msync of the dirty range (`MappedFile.flush`).
+    pub fn flush(&self) -> Result<(), CqError> {
+        let wrote = self.wrote();
+        let flushed = self.flushed.load(Ordering::Relaxed);
+        if wrote > flushed {
+            self.map
+                .flush_range(flushed, wrote - flushed)
+                .map_err(CqError::io(&self.path))?;
+            self.flushed.store(wrote, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Removes the file from disk; the mapping stays valid until the last `Arc` drops.
+    pub fn delete(&self) -> Result<(), CqError> {
+        if self.deleted.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        match fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(CqError::io(&self.path)(e)),
+        }
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,284 @@
+//! Everything the store derives from the CommitLog: ConsumeQueues, IndexFiles, the reput
+//! thread that builds them and the ConsumeQueue flush thread (the logic half of RocketMQ's
+//! `DefaultMessageStore`). `MessageStore` drives it through open → recover →
+//! truncate_dirty → start → shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use protocol::message::{PhysicalOffset, QueueOffset};
+
+use super::commitlog_reader::CommitLogReader;
+use super::listener::MessageArrivalListener;
+use super::reput::dispatch_available;
+use crate::checkpoint::StoreCheckpoint;
+use crate::config::{DelayLevels, MessageStoreConfig};
+use crate::consume_queue::ConsumeQueueTable;
+use crate::error::StoreError;
+use crate::index::{IndexConfig, IndexService};
+
+/// State shared by the dispatcher handle, the reput thread and the read path.
+pub(crate) struct Shared {
+    pub(crate) config: MessageStoreConfig,
+    pub(crate) delay_levels: DelayLevels,
+    pub(crate) commit_log: Arc<dyn CommitLogReader>,
+    pub(crate) checkpoint: Arc<StoreCheckpoint>,
+    pub(crate) consume_queues: ConsumeQueueTable,
+    pub(crate) index: IndexService,
+    pub(crate) index_enabled: bool,
+    pub(crate) listener: RwLock<Option<Arc<dyn MessageArrivalListener>>>,
+    pub(crate) running: AtomicBool,
+    reput_offset: AtomicI64,
+}
+
+impl Shared {
+    pub(crate) fn reput_offset(&self) -> PhysicalOffset {
+        PhysicalOffset(self.reput_offset.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn publish_reput_offset(&self, offset: PhysicalOffset) {
+        self.reput_offset.store(offset.0, Ordering::Release);
+    }
+
+    fn behind_bytes(&self) -> u64 {
+        (self.commit_log.max_offset().0 - self.reput_offset().0).max(0) as u64
+    }
+}
+
+pub struct Dispatcher {
+    pub(crate) shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Dispatcher {
+    /// Loads all ConsumeQueues and IndexFiles (`loadConsumeQueue`, `indexService.load`).
+    pub fn open(
+        config: &MessageStoreConfig,
+        commit_log: Arc<dyn CommitLogReader>,
+        checkpoint: Arc<StoreCheckpoint>,
+    ) -> Result<Self, StoreError> {
+        let consume_queues = ConsumeQueueTable::load(
+            &config.consume_queue_dir(),
+            config.consume_queue_file_size() as usize,
+        )?;
+        let index_config = IndexConfig {
+            slot_num: config.max_hash_slot_num as usize,
+            index_num: config.max_index_num as usize,
+            max_msgs_num_batch: config.max_msgs_num_batch as usize,
+        };
+        let index = IndexService::load(
+            &config.index_dir(),
+            index_config,
+            true,
+            checkpoint.index_msg_timestamp(),
+        )?;
+        let shared = Shared {
+            delay_levels: config.delay_levels()?,
+            index_enabled: config.message_index_enable,
+            config: config.clone(),
+            commit_log,
+            checkpoint,
+            consume_queues,
+            index,
+            listener: RwLock::new(None),
+            running: AtomicBool::new(false),
+            reput_offset: AtomicI64::new(0),
+        };
+        Ok(Self {
+            shared: Arc::new(shared),
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// ConsumeQueue recovery; after an abnormal exit also drops IndexFiles newer than the
+    /// checkpoint (re-dispatch rebuilds them). Returns the highest record end any queue
+    /// indexes (`maxPhyOffsetOfConsumeQueue`, 0 when none).
+    pub fn recover(&self, last_exit_ok: bool) -> Result<PhysicalOffset, StoreError> {
+        if !last_exit_ok {
+            self.shared
+                .index
+                .drop_files_newer_than(self.shared.checkpoint.index_msg_timestamp())?;
+        }
+        Ok(self.shared.consume_queues.recover()?.unwrap_or_default())
+    }
+
+    /// Removes every ConsumeQueue unit whose record does not end at or before
+    /// `commitlog_end` (the CommitLog's recovered valid end).
+    pub fn truncate_dirty(&self, commitlog_end: PhysicalOffset) -> Result<(), StoreError> {
+        self.shared.consume_queues.truncate_dirty(commitlog_end)?;
+        Ok(())
+    }
+
+    /// No CommitLog file at all: every ConsumeQueue and IndexFile goes (`destroyLogics`).
+    pub fn destroy_logics(&self) -> Result<(), StoreError> {
+        self.shared.consume_queues.destroy()?;
+        self.shared.index.destroy()?;
+        Ok(())
+    }
+
+    /// `(topic, queueId, next offset)` of every queue, for the topicQueueTable. Call it
+    /// again after [`Self::start`]: re-dispatch may have rebuilt queues.
+    pub fn queue_max_offsets(&self) -> Vec<(String, i32, QueueOffset)> {
+        self.shared.consume_queues.max_offsets()
+    }
+
+    pub fn correct_min_offsets(&self, commitlog_min: PhysicalOffset) {
+        self.shared
+            .consume_queues
+            .correct_min_offsets(commitlog_min);
+    }
+
+    /// After CommitLog retention: deletes ConsumeQueue and IndexFiles entirely below the
+    /// new minimum and corrects queue minimum offsets.
+    pub fn on_commit_log_min_offset(
+        &self,
+        commitlog_min: PhysicalOffset,
+    ) -> Result<(), StoreError> {
+        self.shared.consume_queues.delete_below(commitlog_min)?;
+        self.shared.index.delete_below(commitlog_min)?;
+        Ok(())
+    }
+
+    pub fn set_arrival_listener(&self, listener: Arc<dyn MessageArrivalListener>) {
+        *self.shared.listener.write() = Some(listener);
+    }
+
+    /// Starts the reput thread at `reput_from` (raised to the CommitLog minimum) and the
+    /// ConsumeQueue flush thread, then blocks until dispatch has caught up with the
+    /// CommitLog, as `DefaultMessageStore.start` does.
+    pub fn start(&self, reput_from: PhysicalOffset) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        if shared.running.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        shared.publish_reput_offset(reput_from.max(shared.commit_log.min_offset()));
+        let mut threads = self.threads.lock();
+        let reput = Arc::clone(shared);
+        threads.push(spawn("reput", move || reput_loop(&reput))?);
+        let flush = Arc::clone(shared);
+        threads.push(spawn("cq-flush", move || flush_loop(&flush))?);
+        drop(threads);
+        while shared.running.load(Ordering::Acquire) && shared.behind_bytes() > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// Stops both threads, flushes every ConsumeQueue and IndexFile and writes the logics
+    /// and index timestamps into the checkpoint (the caller flushes the checkpoint).
+    pub fn shutdown(&self) -> Result<(), StoreError> {
+        self.shared.running.store(false, Ordering::Release);
+        for handle in self.threads.lock().drain(..) {
+            if handle.join().is_err() {
+                tracing::error!("a dispatch thread panicked");
+            }
+        }
+        self.flush(true)
+    }
+
+    /// Flushes ConsumeQueues (thorough: everything, else files with enough dirty pages)
+    /// and, when thorough, IndexFiles, recording the timestamps in the checkpoint.
+    pub fn flush(&self, thorough: bool) -> Result<(), StoreError> {
+        flush_once(&self.shared, thorough)
+    }
+
+    /// CommitLog max offset − reput offset (`dispatchBehindBytes`).
+    pub fn dispatch_behind_bytes(&self) -> u64 {
+        self.shared.behind_bytes()
+    }
+
+    pub fn reput_offset(&self) -> PhysicalOffset {
+        self.shared.reput_offset()
+    }
+
+    /// Waits until dispatch has caught up; `false` on timeout.
+    pub fn wait_caught_up(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.shared.behind_bytes() > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        true
+    }
+
+    pub fn consume_queues(&self) -> &ConsumeQueueTable {
+        &self.shared.consume_queues
+    }
+
+    pub fn index(&self) -> &IndexService {
+        &self.shared.index
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.shared.running.store(false, Ordering::Release);
+        for handle in self.threads.get_mut().drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|e| StoreError::io(format!("spawn {name} thread"), e))
+}
+
+fn reput_loop(shared: &Shared) {
+    while shared.running.load(Ordering::Acquire) {
+        dispatch_available(shared);
+        shared
+            .commit_log
+            .wait_beyond(shared.reput_offset(), Duration::from_millis(1));
+    }
+}
+
+/// `FlushConsumeQueueService`: every `flushIntervalConsumeQueue` ms flush queues with at
+/// least `flushConsumeQueueLeastPages` dirty pages; everything (plus the checkpoint values)
+/// every `flushConsumeQueueThoroughInterval` ms.
+fn flush_loop(shared: &Shared) {
+    let interval = Duration::from_millis(shared.config.flush_interval_consume_queue.max(1));
+    let thorough_every = Duration::from_millis(shared.config.flush_consume_queue_thorough_interval);
+    let mut last_thorough = Instant::now();
+    while shared.running.load(Ordering::Acquire) {
+        let slept = Instant::now();
+        while shared.running.load(Ordering::Acquire) && slept.elapsed() < interval {
+            std::thread::sleep(interval.min(Duration::from_millis(10)));
+        }
+        let thorough = last_thorough.elapsed() >= thorough_every;
+        if thorough {
+            last_thorough = Instant::now();
+        }
+        if let Err(e) = flush_once(shared, thorough) {
+            tracing::error!(error = %e, "ConsumeQueue flush failed");
+        }
+    }
+}
+
+fn flush_once(shared: &Shared, thorough: bool) -> Result<(), StoreError> {
+    let least_pages = if thorough {
+        0
+    } else {
+        shared.config.flush_consume_queue_least_pages as usize
+    };
+    let logics_timestamp = shared.checkpoint.logics_msg_timestamp();
+    shared.consume_queues.flush(least_pages)?;
+    let mut index_timestamp = shared.index.flushed_full_timestamp();
+    if thorough {
+        shared.index.flush()?;
+        index_timestamp = index_timestamp.max(shared.index.last_end_timestamp());
+        shared.checkpoint.set_logics_msg_timestamp(logics_timestamp);
+        shared.checkpoint.set_index_msg_timestamp(index_timestamp);
+        shared.checkpoint.flush()?;
+    } else {
+        shared.checkpoint.set_index_msg_timestamp(index_timestamp);
+    }
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! Dispatch (reput): turning CommitLog records into ConsumeQueue units and IndexFile
+//! entries, and waking long-polling pulls (store-format.md §9).
+
+mod commitlog_reader;
+mod dispatcher;
+mod listener;
+mod reput;
+mod request;
+
+pub use commitlog_reader::{CommitLogReader, roll_next_file};
+pub use dispatcher::Dispatcher;
+pub use listener::{ArrivedMessage, MessageArrivalListener};
+pub use request::{DispatchRequest, SCHEDULE_TOPIC};
+
+#[cfg(test)]
+pub(crate) mod memory_log;
+#[cfg(test)]
+pub(crate) mod test_harness;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_recovery;

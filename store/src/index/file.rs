@@ -1,0 +1,312 @@
+//! One IndexFile (`IndexFile.java`, `IndexHeader.java`, store-format.md §5): a 40-byte
+//! header, `slot_num` 4-byte hash slots and `index_num` 20-byte entries, all big-endian.
+//!
+//! Concurrency contract: one writer (the reput thread) fills an entry, then publishes it by
+//! storing the slot with `Release`; queries load slots with `Acquire` and only follow entry
+//! numbers below the published index count, so every entry they read is complete and never
+//! changes afterwards. Header values live in atomics (mirrored into the mapping for disk).
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+
+use memmap2::MmapRaw;
+use protocol::message::PhysicalOffset;
+
+use super::IndexError;
+
+pub const HEADER_SIZE: usize = 40;
+pub const SLOT_SIZE: usize = 4;
+pub const ENTRY_SIZE: usize = 20;
+
+/// Size of a file with these dimensions.
+pub fn index_file_size(slot_num: usize, index_num: usize) -> usize {
+    HEADER_SIZE + slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
+}
+
+pub struct IndexFile {
+    path: PathBuf,
+    map: MmapRaw,
+    slot_num: usize,
+    index_num: usize,
+    begin_timestamp: AtomicI64,
+    end_timestamp: AtomicI64,
+    begin_phy_offset: AtomicI64,
+    end_phy_offset: AtomicI64,
+    hash_slot_count: AtomicI32,
+    /// Next entry number; entry 0 is never used. Single writer: `put` is only called by
+    /// the reput thread (or recovery), never concurrently.
+    index_count: AtomicI32,
+    deleted: AtomicBool,
+}
+
+impl IndexFile {
+    /// Creates a new file whose header starts at the previous file's end
+    /// (`IndexService.getAndCreateLastIndexFile`).
+    pub fn create(
+        path: &Path,
+        slot_num: usize,
+        index_num: usize,
+        end_phy_offset: PhysicalOffset,
+        end_timestamp: i64,
+    ) -> Result<Self, IndexError> {
+        check_dimensions(slot_num, index_num)?;
+        let size = index_file_size(slot_num, index_num);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(IndexError::io(path))?;
+        file.set_len(size as u64).map_err(IndexError::io(path))?;
+        let map = MmapRaw::map_raw(&file).map_err(IndexError::io(path))?;
+        let f = Self::new(path, map, slot_num, index_num);
+        for v in [&f.begin_phy_offset, &f.end_phy_offset] {
+            v.store(end_phy_offset.0, Ordering::Relaxed);
+        }
+        for v in [&f.begin_timestamp, &f.end_timestamp] {
+            v.store(end_timestamp, Ordering::Relaxed);
+        }
+        f.write_header();
+        Ok(f)
+    }
+
+    /// Maps an existing file, which must have exactly the configured size.
+    pub fn open(path: &Path, slot_num: usize, index_num: usize) -> Result<Self, IndexError> {
+        check_dimensions(slot_num, index_num)?;
+        let size = index_file_size(slot_num, index_num);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(IndexError::io(path))?;
+        let len = file.metadata().map_err(IndexError::io(path))?.len();
+        if len != size as u64 {
+            return Err(IndexError::FileSize {
+                path: path.to_path_buf(),
+                expected: size as u64,
+                actual: len,
+            });
+        }
+        let map = MmapRaw::map_raw(&file).map_err(IndexError::io(path))?;
+        let f = Self::new(path, map, slot_num, index_num);
+        let h = f.read_bytes::<HEADER_SIZE>(0);
+        let i64_at = |p: usize| i64::from_be_bytes(h[p..p + 8].try_into().unwrap_or([0; 8]));
+        let i32_at = |p: usize| i32::from_be_bytes(h[p..p + 4].try_into().unwrap_or([0; 4]));
+        f.begin_timestamp.store(i64_at(0), Ordering::Relaxed);
+        f.end_timestamp.store(i64_at(8), Ordering::Relaxed);
+        f.begin_phy_offset.store(i64_at(16), Ordering::Relaxed);
+        f.end_phy_offset.store(i64_at(24), Ordering::Relaxed);
+        f.hash_slot_count.store(i32_at(32), Ordering::Relaxed);
+        let count = i32_at(36).clamp(1, index_num as i32);
+        f.index_count.store(count, Ordering::Release);
+        Ok(f)
+    }
+
+    fn new(path: &Path, map: MmapRaw, slot_num: usize, index_num: usize) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            map,
+            slot_num,
+            index_num,
+            begin_timestamp: AtomicI64::new(0),
+            end_timestamp: AtomicI64::new(0),
+            begin_phy_offset: AtomicI64::new(0),
+            end_phy_offset: AtomicI64::new(0),
+            hash_slot_count: AtomicI32::new(0),
+            index_count: AtomicI32::new(1),
+            deleted: AtomicBool::new(false),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn begin_timestamp(&self) -> i64 {
+        self.begin_timestamp.load(Ordering::Acquire)
+    }
+
+    pub fn end_timestamp(&self) -> i64 {
+        self.end_timestamp.load(Ordering::Acquire)
+    }
+
+    pub fn begin_phy_offset(&self) -> PhysicalOffset {
+        PhysicalOffset(self.begin_phy_offset.load(Ordering::Acquire))
+    }
+
+    pub fn end_phy_offset(&self) -> PhysicalOffset {
+        PhysicalOffset(self.end_phy_offset.load(Ordering::Acquire))
+    }
+
+    pub fn index_count(&self) -> i32 {
+        self.index_count.load(Ordering::Acquire)
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.index_count() as usize >= self.index_num
+    }
+
+    /// `putKey`: adds an entry for `key_hash` (already non-negative); `false` when full.
+    pub fn put(&self, key_hash: i32, phy_offset: PhysicalOffset, store_timestamp: i64) -> bool {
+        let count = self.index_count.load(Ordering::Relaxed);
+        if count as usize >= self.index_num {
+            return false;
+        }
+        let slot = self.slot(key_hash);
+        let mut previous = i32::from_be(slot.load(Ordering::Relaxed));
+        if previous <= 0 || previous > count {
+            previous = 0;
+        }
+        let begin = self.begin_timestamp.load(Ordering::Relaxed);
+        let time_diff = if begin <= 0 {
+            0
+        } else {
+            ((store_timestamp - begin) / 1000).clamp(0, i64::from(i32::MAX)) as i32
+        };
+        let mut entry = [0u8; ENTRY_SIZE];
+        entry[0..4].copy_from_slice(&key_hash.to_be_bytes());
+        entry[4..12].copy_from_slice(&phy_offset.0.to_be_bytes());
+        entry[12..16].copy_from_slice(&time_diff.to_be_bytes());
+        entry[16..20].copy_from_slice(&previous.to_be_bytes());
+        self.write_bytes(self.entry_pos(count), &entry);
+        // Count first, slot second: a query that sees the slot also sees a count above it.
+        self.index_count.store(count + 1, Ordering::Release);
+        slot.store(count.to_be(), Ordering::Release);
+
+        if count <= 1 {
+            self.begin_phy_offset.store(phy_offset.0, Ordering::Release);
+            self.begin_timestamp
+                .store(store_timestamp, Ordering::Release);
+        }
+        if previous == 0 {
+            self.hash_slot_count.fetch_add(1, Ordering::Relaxed);
+        }
+        self.end_phy_offset.store(phy_offset.0, Ordering::Release);
+        self.end_timestamp.store(store_timestamp, Ordering::Release);
+        self.write_header();
+        true
+    }
+
+    /// `isTimeMatched`: does `[begin, end]` overlap the file's time range?
+    pub fn is_time_matched(&self, begin: i64, end: i64) -> bool {
+        let (b, e) = (self.begin_timestamp(), self.end_timestamp());
+        (begin >= b && begin <= e) || (end >= b && end <= e) || (begin <= b && end >= e)
+    }
+
+    /// `selectPhyOffset`: walks the bucket chain of `key_hash`, collecting offsets of entries
+    /// with the same hash stored within `[begin, end]`, until `out` holds `max` offsets.
+    pub fn select(
+        &self,
+        key_hash: i32,
+        max: usize,
+        begin: i64,
+        end: i64,
+        out: &mut Vec<PhysicalOffset>,
+    ) {
+        let mut next = i32::from_be(self.slot(key_hash).load(Ordering::Acquire));
+        let count = self.index_count();
+        if next <= 0 || next >= count || count <= 1 {
+            return;
+        }
+        let file_begin = self.begin_timestamp();
+        loop {
+            if out.len() >= max {
+                return;
+            }
+            let e = self.read_bytes::<ENTRY_SIZE>(self.entry_pos(next));
+            let hash = i32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+            let offset = i64::from_be_bytes([e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11]]);
+            let time_diff = i32::from_be_bytes([e[12], e[13], e[14], e[15]]);
+            let prev = i32::from_be_bytes([e[16], e[17], e[18], e[19]]);
+            if time_diff < 0 {
+                return;
+            }
+            let time = file_begin.saturating_add(i64::from(time_diff) * 1000);
+            if hash == key_hash && time >= begin && time <= end {
+                out.push(PhysicalOffset(offset));
+            }
+            if prev <= 0 || prev >= count || prev == next || time < begin {
+                return;
+            }
+            next = prev;
+        }
+    }
+
+    pub fn flush(&self) -> Result<(), IndexError> {
+        self.map.flush().map_err(IndexError::io(&self.path))
+    }
+
+    pub fn delete(&self) -> Result<(), IndexError> {
+        if self.deleted.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        match fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(IndexError::io(&self.path)(e)),
+        }
+    }
+
+    fn slot(&self, key_hash: i32) -> &AtomicI32 {
+        let index = key_hash.unsigned_abs() as usize % self.slot_num;
+        let pos = HEADER_SIZE + index * SLOT_SIZE;
+        // SAFETY: pos + 4 <= file size; the mapping is page-aligned so `pos` (a multiple of
+        // 4) is suitably aligned for an AtomicI32, and it lives as long as `self`. All
+        // accesses to slot memory go through atomics.
+        unsafe { &*(self.map.as_ptr().add(pos) as *const AtomicI32) }
+    }
+
+    fn entry_pos(&self, number: i32) -> usize {
+        HEADER_SIZE + self.slot_num * SLOT_SIZE + number as usize * ENTRY_SIZE
+    }
+
+    fn write_header(&self) {
+        let mut h = [0u8; HEADER_SIZE];
+        h[0..8].copy_from_slice(&self.begin_timestamp.load(Ordering::Relaxed).to_be_bytes());
+        h[8..16].copy_from_slice(&self.end_timestamp.load(Ordering::Relaxed).to_be_bytes());
+        h[16..24].copy_from_slice(&self.begin_phy_offset.load(Ordering::Relaxed).to_be_bytes());
+        h[24..32].copy_from_slice(&self.end_phy_offset.load(Ordering::Relaxed).to_be_bytes());
+        h[32..36].copy_from_slice(&self.hash_slot_count.load(Ordering::Relaxed).to_be_bytes());
+        h[36..40].copy_from_slice(&self.index_count.load(Ordering::Relaxed).to_be_bytes());
+        self.write_bytes(0, &h);
+    }
+
+    /// Single-writer raw write: header bytes (only read back at load) or an entry that is not
+    /// yet published.
+    fn write_bytes(&self, pos: usize, bytes: &[u8]) {
+        assert!(
+            pos + bytes.len() <= self.map.len(),
+            "index write out of bounds"
+        );
+        // SAFETY: bounds checked above; no reader reads these bytes concurrently (see the
+        // module's concurrency contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.as_mut_ptr().add(pos),
+                bytes.len(),
+            );
+        }
+    }
+
+    fn read_bytes<const N: usize>(&self, pos: usize) -> [u8; N] {
+        let mut out = [0u8; N];
+        if pos + N <= self.map.len() {
+            // SAFETY: bounds checked; published entries and the header at load are immutable.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.map.as_ptr().add(pos), out.as_mut_ptr(), N);
+            }
+        }
+        out
+    }
+}
+
+fn check_dimensions(slot_num: usize, index_num: usize) -> Result<(), IndexError> {
+    if slot_num == 0 || index_num < 2 || index_num > i32::MAX as usize {
+        return Err(IndexError::BadConfig(format!(
+            "index dimensions slots={slot_num} entries={index_num}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,304 @@
+//! One memory-mapped segment file.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+
+use bytes::Bytes;
+use memmap2::{Advice, MmapOptions, MmapRaw};
+use parking_lot::Mutex;
+
+use super::file_name;
+use crate::config::OS_PAGE_SIZE;
+use crate::error::{IoContext, StoreError};
+use crate::fs::{StoreFs, sync_dir};
+
+#[derive(Debug)]
+pub struct MappedFile {
+    path: PathBuf,
+    from: u64,
+    size: u32,
+    map: MmapRaw,
+    /// Serialises writers; readers never take it.
+    write_lock: Mutex<()>,
+    /// Bytes `[0, wrote)` are written and immutable.
+    wrote: AtomicU32,
+    flushed: AtomicU32,
+    flush_lock: Mutex<()>,
+    /// STORETIMESTAMP of the last record appended (for the checkpoint), published after `wrote`.
+    store_timestamp: AtomicI64,
+    _file: File,
+}
+
+impl MappedFile {
+    /// Creates a zero-filled, fully allocated file named after `from` in `dir`. The file
+    /// is allocated under a temporary name and renamed into place, so a crash never
+    /// leaves a short segment file behind (which would fail the size check at load).
+    pub fn create(fs: &dyn StoreFs, dir: &Path, from: u64, size: u32) -> io::Result<Self> {
+        let path = dir.join(file_name(from));
+        let tmp = dir.join(format!("{}.tmp", file_name(from)));
+        let file = fs.create_allocated(&tmp, u64::from(size))?;
+        fs.rename(&tmp, &path)?;
+        sync_dir(dir)?;
+        let map = MmapOptions::new().len(size as usize).map_raw(&file)?;
+        Ok(Self::new(path, from, size, map, file, 0))
+    }
+
+    /// Opens an existing segment. It must be exactly `size` bytes long, except that a
+    /// short file is extended with zeros when `repair_short` (the newest file, cut by
+    /// something outside the store: the missing tail reads as unwritten space). Positions
+    /// start at "full" until recovery sets them.
+    pub fn open(
+        fs: &dyn StoreFs,
+        path: &Path,
+        from: u64,
+        size: u32,
+        repair_short: bool,
+    ) -> Result<Self, StoreError> {
+        let file = fs
+            .open_rw(path)
+            .ctx(|| format!("open {}", path.display()))?;
+        let mut actual = file
+            .metadata()
+            .ctx(|| format!("stat {}", path.display()))?
+            .len();
+        if repair_short && actual < u64::from(size) {
+            tracing::warn!(path = %path.display(), actual, size, "extending a short last segment file with zeros");
+            fs.extend_allocated(&file, u64::from(size))
+                .ctx(|| format!("extend {}", path.display()))?;
+            actual = u64::from(size);
+        }
+        if actual != u64::from(size) {
+            return Err(StoreError::FileSize {
+                path: path.to_owned(),
+                expected: u64::from(size),
+                actual,
+            });
+        }
+        let map = MmapOptions::new()
+            .len(size as usize)
+            .map_raw(&file)
+            .ctx(|| format!("mmap {}", path.display()))?;
+        Ok(Self::new(path.to_owned(), from, size, map, file, size))
+    }
+
+    fn new(path: PathBuf, from: u64, size: u32, map: MmapRaw, file: File, position: u32) -> Self {
+        Self {
+            path,
+            from,
+            size,
+            map,
+            write_lock: Mutex::new(()),
+            wrote: AtomicU32::new(position),
+            flushed: AtomicU32::new(position),
+            flush_lock: Mutex::new(()),
+            store_timestamp: AtomicI64::new(0),
+            _file: file,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Offset of the file's first byte in the logical stream (its name).
+    pub fn from_offset(&self) -> u64 {
+        self.from
+    }
+
+    pub fn end_offset(&self) -> u64 {
+        self.from + u64::from(self.size)
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    pub fn wrote_position(&self) -> u32 {
+        self.wrote.load(Ordering::Acquire)
+    }
+
+    pub fn flushed_position(&self) -> u32 {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() >= self.size
+    }
+
+    pub fn remaining(&self) -> u32 {
+        self.size - self.wrote_position()
+    }
+
+    pub fn store_timestamp(&self) -> i64 {
+        self.store_timestamp.load(Ordering::Acquire)
+    }
+
+    /// Appends `len` bytes produced by `fill`, which must overwrite the whole slice it
+    /// gets. Returns `None` without calling `fill` when fewer than `len` bytes are left;
+    /// when `fill` fails nothing is published (the bytes stay beyond the write position).
+    pub fn append_with<R, E>(
+        &self,
+        len: u32,
+        store_timestamp: i64,
+        fill: impl FnOnce(&mut [u8]) -> Result<R, E>,
+    ) -> Option<Result<R, E>> {
+        let _writer = self.write_lock.lock();
+        let pos = self.wrote.load(Ordering::Relaxed);
+        if len > self.size - pos {
+            return None;
+        }
+        // SAFETY: the mapping is `size` bytes and pos + len <= size. Only the holder of
+        // `write_lock` touches bytes at or past `wrote`, and readers only read below
+        // `wrote`, so this slice aliases nothing.
+        let slice = unsafe {
+            std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos as usize), len as usize)
+        };
+        let out = fill(slice);
+        if out.is_ok() {
+            self.wrote.store(pos + len, Ordering::Release);
+            if store_timestamp != 0 {
+                self.store_timestamp
+                    .store(store_timestamp, Ordering::Release);
+            }
+        }
+        Some(out)
+    }
+
+    pub fn append(&self, data: &[u8]) -> bool {
+        let Ok(len) = u32::try_from(data.len()) else {
+            return false;
+        };
+        self.append_with(len, 0, |dst| {
+            dst.copy_from_slice(data);
+            Ok::<(), ()>(())
+        })
+        .is_some()
+    }
+
+    /// Borrowed view of written bytes `[pos, pos + len)`; `None` past the write position.
+    pub fn bytes(&self, pos: u32, len: u32) -> Option<&[u8]> {
+        let end = pos.checked_add(len)?;
+        if end > self.wrote_position() {
+            return None;
+        }
+        // SAFETY: [pos, end) is below the published write position, so it is initialised
+        // and no writer touches it again.
+        Some(unsafe {
+            std::slice::from_raw_parts(self.map.as_ptr().add(pos as usize), len as usize)
+        })
+    }
+
+    /// Zero-copy view of written bytes `[pos, pos + len)` that keeps this file mapped
+    /// while the `Bytes` (or any clone of it) is alive, even after the file is deleted.
+    pub fn read(self: &Arc<Self>, pos: u32, len: u32) -> Option<Bytes> {
+        self.bytes(pos, len)?;
+        Some(Bytes::from_owner(MappedSlice {
+            file: Arc::clone(self),
+            pos,
+            len,
+        }))
+    }
+
+    /// View of `[pos, write position)`.
+    pub fn read_to_end(self: &Arc<Self>, pos: u32) -> Option<Bytes> {
+        let wrote = self.wrote_position();
+        if pos > wrote {
+            return None;
+        }
+        self.read(pos, wrote - pos)
+    }
+
+    /// Whole 4 KiB pages written but not flushed (RocketMQ's `isAbleToFlush` count).
+    pub fn dirty_pages(&self) -> u32 {
+        self.wrote_position() / OS_PAGE_SIZE - self.flushed_position() / OS_PAGE_SIZE
+    }
+
+    /// Makes everything written so far durable (`msync(MS_SYNC)` of the dirty range).
+    /// Returns the new flushed position.
+    pub fn flush(&self) -> io::Result<u32> {
+        let _flushing = self.flush_lock.lock();
+        let wrote = self.wrote_position();
+        let flushed = self.flushed.load(Ordering::Acquire);
+        if wrote > flushed {
+            self.map
+                .flush_range(flushed as usize, (wrote - flushed) as usize)?;
+            self.flushed.store(wrote, Ordering::Release);
+        }
+        Ok(wrote)
+    }
+
+    /// Recovery: declares `[0, pos)` the valid content, zeroes the rest so stale bytes
+    /// can never be mistaken for records after a later crash, and makes it durable.
+    /// Must only run while no reader or writer uses the file.
+    pub(crate) fn truncate_to(&self, pos: u32) -> io::Result<()> {
+        let _writer = self.write_lock.lock();
+        let pos = pos.min(self.size);
+        let tail = (self.size - pos) as usize;
+        if tail > 0 {
+            // SAFETY: [pos, size) is inside the mapping; the caller guarantees no views exist.
+            let slice = unsafe {
+                std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos as usize), tail)
+            };
+            // Skip pages that are already zero so recovering a mostly empty file does not
+            // dirty the whole of it.
+            for chunk in slice.chunks_mut(OS_PAGE_SIZE as usize) {
+                if chunk.iter().any(|b| *b != 0) {
+                    chunk.fill(0);
+                }
+            }
+            self.map.flush_range(pos as usize, tail)?;
+        }
+        self.wrote.store(pos, Ordering::Release);
+        self.flushed.store(pos, Ordering::Release);
+        Ok(())
+    }
+
+    /// Recovery: remembers the store time of the last valid record.
+    pub(crate) fn set_store_timestamp(&self, ts: i64) {
+        self.store_timestamp.store(ts, Ordering::Release);
+    }
+
+    /// Hints that the file will be read front to back once (recovery scans).
+    pub(crate) fn advise_sequential(&self) {
+        let _ = self.map.advise(Advice::Sequential);
+        let _ = self.map.advise(Advice::WillNeed);
+    }
+
+    /// Pre-faults every page for writing (`warmMapedFileEnable`) and writes the zeros
+    /// through to disk, as `MappedFile.warmMappedFile` does: the first appends then stall
+    /// neither on page faults nor, under SYNC_FLUSH, on the file system converting
+    /// allocated-but-unwritten extents inside each msync. Only for a fresh file nobody
+    /// writes yet (run by the allocator thread).
+    pub(crate) fn warm(&self) {
+        if self.map.advise(Advice::PopulateWrite).is_err() {
+            let base = self.map.as_mut_ptr();
+            for page in (0..self.size as usize).step_by(OS_PAGE_SIZE as usize) {
+                // SAFETY: inside the mapping; a fresh file is all zeros, so writing a zero
+                // changes nothing but faults the page in.
+                unsafe { base.add(page).write_volatile(0) };
+            }
+        }
+        if let Err(e) = self.map.flush() {
+            tracing::warn!(path = %self.path.display(), error = %e, "flushing a warmed file failed");
+        }
+    }
+}
+
+/// Owner of a zero-copy view: the bytes stay mapped as long as this lives.
+#[derive(Debug)]
+pub struct MappedSlice {
+    file: Arc<MappedFile>,
+    pos: u32,
+    len: u32,
+}
+
+impl AsRef<[u8]> for MappedSlice {
+    fn as_ref(&self) -> &[u8] {
+        // The range was checked against the write position when the view was made, and
+        // written bytes never move or change.
+        self.file.bytes(self.pos, self.len).unwrap_or(&[])
+    }
+}

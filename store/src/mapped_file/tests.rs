@@ -1,0 +1,144 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::fs::{OsFs, StoreFs};
+
+fn fs() -> Arc<dyn StoreFs> {
+    Arc::new(OsFs)
+}
+
+#[test]
+fn file_names_round_trip() {
+    assert_eq!(file_name(1_073_741_824), "00000000001073741824");
+    assert_eq!(
+        parse_file_name(Path::new("/x/00000000001073741824")),
+        Some(1_073_741_824)
+    );
+    assert_eq!(parse_file_name(Path::new("/x/0000000000107374182")), None);
+    assert_eq!(parse_file_name(Path::new("/x/0000000000107374182a")), None);
+}
+
+#[test]
+fn append_read_flush_and_views_outlive_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = MappedFileQueue::open(
+        dir.path(),
+        4096,
+        fs(),
+        QueueOptions {
+            preallocate: true,
+            warm: true,
+        },
+    )
+    .unwrap();
+    let mut written = Vec::new();
+    let mut offset = 0u64;
+    for i in 0..100u32 {
+        let data = vec![(i % 251) as u8 + 1; 100 + i as usize];
+        let len = data.len() as u32;
+        let file = q.last_or_create(0).unwrap();
+        let file = if file.remaining() < len {
+            offset = file.end_offset();
+            file.append_with(file.remaining(), 0, |d| {
+                d.fill(0);
+                Ok::<_, ()>(())
+            })
+            .unwrap()
+            .unwrap();
+            q.last_or_create(0).unwrap()
+        } else {
+            file
+        };
+        assert_eq!(
+            file.from_offset() + u64::from(file.wrote_position()),
+            offset
+        );
+        assert!(file.append(&data));
+        written.push((offset, data));
+        offset += u64::from(len);
+    }
+    assert_eq!(q.max_offset(), offset);
+    assert!(q.file_count() > 3);
+    for (off, data) in &written {
+        let file = q.find(*off).unwrap();
+        let view = file
+            .read((off - file.from_offset()) as u32, data.len() as u32)
+            .unwrap();
+        assert_eq!(&view[..], &data[..]);
+    }
+    let out = q.flush(0).unwrap();
+    assert_eq!(out.flushed, offset);
+    // A view keeps the mapping alive after the file is deleted.
+    let first = q.first().unwrap();
+    let view = first.read(0, 100).unwrap();
+    drop(first);
+    let deleted = q.delete_oldest_while(1, |_| true);
+    assert_eq!(deleted.len(), 1);
+    assert!(!deleted[0].exists());
+    assert_eq!(&view[..], &written[0].1[..]);
+    assert_eq!(q.min_offset(), 4096);
+    assert!(q.find(10).is_none());
+    q.shutdown();
+}
+
+#[test]
+fn reload_checks_sizes_and_truncate_zeroes_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let q = MappedFileQueue::open(dir.path(), 8192, fs(), QueueOptions::default()).unwrap();
+        let f = q.last_or_create(0).unwrap();
+        assert!(f.append(&[7u8; 8192]));
+        let f = q.last_or_create(0).unwrap();
+        assert!(f.append(&[9u8; 1000]));
+        q.flush(0).unwrap();
+    }
+    std::fs::write(dir.path().join("00000000000000016384.tmp"), b"partial").unwrap();
+    let q = MappedFileQueue::open(dir.path(), 8192, fs(), QueueOptions::default()).unwrap();
+    assert!(!dir.path().join("00000000000000016384.tmp").exists());
+    assert_eq!(q.file_count(), 2);
+    assert_eq!(q.max_offset(), 16384, "loaded files start full");
+    q.truncate(8192 + 500).unwrap();
+    assert_eq!(q.max_offset(), 8692);
+    let last = q.last().unwrap();
+    assert_eq!(last.bytes(499, 1).unwrap(), &[9]);
+    drop(q);
+    drop(last);
+    let raw = std::fs::read(dir.path().join(file_name(8192))).unwrap();
+    assert!(raw[500..].iter().all(|b| *b == 0));
+    q_truncate_drops_later_files(dir.path());
+    // A short newest file is repaired (its missing tail reads as zeros) ...
+    std::fs::write(dir.path().join(file_name(8192)), b"short").unwrap();
+    let q = MappedFileQueue::open(dir.path(), 8192, fs(), QueueOptions::default()).unwrap();
+    assert_eq!(q.last().unwrap().bytes(0, 8192).unwrap()[..6], *b"short\0");
+    drop(q);
+    // ... and so is one followed only by never-written files, but a short file before
+    // written data is refused.
+    std::fs::write(dir.path().join(file_name(16384)), vec![0u8; 8192]).unwrap();
+    std::fs::write(dir.path().join(file_name(8192)), b"short").unwrap();
+    drop(MappedFileQueue::open(dir.path(), 8192, fs(), QueueOptions::default()).unwrap());
+    std::fs::write(dir.path().join(file_name(16384)), vec![1u8; 8192]).unwrap();
+    std::fs::write(dir.path().join(file_name(8192)), b"short").unwrap();
+    let err = MappedFileQueue::open(dir.path(), 8192, fs(), QueueOptions::default()).unwrap_err();
+    assert!(matches!(err, crate::StoreError::FileSize { .. }), "{err}");
+}
+
+fn q_truncate_drops_later_files(dir: &Path) {
+    let q = MappedFileQueue::open(dir, 8192, fs(), QueueOptions::default()).unwrap();
+    q.truncate(100).unwrap();
+    assert_eq!(q.file_count(), 1);
+    assert!(!dir.join(file_name(8192)).exists());
+    assert_eq!(q.max_offset(), 100);
+}
+
+#[test]
+fn flush_respects_least_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = MappedFileQueue::open(dir.path(), 65536, fs(), QueueOptions::default()).unwrap();
+    let f = q.last_or_create(0).unwrap();
+    assert!(f.append(&[1u8; 5000]));
+    assert_eq!(q.flush(4).unwrap().flushed, 0);
+    assert!(f.append(&[1u8; 12000]));
+    assert_eq!(q.flush(4).unwrap().flushed, 17000);
+    assert!(f.append(&[1u8; 10]));
+    assert_eq!(q.flush(0).unwrap().flushed, 17010);
+}

@@ -1,0 +1,301 @@
+//! Starting a real `rmq-broker` process next to a nameserver, and building the raw
+//! requests the broker suites send (owned by the broker helper).
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use protocol::RemotingCommand;
+use protocol::code::request;
+use protocol::message::record::records;
+use tempfile::TempDir;
+
+use crate::{binary, http, ports};
+
+/// A running broker; killed (SIGKILL) when dropped. Its store lives in `dir`, which
+/// outlives the process so the broker can be restarted on the same data.
+pub struct BrokerProcess {
+    child: Option<Child>,
+    pub port: u16,
+    pub http_port: u16,
+    dir: PathBuf,
+    conf: Vec<(String, String)>,
+}
+
+/// `key=value` lines every test broker gets; `extra` entries override them.
+fn base_conf(
+    dir: &Path,
+    port: u16,
+    http_port: u16,
+    namesrv_port: Option<u16>,
+) -> Vec<(String, String)> {
+    let mut c = vec![
+        ("brokerClusterName", "TestCluster".to_owned()),
+        ("brokerName", "broker-e2e".to_owned()),
+        ("brokerId", "0".to_owned()),
+        ("listenPort", port.to_string()),
+        ("metricsPort", http_port.to_string()),
+        ("bindAddress", "127.0.0.1".to_owned()),
+        ("brokerIP1", "127.0.0.1".to_owned()),
+        ("storePathRootDir", dir.join("store").display().to_string()),
+        ("mappedFileSizeCommitLog", (8 * 1024 * 1024).to_string()),
+        ("mappedFileSizeConsumeQueue", (300 * 20).to_string()),
+        ("flushDiskType", "ASYNC_FLUSH".to_owned()),
+    ];
+    if let Some(ns) = namesrv_port {
+        c.push(("namesrvAddr", format!("127.0.0.1:{ns}")));
+    }
+    c.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+impl BrokerProcess {
+    /// Starts a broker with its data in `dir`, registered with the nameserver on
+    /// `namesrv_port` (if any); `extra` config lines override the defaults.
+    pub fn start_in(dir: &Path, namesrv_port: Option<u16>, extra: &[(&str, &str)]) -> Self {
+        let (port, http_port) = (ports::free_port(), ports::free_port());
+        let mut conf = base_conf(dir, port, http_port, namesrv_port);
+        for (k, v) in extra {
+            conf.retain(|(key, _)| key != k);
+            conf.push(((*k).to_owned(), (*v).to_owned()));
+        }
+        let mut b = Self {
+            child: None,
+            port,
+            http_port,
+            dir: dir.to_path_buf(),
+            conf,
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let text: String = self
+            .conf
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        let conf_path = self.dir.join("broker.conf");
+        fs::write(&conf_path, text).expect("write broker.conf");
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("broker.log"))
+            .expect("open broker log");
+        let child = Command::new(binary::path("rmq-broker"))
+            .arg("-c")
+            .arg(&conf_path)
+            .env("RMQ_LOG", "info")
+            .env_remove("NAMESRV_ADDR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn rmq-broker");
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(60));
+    }
+
+    /// Waits until /readyz says ready (store recovered, listener up).
+    fn wait_ready(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        loop {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("rmq-broker exited early ({status}); log:\n{}", self.log());
+            }
+            if let Ok((200, _)) = rt.block_on(http::get(self.http_port, "/readyz")) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rmq-broker not ready in time; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// SIGTERM, then waits for a clean exit; panics if it does not stop in time.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("broker running");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker ignored SIGTERM; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no flush, no shutdown hooks.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the broker again on the same ports and data.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the broker first");
+        self.spawn();
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A temp directory plus a broker in it.
+pub struct TempBroker {
+    pub broker: BrokerProcess,
+    _dir: TempDir,
+}
+
+impl TempBroker {
+    pub fn start(namesrv_port: Option<u16>, extra: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = BrokerProcess::start_in(dir.path(), namesrv_port, extra);
+        Self { broker, _dir: dir }
+    }
+}
+
+/// Properties string from `(name, value)` pairs (U+0001 / U+0002 separators).
+pub fn properties(entries: &[(&str, &str)]) -> String {
+    entries
+        .iter()
+        .map(|(k, v)| format!("{k}\u{1}{v}"))
+        .collect::<Vec<_>>()
+        .join("\u{2}")
+}
+
+/// SEND_MESSAGE_V2 as the Java producer builds it (`queue_id` -1 lets the broker pick).
+pub fn send_v2(topic: &str, queue_id: i32, body: &[u8], props: &str) -> RemotingCommand {
+    let mut cmd = RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_body(body.to_vec());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    for (k, v) in [
+        ("a", "PG_E2E".to_owned()),
+        ("b", topic.to_owned()),
+        ("c", "TBW102".to_owned()),
+        ("d", "4".to_owned()),
+        ("e", queue_id.to_string()),
+        ("f", "0".to_owned()),
+        ("g", now.to_string()),
+        ("h", "0".to_owned()),
+        ("i", props.to_owned()),
+        ("j", "0".to_owned()),
+        ("k", "false".to_owned()),
+    ] {
+        cmd.ext_fields.insert(k, v);
+    }
+    cmd
+}
+
+/// PULL_MESSAGE with the subscription carried in the request.
+pub fn pull(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    max: i32,
+    suspend_ms: Option<i64>,
+    expr: &str,
+) -> RemotingCommand {
+    // COMMIT_OFFSET is not set; SUSPEND when a hold time is given; SUBSCRIPTION always.
+    let sys_flag = if suspend_ms.is_some() { 0x2 | 0x4 } else { 0x4 };
+    let mut cmd = RemotingCommand::bare_request(request::PULL_MESSAGE);
+    for (k, v) in [
+        ("consumerGroup", group.to_owned()),
+        ("topic", topic.to_owned()),
+        ("queueId", queue_id.to_string()),
+        ("queueOffset", offset.to_string()),
+        ("maxMsgNums", max.to_string()),
+        ("sysFlag", sys_flag.to_string()),
+        ("commitOffset", "0".to_owned()),
+        ("suspendTimeoutMillis", suspend_ms.unwrap_or(0).to_string()),
+        ("subscription", expr.to_owned()),
+        ("subVersion", "0".to_owned()),
+        ("expressionType", "TAG".to_owned()),
+    ] {
+        cmd.ext_fields.insert(k, v);
+    }
+    cmd
+}
+
+/// A request with the given extFields.
+pub fn with_fields(code: i32, fields: &[(&str, String)]) -> RemotingCommand {
+    let mut cmd = RemotingCommand::bare_request(code);
+    for (k, v) in fields {
+        cmd.ext_fields.insert(*k, v.clone());
+    }
+    cmd
+}
+
+/// One decoded record of a pull / query / view body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    pub topic: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub physical_offset: i64,
+    pub body: Vec<u8>,
+    pub properties: String,
+}
+
+/// Decodes every record of a body (CRC checked); panics on a malformed one.
+pub fn decode_records(body: &[u8]) -> Vec<Pulled> {
+    records(body, true)
+        .map(|r| {
+            let v = r.expect("well-formed record");
+            Pulled {
+                topic: v.topic().to_owned(),
+                queue_id: v.queue_id(),
+                queue_offset: v.queue_offset().get(),
+                physical_offset: v.physical_offset().get(),
+                body: v.body().to_vec(),
+                properties: v.properties().to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// The value of property `name` in a properties string.
+pub fn property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
+    props
+        .split('\u{2}')
+        .filter_map(|s| s.split_once('\u{1}'))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
