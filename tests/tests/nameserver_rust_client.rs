@@ -13,7 +13,6 @@ use rocketmq_client_rust::{
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 
 #[test]
-#[ignore = "not yet run to completion here: enable once verified against rocketmq-client-rust 1.0 (run with --ignored)"]
 fn rocketmq_client_rust_admin_reads_our_routes() {
     let ns = NameServer::start(Options::default());
     let owner = RuntimeOwner::plan(RuntimeConfig::server_default("e2e-namesrv-client"))

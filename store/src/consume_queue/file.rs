@@ -32,25 +32,21 @@ pub fn file_name(offset: i64) -> String {
 }
 
 impl CqFile {
-    /// Creates the file `dir/<20-digit from>` preallocated (sparse) to `size` bytes.
+    /// Creates the file `dir/<20-digit from>` preallocated (sparse) to `size` bytes; it
+    /// appears under its final name only once sized (see `fs::create_sized`).
     pub fn create(dir: &Path, from: i64, size: usize) -> Result<Self, CqError> {
-        fs::create_dir_all(dir).map_err(CqError::io(dir))?;
-        let path = dir.join(file_name(from));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(CqError::io(&path))?;
-        file.set_len(size as u64).map_err(CqError::io(&path))?;
+        let (path, file) = crate::fs::create_sized(dir, &file_name(from), size as u64)
+            .map_err(CqError::io(dir))?;
         let map = MmapRaw::map_raw(&file).map_err(CqError::io(&path))?;
         Ok(Self::new(path, from, size, map, 0))
     }
 
-    /// Maps an existing file; like `MappedFileQueue.load` its length must equal `size`.
+    /// Maps an existing file; like `MappedFileQueue.load` its length must equal `size`,
+    /// except that the queue's newest file (`repair_short`) may be short: it is extended
+    /// with zeros, which recovery reads as "never written" (stores written before files
+    /// were created atomically could hold a 0-byte newest file after a crash).
     /// It starts out as "full"; recovery sets the real write position.
-    pub fn open(path: &Path, size: usize) -> Result<Self, CqError> {
+    pub fn open(path: &Path, size: usize, repair_short: bool) -> Result<Self, CqError> {
         let from = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -62,7 +58,12 @@ impl CqFile {
             .write(true)
             .open(path)
             .map_err(CqError::io(path))?;
-        let len = file.metadata().map_err(CqError::io(path))?.len();
+        let mut len = file.metadata().map_err(CqError::io(path))?.len();
+        if repair_short && len < size as u64 {
+            tracing::warn!(path = %path.display(), len, size, "extending a short newest ConsumeQueue file with zeros");
+            file.set_len(size as u64).map_err(CqError::io(path))?;
+            len = size as u64;
+        }
         if len != size as u64 {
             return Err(CqError::FileSize {
                 path: path.to_path_buf(),

@@ -74,7 +74,7 @@ pub struct ConsumeQueue {
 
 impl ConsumeQueue {
     /// Loads the queue's files from `dir` (which may not exist yet). Every file must be
-    /// exactly `file_size` bytes; `file_size` must be a positive multiple of 20.
+    /// exactly `file_size` bytes (the newest may be short, see `CqFile::open`); `file_size` must be a positive multiple of 20.
     pub fn load(
         topic: &str,
         queue_id: i32,
@@ -94,9 +94,11 @@ impl ConsumeQueue {
                     .map(|e| e.path())
                     .filter(|p| p.is_file())
                     .collect();
+                paths.retain(|p| !matches!(crate::fs::remove_stale_tmp(p), Ok(true)));
                 paths.sort();
-                for path in paths {
-                    files.push(Arc::new(CqFile::open(&path, file_size)?));
+                let newest = paths.len().saturating_sub(1);
+                for (i, path) in paths.iter().enumerate() {
+                    files.push(Arc::new(CqFile::open(path, file_size, i == newest)?));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -156,6 +156,42 @@ fn recover_stops_at_first_unwritten_unit() {
     assert_eq!(q.get(QueueOffset(11)), Some(unit(11)));
 }
 
+/// A crash while a segment was being created: a stale `.tmp` and (from versions that
+/// created files in place) a 0-byte newest file. Both are repaired at load; the queue
+/// keeps every unit of the older files and appends continue.
+#[test]
+fn load_repairs_interrupted_file_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let qdir = dir.path().join("q");
+    let q = ConsumeQueue::load("T", 0, qdir.clone(), FILE_SIZE).unwrap();
+    for n in 0..5 {
+        q.put(unit(n), QueueOffset(n)).unwrap();
+    }
+    q.flush(0).unwrap();
+    drop(q);
+    fs::write(qdir.join(file_name(100)), b"").unwrap();
+    fs::write(qdir.join(format!("{}.tmp", file_name(200))), b"").unwrap();
+
+    let q = ConsumeQueue::load("T", 0, qdir.clone(), FILE_SIZE).unwrap();
+    q.recover().unwrap();
+    assert_eq!(q.max_offset(), QueueOffset(5));
+    assert_eq!(
+        fs::metadata(qdir.join(file_name(100))).unwrap().len(),
+        FILE_SIZE as u64
+    );
+    assert!(!qdir.join(format!("{}.tmp", file_name(200))).exists());
+    q.put(unit(5), QueueOffset(5)).unwrap();
+    assert_eq!(q.get(QueueOffset(5)), Some(unit(5)));
+
+    // Only the newest file may be short: an older short file is refused, as RocketMQ does.
+    drop(q);
+    fs::write(qdir.join(file_name(0)), b"").unwrap();
+    assert!(matches!(
+        ConsumeQueue::load("T", 0, qdir, FILE_SIZE),
+        Err(CqError::FileSize { .. })
+    ));
+}
+
 #[test]
 fn truncate_dirty_leaves_no_unit_past_commitlog_end() {
     let dir = tempfile::tempdir().unwrap();

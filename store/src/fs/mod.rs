@@ -13,7 +13,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use quota::QuotaFs;
 
@@ -102,4 +102,36 @@ impl StoreFs for OsFs {
 /// Syncs a directory so a created, renamed or removed entry survives a crash.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Creates `dir/name` holding `len` zero bytes (sparse) without ever exposing a shorter
+/// file under the final name: the file is sized under `name.tmp` and then renamed. A crash
+/// between `open` and `set_len` would otherwise leave a 0-byte segment that fails the size
+/// check at the next start (RocketMQ's loaders refuse such files too). An existing file of
+/// that name is replaced: callers create only names no live segment covers. Loaders remove
+/// leftover `*.tmp` files with [`remove_stale_tmp`].
+pub(crate) fn create_sized(dir: &Path, name: &str, len: u64) -> io::Result<(PathBuf, File)> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    file.set_len(len)?;
+    std::fs::rename(&tmp, &path)?;
+    sync_dir(dir)?;
+    Ok((path, file))
+}
+
+/// Whether `path` is a leftover of an interrupted [`create_sized`]; if so it is removed.
+pub(crate) fn remove_stale_tmp(path: &Path) -> io::Result<bool> {
+    if path.extension().is_some_and(|e| e == "tmp") {
+        tracing::info!(path = %path.display(), "removing a file left by an interrupted creation");
+        std::fs::remove_file(path)?;
+        return Ok(true);
+    }
+    Ok(false)
 }

@@ -52,13 +52,16 @@ impl IndexFile {
     ) -> Result<Self, IndexError> {
         check_dimensions(slot_num, index_num)?;
         let size = index_file_size(slot_num, index_num);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(IndexError::io(path))?;
-        file.set_len(size as u64).map_err(IndexError::io(path))?;
+        let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+            (Some(dir), Some(name)) => (dir, name),
+            _ => {
+                return Err(IndexError::io(path)(
+                    std::io::ErrorKind::InvalidInput.into(),
+                ));
+            }
+        };
+        let (_, file) =
+            crate::fs::create_sized(dir, name, size as u64).map_err(IndexError::io(path))?;
         let map = MmapRaw::map_raw(&file).map_err(IndexError::io(path))?;
         let f = Self::new(path, map, slot_num, index_num);
         for v in [&f.begin_phy_offset, &f.end_phy_offset] {

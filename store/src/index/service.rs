@@ -69,9 +69,21 @@ impl IndexService {
                     .map(|e| e.path())
                     .filter(|p| p.is_file())
                     .collect();
+                paths.retain(|p| !matches!(crate::fs::remove_stale_tmp(p), Ok(true)));
                 paths.sort();
-                for path in paths {
-                    let file = IndexFile::open(&path, config.slot_num, config.index_num)?;
+                let newest = paths.len().saturating_sub(1);
+                for (i, path) in paths.into_iter().enumerate() {
+                    let file = match IndexFile::open(&path, config.slot_num, config.index_num) {
+                        // A wrong-sized newest file was cut while being created (by a
+                        // version that did not create files atomically): nothing in it was
+                        // ever persisted, and dispatch rebuilds what it should hold.
+                        Err(IndexError::FileSize { .. }) if i == newest => {
+                            tracing::warn!(path = %path.display(), "removing a wrong-sized newest index file");
+                            fs::remove_file(&path).map_err(IndexError::io(&path))?;
+                            continue;
+                        }
+                        other => other?,
+                    };
                     if !last_exit_ok && file.end_timestamp() > checkpoint_index_timestamp {
                         tracing::info!(path = %path.display(), "deleting index file newer than the checkpoint");
                         file.delete()?;

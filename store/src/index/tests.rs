@@ -234,3 +234,24 @@ fn file_name_is_local_time() {
     assert!(name.starts_with("2023111"), "{name}");
     assert!(name.ends_with("123"));
 }
+
+/// A crash while an index file was being created: its `.tmp` is removed and a 0-byte
+/// newest file (from versions that created files in place) is dropped; older files load.
+#[test]
+fn load_repairs_interrupted_file_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = IndexService::load(dir.path(), config(), true, 0).unwrap();
+    svc.build_index("T", PhysicalOffset(0), T0, None, Some("k0"))
+        .unwrap();
+    drop(svc);
+    fs::write(dir.path().join("29991231235959999"), b"").unwrap();
+    fs::write(dir.path().join("29991231235959998.tmp"), b"").unwrap();
+
+    let svc = IndexService::load(dir.path(), config(), false, i64::MAX).unwrap();
+    assert_eq!(svc.file_count(), 1);
+    assert_eq!(files_in(dir.path()).len(), 1);
+    assert_eq!(
+        svc.query("T", "k0", 8, 0, i64::MAX).offsets,
+        vec![PhysicalOffset(0)]
+    );
+}
