@@ -75,5 +75,12 @@ pub async fn dispatch(
             RemotingCommand::error_response(&request, response::SYSTEM_ERROR, e.to_string()).into()
         }
     };
+    tracing::trace!(
+        code,
+        fields = ?request.ext_fields,
+        response = out.command.code,
+        remark = out.command.remark.as_deref().unwrap_or(""),
+        "request served"
+    );
     (!request.is_oneway()).then_some(out)
 }

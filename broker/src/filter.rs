@@ -37,11 +37,16 @@ impl MessageFilter {
 
     pub fn from_subscription(sub: &SubscriptionData) -> Result<Self, FilterError> {
         let filter = Self::parse(Some(&sub.expression_type), &sub.sub_string)?;
-        // A heartbeat carries the codes the client computed; prefer them when present.
+        // A heartbeat also carries the codes the client computed, which RocketMQ's broker
+        // uses as they are. They are merged with the codes of the trimmed tags of
+        // subString (FilterAPI.buildSubscriptionData's rule) rather than trusted alone:
+        // rocketmq-client-rust 1.0 hashes the untrimmed tags of "A || B", so its codes
+        // alone would match nothing. Extra codes are harmless: clients re-check tags.
         match filter {
-            Self::Tags { .. } if !sub.code_set.is_empty() => Ok(Self::Tags {
-                codes: sub.code_set.clone(),
-            }),
+            Self::Tags { mut codes } => {
+                codes.extend(sub.code_set.iter().copied());
+                Ok(Self::Tags { codes })
+            }
             f => Ok(f),
         }
     }
@@ -90,6 +95,20 @@ mod tests {
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagB"))));
         assert!(!f.matches_tags_code(i64::from(java_string_hash("TagC"))));
         assert!(!f.matches_tags_code(0));
+        // Codes hashed from untrimmed tags (rocketmq-client-rust 1.0) still match.
+        let sub = SubscriptionData {
+            sub_string: "TagA || TagB".into(),
+            expression_type: "TAG".into(),
+            code_set: [java_string_hash("TagA "), java_string_hash(" TagB")].into(),
+            class_filter_mode: false,
+            topic: "T".into(),
+            tags_set: ["TagA".to_owned(), "TagB".to_owned()].into(),
+            sub_version: 1,
+        };
+        let f = MessageFilter::from_subscription(&sub).unwrap();
+        assert!(f.matches_tags_code(i64::from(java_string_hash("TagA"))));
+        assert!(f.matches_tags_code(i64::from(java_string_hash("TagB"))));
+        assert!(!f.matches_tags_code(i64::from(java_string_hash("TagC"))));
         let err = MessageFilter::parse(Some("SQL92"), "a > 1").unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -86,7 +86,10 @@ impl BrokerProcess {
         let child = Command::new(binary::path("rmq-broker"))
             .arg("-c")
             .arg(&conf_path)
-            .env("RMQ_LOG", "info")
+            .env(
+                "RMQ_LOG",
+                std::env::var("E2E_BROKER_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .env_remove("NAMESRV_ADDR")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
