@@ -50,6 +50,7 @@ pub async fn dispatch(
         rq::DELETE_SUBSCRIPTIONGROUP => admin::delete_group(broker, &request),
         rq::GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         rq::GET_BROKER_CONFIG => admin::broker_config(broker, &request),
+        rq::UPDATE_BROKER_CONFIG => admin::update_broker_config(broker, &request),
         rq::GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),

@@ -54,7 +54,6 @@ pub struct GroupTable {
 pub struct GroupManager {
     table: RwLock<GroupTable>,
     file: ConfigFile,
-    auto_create: bool,
 }
 
 /// Groups `SubscriptionGroupManager.init` always has (all with default settings; the
@@ -70,7 +69,7 @@ const DEFAULT_GROUPS: &[&str] = &[
 ];
 
 impl GroupManager {
-    pub fn open(store_root: &Path, auto_create: bool) -> Result<Self, ConfigFileError> {
+    pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
         let file = ConfigFile::new(store_root.join("config").join("subscriptionGroup.json"));
         let mut table = file
             .load(|b| protocol::body::decode::<GroupTable>(b).map_err(|e| e.to_string()))?
@@ -90,7 +89,6 @@ impl GroupManager {
         Ok(Self {
             table: RwLock::new(table),
             file,
-            auto_create,
         })
     }
 
@@ -103,12 +101,12 @@ impl GroupManager {
     }
 
     /// `findSubscriptionGroupConfig`: the group's config, created with defaults when
-    /// auto-creation is on or the group is a system group.
-    pub fn find_or_create(&self, group: &str) -> Option<GroupConfig> {
+    /// `auto_create` (autoCreateSubscriptionGroup) is on or the group is a system group.
+    pub fn find_or_create(&self, group: &str, auto_create: bool) -> Option<GroupConfig> {
         if let Some(g) = self.get(group) {
             return Some(g);
         }
-        if !self.auto_create && !group.starts_with(names::CID_RMQ_SYS_PREFIX) {
+        if !auto_create && !group.starts_with(names::CID_RMQ_SYS_PREFIX) {
             return None;
         }
         let config = GroupConfig {
@@ -171,16 +169,16 @@ mod tests {
     #[test]
     fn auto_create_rules_and_persistence() {
         let dir = tempfile::tempdir().unwrap();
-        let off = GroupManager::open(dir.path(), false).unwrap();
-        assert!(off.find_or_create("g1").is_none());
-        assert!(off.find_or_create("CID_RMQ_SYS_TRANS").is_some());
+        let off = GroupManager::open(dir.path()).unwrap();
+        assert!(off.find_or_create("g1", false).is_none());
+        assert!(off.find_or_create("CID_RMQ_SYS_TRANS", false).is_some());
         assert!(off.get("TOOLS_CONSUMER").is_some());
-        let on = GroupManager::open(dir.path(), true).unwrap();
+        let on = GroupManager::open(dir.path()).unwrap();
         assert!(
             on.get("CID_RMQ_SYS_TRANS").is_some(),
             "persisted by the first manager"
         );
-        let g = on.find_or_create("g1").unwrap();
+        let g = on.find_or_create("g1", true).unwrap();
         assert_eq!((g.retry_queue_nums, g.retry_max_times), (1, 16));
         on.upsert(GroupConfig {
             group_name: "g2".into(),
@@ -189,7 +187,7 @@ mod tests {
         })
         .unwrap();
         assert!(on.delete("g1").unwrap());
-        let again = GroupManager::open(dir.path(), false).unwrap();
+        let again = GroupManager::open(dir.path()).unwrap();
         assert_eq!(again.get("g2").unwrap().retry_max_times, 3);
         assert!(again.get("g1").is_none());
         let text =

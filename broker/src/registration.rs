@@ -11,6 +11,7 @@ use protocol::body::RegisterBrokerBody;
 use protocol::code::{request, response};
 use protocol::header::{RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader};
 
+use crate::names::perm;
 use crate::remoting_client::RemotingClient;
 use crate::state::Broker;
 
@@ -38,8 +39,17 @@ impl Registrar {
     /// One REGISTER_BROKER to every nameserver, concurrently. Returns how many accepted.
     pub async fn register_all(&self, broker: &Broker) -> usize {
         let b = &broker.config.broker;
+        let mut wrapper = broker.topics.wrapper();
+        // `registerBrokerAll`: a broker that lost read or write permission publishes
+        // every topic with its perm masked by the broker's, so routes drain it.
+        let broker_perm = broker.live.broker_permission();
+        if !perm::is_writeable(broker_perm) || !perm::is_readable(broker_perm) {
+            for topic in wrapper.topic_config_table.values_mut() {
+                topic.perm &= broker_perm;
+            }
+        }
         let body = RegisterBrokerBody {
-            topic_config_serialize_wrapper: broker.topics.wrapper(),
+            topic_config_serialize_wrapper: wrapper,
             filter_server_list: Vec::new(),
         }
         .encode(false);

@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
 use crate::config_file::ConfigFileError;
+use crate::consume_rate::ConsumeRate;
 use crate::groups::GroupManager;
+use crate::live_config::LiveConfig;
 use crate::locks::LockManager;
 use crate::long_polling::PullHold;
 use crate::metrics::Metrics;
@@ -20,6 +22,10 @@ use crate::topics::TopicManager;
 
 pub struct Broker {
     pub config: Config,
+    /// The settings UPDATE_BROKER_CONFIG may change; read these, not `config`, for them.
+    pub live: LiveConfig,
+    /// Messages pulled per group and topic over the last minute (consumeTps).
+    pub consume_rate: ConsumeRate,
     pub topics: TopicManager,
     pub groups: GroupManager,
     pub offsets: OffsetManager,
@@ -46,7 +52,8 @@ impl Broker {
         let root = config.store.store_path_root_dir.clone();
         let b = &config.broker;
         let topics = TopicManager::open(&root, b)?;
-        let groups = GroupManager::open(&root, b.auto_create_subscription_group)?;
+        let groups = GroupManager::open(&root)?;
+        let live = LiveConfig::new(b);
         let offsets = OffsetManager::open(&root)?;
         let in_flight = Arc::new(Semaphore::new(b.max_in_flight_total.max(1) as usize));
         Ok(Arc::new(Self {
@@ -62,6 +69,8 @@ impl Broker {
             ready: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_conn: AtomicU64::new(1),
+            live,
+            consume_rate: ConsumeRate::default(),
             config,
         }))
     }

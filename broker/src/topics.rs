@@ -186,6 +186,16 @@ impl TopicManager {
         (config, created)
     }
 
+    /// A new data version with the table unchanged (brokerPermission changed), so the
+    /// next registration, which this triggers, counts as new route data.
+    pub fn touch(&self) {
+        {
+            let mut t = self.table.write();
+            t.version = t.version.next(now_ms());
+        }
+        self.changed.notify_one();
+    }
+
     fn after_change(&self) -> Result<(), ConfigFileError> {
         self.changed.notify_one();
         self.persist()

@@ -233,6 +233,27 @@ fn batch_send_stores_every_message() {
             assert!(Instant::now() < deadline);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // The pulled messages count toward the group's consume rate of the last minute.
+        let r = c
+            .request(with_fields(
+                request::GET_CONSUME_STATS,
+                &[
+                    ("consumerGroup", "G".to_owned()),
+                    ("topic", "BatchTopic".to_owned()),
+                ],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        // fastjson's ConsumeStats has MessageQueue objects as map keys (not JSON): read
+        // the one number directly.
+        let text = String::from_utf8_lossy(&r.body);
+        let tps: f64 = text
+            .split_once("\"consumeTps\":")
+            .and_then(|(_, rest)| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no consumeTps in {text}"));
+        assert!(tps >= 3.0 / 60.0, "consumeTps {tps}");
     });
 }
 

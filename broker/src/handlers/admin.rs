@@ -160,8 +160,31 @@ pub fn broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
         .unwrap_or_default();
     Ok(success(request)
         .with_header(&GetBrokerConfigResponseHeader { version })
-        .with_body(broker.config.render().into_bytes())
+        .with_body(broker.live.overlay(&broker.config.render()).into_bytes())
         .into())
+}
+
+/// UPDATE_BROKER_CONFIG: the body is `key=value` lines (`MixAll.properties2String`);
+/// only [`crate::live_config::UPDATABLE`] keys are accepted (see that module for why).
+pub fn update_broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let text = String::from_utf8_lossy(&request.body);
+    let pairs = crate::properties::parse(&text);
+    if pairs.is_empty() {
+        return error(request, response::SYSTEM_ERROR, "string2Properties error");
+    }
+    match broker.live.update(&pairs) {
+        Ok(perm_changed) => {
+            tracing::info!(?pairs, "broker config updated");
+            if perm_changed {
+                broker.topics.touch();
+            }
+            Ok(success(request).into())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "broker config update refused");
+            error(request, response::NO_PERMISSION, e.to_string())
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -296,7 +319,9 @@ pub fn consume_stats(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
     };
     let store = &broker.store;
     let mut entries = Vec::new();
+    let mut consume_tps = 0.0;
     for topic in topics {
+        consume_tps += broker.consume_rate.tps(&h.consumer_group, &topic);
         let Some(config) = broker.topics.get(&topic) else {
             continue;
         };
@@ -325,9 +350,8 @@ pub fn consume_stats(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
             entries.push((queue(broker, &topic, q), protocol::body::encode(&value)));
         }
     }
-    // Consume TPS sampling (`BrokerStatsManager`) is not implemented; 0.0 like an idle group.
     let mut out = String::new();
-    let _ = write!(out, "{{\"consumeTps\":0.0,\"offsetTable\":");
+    let _ = write!(out, "{{\"consumeTps\":{consume_tps:?},\"offsetTable\":");
     object_keyed_map(&mut out, entries);
     out.push('}');
     Ok(success(request).with_body(out.into_bytes()).into())

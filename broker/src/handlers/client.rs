@@ -2,6 +2,7 @@
 //! `AdminBrokerProcessor`: heartbeats, unregistration, consumer lists, queue locks.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use protocol::RemotingCommand;
@@ -32,7 +33,13 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
         last_update: Instant::now(),
     };
     for consumer in &data.consumer_data_set {
-        if let Some(group) = broker.groups.find_or_create(&consumer.group_name) {
+        if let Some(group) = broker.groups.find_or_create(
+            &consumer.group_name,
+            broker
+                .live
+                .auto_create_subscription_group
+                .load(Ordering::Relaxed),
+        ) {
             let sys_flag = if consumer.unit_mode { FLAG_UNIT_SUB } else { 0 };
             broker.topics.get_or_create_system(
                 &names::retry_topic(&consumer.group_name),
@@ -78,7 +85,11 @@ pub fn unregister_client(
 /// Tells every member of `group` to rebalance (`Broker2Client.notifyConsumerIdsChanged`),
 /// unless the group disabled it or the broker did.
 pub fn notify_consumer_ids_changed(broker: &Broker, group: &str) {
-    if !broker.config.broker.notify_consumer_ids_changed_enable {
+    if !broker
+        .live
+        .notify_consumer_ids_changed_enable
+        .load(Ordering::Relaxed)
+    {
         return;
     }
     if broker

@@ -1,6 +1,7 @@
 //! PULL_MESSAGE with long polling (`PullMessageProcessor`, reference §7.4).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use protocol::RemotingCommand;
@@ -35,11 +36,11 @@ pub async fn pull_message(
         Pass::Done(out) => return Ok(Reply::Response(out)),
         Pass::Suspend(filter) => filter,
     };
-    let b = &broker.config.broker;
-    let hold = if b.long_polling_enable {
+    let live = &broker.live;
+    let hold = if live.long_polling_enable.load(Ordering::Relaxed) {
         Duration::from_millis(h.suspend_timeout_millis.max(0) as u64)
     } else {
-        Duration::from_millis(b.short_polling_time_mills)
+        Duration::from_millis(live.short_polling_time_mills.load(Ordering::Relaxed))
     };
     let woken = broker
         .pull_hold
@@ -79,14 +80,20 @@ fn process(
 ) -> Pass {
     let b = &broker.config.broker;
     let flag = PullSysFlag(h.sys_flag);
-    if !perm::is_readable(b.broker_permission) {
+    if !perm::is_readable(broker.live.broker_permission()) {
         return fail(
             request,
             response::NO_PERMISSION,
             format!("the broker[{}] pulling message is forbidden", b.broker_ip1),
         );
     }
-    let Some(group) = broker.groups.find_or_create(&h.consumer_group) else {
+    let Some(group) = broker.groups.find_or_create(
+        &h.consumer_group,
+        broker
+            .live
+            .auto_create_subscription_group
+            .load(Ordering::Relaxed),
+    ) else {
         return fail(
             request,
             response::SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -226,6 +233,9 @@ fn process(
         broker
             .metrics
             .record_get(&h.topic, result.messages.len() as u64, bytes as u64);
+        broker
+            .consume_rate
+            .record(&h.consumer_group, &h.topic, result.messages.len() as u64);
         Pass::Done(Outbound::with_parts(cmd, result.messages))
     } else {
         Pass::Done(cmd.into())

@@ -155,7 +155,7 @@ fn check(
 ) -> Result<TopicConfig, RemotingCommand> {
     let b = &broker.config.broker;
     let fail = |code, remark: String| RemotingCommand::error_response(request, code, remark);
-    if !perm::is_writeable(b.broker_permission) {
+    if !perm::is_writeable(broker.live.broker_permission()) {
         return Err(fail(
             response::NO_PERMISSION,
             format!("the broker[{}] sending message is forbidden", b.broker_ip1),

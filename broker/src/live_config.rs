@@ -1,0 +1,220 @@
+//! The broker settings UPDATE_BROKER_CONFIG may change while the broker runs.
+//!
+//! RocketMQ's `AdminBrokerProcessor.updateBrokerConfig` let any `BrokerConfig` field be
+//! set remotely, which is how CVE-2023-33246 ran commands (through `rocketmqHome` /
+//! `filterServerNums`) and CVE-2023-37582 rewrote paths. Here only the keys in
+//! [`UPDATABLE`] can change: each is a switch or a number that the handlers read on every
+//! request, none names a path, an address, a port or anything executable. A request that
+//! holds any other key, or a bad value, is refused as a whole and changes nothing.
+//!
+//! Updates last until the process stops; the config file (on Kubernetes, the operator's
+//! ConfigMap) stays the source of truth at the next start.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+
+use crate::config::BrokerConfig;
+
+/// Keys UPDATE_BROKER_CONFIG accepts, with RocketMQ's names.
+pub const UPDATABLE: &[&str] = &[
+    "brokerPermission",
+    "longPollingEnable",
+    "shortPollingTimeMills",
+    "notifyConsumerIdsChangedEnable",
+    "autoCreateSubscriptionGroup",
+];
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateError {
+    #[error("Can not update config: {0} cannot be changed at runtime (allowed: {allowed})", allowed = UPDATABLE.join(", "))]
+    NotUpdatable(String),
+    #[error("bad value {value:?} for {key}")]
+    BadValue { key: String, value: String },
+}
+
+#[derive(Debug)]
+pub struct LiveConfig {
+    pub broker_permission: AtomicI32,
+    pub long_polling_enable: AtomicBool,
+    pub short_polling_time_mills: AtomicU64,
+    pub notify_consumer_ids_changed_enable: AtomicBool,
+    pub auto_create_subscription_group: AtomicBool,
+}
+
+/// A parsed value, checked before anything is applied.
+enum Value {
+    Perm(i32),
+    Flag(bool),
+    Millis(u64),
+}
+
+impl LiveConfig {
+    pub fn new(b: &BrokerConfig) -> Self {
+        Self {
+            broker_permission: AtomicI32::new(b.broker_permission),
+            long_polling_enable: AtomicBool::new(b.long_polling_enable),
+            short_polling_time_mills: AtomicU64::new(b.short_polling_time_mills),
+            notify_consumer_ids_changed_enable: AtomicBool::new(
+                b.notify_consumer_ids_changed_enable,
+            ),
+            auto_create_subscription_group: AtomicBool::new(b.auto_create_subscription_group),
+        }
+    }
+
+    pub fn broker_permission(&self) -> i32 {
+        self.broker_permission.load(Ordering::Relaxed)
+    }
+
+    /// Validates every pair, then applies them all. Returns whether brokerPermission
+    /// changed (the caller then re-registers, as RocketMQ does).
+    pub fn update(&self, pairs: &[(String, String)]) -> Result<bool, UpdateError> {
+        let mut parsed = Vec::with_capacity(pairs.len());
+        for (key, value) in pairs {
+            let bad = || UpdateError::BadValue {
+                key: key.clone(),
+                value: value.clone(),
+            };
+            let v = value.trim();
+            let parsed_value = match key.as_str() {
+                // PermName: only the read (4) and write (2) bits mean anything for a broker.
+                "brokerPermission" => match v.parse::<i32>() {
+                    Ok(p) if (0..=7).contains(&p) => Value::Perm(p),
+                    _ => return Err(bad()),
+                },
+                "shortPollingTimeMills" => match v.parse::<u64>() {
+                    Ok(ms) if (1..=60_000).contains(&ms) => Value::Millis(ms),
+                    _ => return Err(bad()),
+                },
+                k if UPDATABLE.contains(&k) => Value::Flag(v.parse().map_err(|_| bad())?),
+                other => return Err(UpdateError::NotUpdatable(other.to_owned())),
+            };
+            parsed.push((key.as_str(), parsed_value));
+        }
+        let mut perm_changed = false;
+        for (key, value) in parsed {
+            match (key, value) {
+                ("brokerPermission", Value::Perm(p)) => {
+                    perm_changed |= self.broker_permission.swap(p, Ordering::Relaxed) != p;
+                }
+                ("shortPollingTimeMills", Value::Millis(ms)) => {
+                    self.short_polling_time_mills.store(ms, Ordering::Relaxed)
+                }
+                ("longPollingEnable", Value::Flag(f)) => {
+                    self.long_polling_enable.store(f, Ordering::Relaxed)
+                }
+                ("notifyConsumerIdsChangedEnable", Value::Flag(f)) => self
+                    .notify_consumer_ids_changed_enable
+                    .store(f, Ordering::Relaxed),
+                ("autoCreateSubscriptionGroup", Value::Flag(f)) => self
+                    .auto_create_subscription_group
+                    .store(f, Ordering::Relaxed),
+                _ => {}
+            }
+        }
+        Ok(perm_changed)
+    }
+
+    /// `key=value` lines of the effective config with the live values in place of
+    /// the started ones (GET_BROKER_CONFIG).
+    pub fn overlay(&self, rendered: &str) -> String {
+        let live = [
+            ("brokerPermission", self.broker_permission().to_string()),
+            (
+                "longPollingEnable",
+                self.long_polling_enable.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "shortPollingTimeMills",
+                self.short_polling_time_mills
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "notifyConsumerIdsChangedEnable",
+                self.notify_consumer_ids_changed_enable
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+            (
+                "autoCreateSubscriptionGroup",
+                self.auto_create_subscription_group
+                    .load(Ordering::Relaxed)
+                    .to_string(),
+            ),
+        ];
+        let mut out = String::with_capacity(rendered.len());
+        for line in rendered.lines() {
+            let key = line.split_once('=').map_or(line, |(k, _)| k);
+            match live.iter().find(|(k, _)| *k == key) {
+                Some((k, v)) => out.push_str(&format!("{k}={v}")),
+                None => out.push_str(line),
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn allow_listed_keys_apply_and_others_change_nothing() {
+        let live = LiveConfig::new(&BrokerConfig::default());
+        assert_eq!(live.broker_permission(), 6);
+        let changed = live
+            .update(&pairs(&[
+                ("brokerPermission", "4"),
+                ("longPollingEnable", "false"),
+                ("shortPollingTimeMills", "250"),
+            ]))
+            .unwrap();
+        assert!(changed);
+        assert_eq!(live.broker_permission(), 4);
+        assert!(!live.long_polling_enable.load(Ordering::Relaxed));
+        assert_eq!(live.short_polling_time_mills.load(Ordering::Relaxed), 250);
+
+        // Path, command and address keys are refused, and nothing else in the request applies.
+        for key in [
+            "storePathRootDir",
+            "rocketmqHome",
+            "filterServerNums",
+            "namesrvAddr",
+            "brokerIP1",
+            "listenPort",
+            "configStorePath",
+        ] {
+            let err = live
+                .update(&pairs(&[("brokerPermission", "6"), (key, "/tmp/x")]))
+                .unwrap_err();
+            assert_eq!(err, UpdateError::NotUpdatable(key.to_owned()));
+        }
+        assert_eq!(live.broker_permission(), 4);
+        assert!(matches!(
+            live.update(&pairs(&[("brokerPermission", "9")])),
+            Err(UpdateError::BadValue { .. })
+        ));
+        assert!(matches!(
+            live.update(&pairs(&[("longPollingEnable", "maybe")])),
+            Err(UpdateError::BadValue { .. })
+        ));
+        assert!(!live.update(&pairs(&[("brokerPermission", "4")])).unwrap());
+    }
+
+    #[test]
+    fn overlay_replaces_live_keys_only() {
+        let live = LiveConfig::new(&BrokerConfig::default());
+        live.update(&pairs(&[("brokerPermission", "2")])).unwrap();
+        let out = live.overlay("brokerName=b\nbrokerPermission=6\nlongPollingEnable=true\n");
+        assert_eq!(
+            out,
+            "brokerName=b\nbrokerPermission=2\nlongPollingEnable=true\n"
+        );
+    }
+}
