@@ -1,7 +1,8 @@
 //! One client connection.
 //!
-//! The reader decodes frames and starts one task per request, so a parked long-poll pull
-//! or a send waiting for the disk does not hold up the requests pipelined behind it;
+//! The reader decodes frames and runs each request; one that cannot finish at once gets
+//! its own task, so a parked long-poll pull or a send waiting for the disk does not hold
+//! up the requests pipelined behind it;
 //! answers go out in completion order, matched by opaque. Work is bounded: a request
 //! that would exceed `maxInFlightPerConnection` or the broker-wide `maxInFlightTotal`
 //! is answered at once with SYSTEM_BUSY instead of queueing. The writer task owns the
@@ -11,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::BytesMut;
 use futures::StreamExt;
@@ -105,13 +107,31 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
             }
             continue;
         };
-        let (broker, conn, tx) = (Arc::clone(&broker), conn.clone(), tx.clone());
-        tokio::spawn(async move {
+        let (task_broker, task_conn) = (Arc::clone(&broker), conn.clone());
+        let mut task = Box::pin(async move {
             let _permits = permits;
-            if let Some(out) = dispatch::dispatch(&broker, &conn, request).await {
-                let _ = tx.send(out).await;
-            }
+            dispatch::dispatch(&task_broker, &task_conn, request).await
         });
+        // Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) complete on their
+        // first poll: answer those here and spare a task spawn and a cross-thread wakeup.
+        // Only a request that has to wait (disk, slave, long polling) gets its own task,
+        // so it never holds up the requests pipelined behind it.
+        match futures::poll!(task.as_mut()) {
+            Poll::Ready(Some(out)) => {
+                if tx.send(out).await.is_err() {
+                    break;
+                }
+            }
+            Poll::Ready(None) => {}
+            Poll::Pending => {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    if let Some(out) = task.await {
+                        let _ = tx.send(out).await;
+                    }
+                });
+            }
+        }
     }
     close.cancel();
     drop(tx);
@@ -142,6 +162,11 @@ async fn write_loop(
             Some(cmd) = pushes.recv() => Outbound::from(cmd),
             _ = close.cancelled() => break,
         };
+        // Let the reader and handlers queue what they are about to answer, so that a
+        // burst of pipelined requests costs one write instead of one per response.
+        if responses.is_empty() {
+            tokio::task::yield_now().await;
+        }
         let mut next = Some(first);
         // Batch everything already queued into as few writes as possible.
         while let Some(out) = next.take() {
