@@ -1,8 +1,7 @@
 //! Outcome of a put, as RocketMQ reports it (`PutMessageStatus`, `AppendMessageResult`,
 //! `PutMessageResult`).
 
-use std::fmt::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use protocol::message::{PhysicalOffset, QueueOffset};
 
@@ -92,22 +91,8 @@ impl AppendMessageResult {
     }
 }
 
-/// `MessageDecoder.createMessageId`: uppercase hex of the store host address, its port
-/// as an i32, and the physical offset as an i64.
-pub fn offset_msg_id(store_host: SocketAddr, offset: PhysicalOffset) -> String {
-    let mut raw = Vec::with_capacity(28);
-    match store_host.ip() {
-        IpAddr::V4(ip) => raw.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => raw.extend_from_slice(&ip.octets()),
-    }
-    raw.extend_from_slice(&i32::from(store_host.port()).to_be_bytes());
-    raw.extend_from_slice(&offset.0.to_be_bytes());
-    let mut out = String::with_capacity(raw.len() * 2);
-    for b in raw {
-        let _ = write!(out, "{b:02X}");
-    }
-    out
-}
+/// `MessageDecoder.createMessageId`, shared with the protocol crate's msgId codec.
+pub use protocol::message::offset_msg_id;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutMessageResult {

@@ -231,9 +231,20 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .map_err(|e| StoreError::io(format!("spawn {name} thread"), e))
 }
 
+/// How long the reput thread naps after a round that found records, before looking
+/// again. While appends keep coming it never parks, so appenders never pay a wake-up
+/// per message (RocketMQ's ReputMessageService polls every 1 ms); when a round finds
+/// nothing it parks until the next append, so an idle store dispatches at once.
+const BUSY_POLL: Duration = Duration::from_micros(100);
+
 fn reput_loop(shared: &Shared) {
     while shared.running.load(Ordering::Acquire) {
+        let before = shared.reput_offset();
         dispatch_available(shared);
+        if shared.reput_offset() > before {
+            std::thread::sleep(BUSY_POLL);
+            continue;
+        }
         shared
             .commit_log
             .wait_beyond(shared.reput_offset(), Duration::from_millis(1));
