@@ -5,43 +5,16 @@ use std::hint::black_box;
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
+use common::{PROPS, bare_send_request, send_request, send_response};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use protocol::code::{request, response};
-use protocol::header::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
+use protocol::header::SendMessageRequestHeader;
 use protocol::message::{
     MessageRecord, MessageSysFlag, PhysicalOffset, QueueOffset, StoreStamp, decode,
 };
-use protocol::{RemotingCodec, RemotingCommand, SerializeType};
+use protocol::{RemotingCodec, SerializeType};
 use tokio_util::codec::{Decoder, Encoder};
 
-const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A800020005FFFFFFFE93D2E5000000";
-
-fn send_request(st: SerializeType) -> Vec<u8> {
-    let v2 = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-        producer_group: "please_rename_unique_group_name".into(),
-        topic: "TopicTest".into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 3,
-        sys_flag: MessageSysFlag(0),
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(PROPS.into()),
-        reconsume_times: Some(0),
-        unit_mode: false,
-        batch: false,
-        max_reconsume_times: None,
-        bname: Some("broker-a".into()),
-    });
-    let cmd = RemotingCommand::request(request::SEND_MESSAGE_V2, &v2)
-        .with_body(vec![b'x'; 1024])
-        .with_serialize_type(st);
-    let mut out = BytesMut::new();
-    RemotingCodec::default().encode(&cmd, &mut out).unwrap();
-    out.to_vec()
-}
+mod common;
 
 fn bench_send_request(c: &mut Criterion) {
     for (name, st) in [
@@ -110,21 +83,11 @@ fn bench_send_response(c: &mut Criterion) {
         ("json", SerializeType::Json),
         ("binary", SerializeType::RocketMq),
     ] {
-        let request =
-            RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_serialize_type(st);
+        let request = bare_send_request(st);
         let mut out = BytesMut::with_capacity(4096);
         c.bench_function(&format!("send_response_encode/{name}"), |b| {
             b.iter(|| {
-                let header = SendMessageResponseHeader {
-                    msg_id: "0A00000100002A9F0000000000001234".into(),
-                    queue_id: 3,
-                    queue_offset: QueueOffset(123_456),
-                    transaction_id: None,
-                };
-                let mut resp = RemotingCommand::response_to(black_box(&request), response::SUCCESS)
-                    .with_header(&header);
-                resp.ext_fields.insert("MSG_REGION", "DefaultRegion");
-                resp.ext_fields.insert("TRACE_ON", "true");
+                let resp = send_response(black_box(&request));
                 out.clear();
                 RemotingCodec::default().encode(&resp, &mut out).unwrap();
                 black_box(out.len())

@@ -9,42 +9,15 @@ use std::hint::black_box;
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
-use protocol::code::{request, response};
-use protocol::header::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
+use common::{PROPS, bare_send_request, send_request, send_response};
+use protocol::header::SendMessageRequestHeader;
 use protocol::message::{
     MessageRecord, MessageSysFlag, PhysicalOffset, QueueOffset, StoreStamp, decode,
 };
-use protocol::{RemotingCodec, RemotingCommand, SerializeType};
+use protocol::{RemotingCodec, SerializeType};
 use tokio_util::codec::{Decoder, Encoder};
 
-const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A800020005FFFFFFFE93D2E5000000";
-
-fn send_request(st: SerializeType) -> Vec<u8> {
-    let v2 = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-        producer_group: "please_rename_unique_group_name".into(),
-        topic: "TopicTest".into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 3,
-        sys_flag: MessageSysFlag(0),
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(PROPS.into()),
-        reconsume_times: Some(0),
-        unit_mode: false,
-        batch: false,
-        max_reconsume_times: None,
-        bname: Some("broker-a".into()),
-    });
-    let cmd = RemotingCommand::request(request::SEND_MESSAGE_V2, &v2)
-        .with_body(vec![b'x'; 1024])
-        .with_serialize_type(st);
-    let mut out = BytesMut::new();
-    RemotingCodec::default().encode(&cmd, &mut out).unwrap();
-    out.to_vec()
-}
+mod common;
 
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
@@ -85,20 +58,10 @@ fn main() {
             } else {
                 SerializeType::RocketMq
             };
-            let req =
-                RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_serialize_type(st);
+            let req = bare_send_request(st);
             let mut out = BytesMut::with_capacity(4096);
             for _ in 0..n {
-                let header = SendMessageResponseHeader {
-                    msg_id: "0A00000100002A9F0000000000001234".into(),
-                    queue_id: 3,
-                    queue_offset: QueueOffset(123_456),
-                    transaction_id: None,
-                };
-                let mut resp = RemotingCommand::response_to(black_box(&req), response::SUCCESS)
-                    .with_header(&header);
-                resp.ext_fields.insert("MSG_REGION", "DefaultRegion");
-                resp.ext_fields.insert("TRACE_ON", "true");
+                let resp = send_response(black_box(&req));
                 out.clear();
                 RemotingCodec::default().encode(&resp, &mut out).unwrap();
                 black_box(out.len());

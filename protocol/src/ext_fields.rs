@@ -1,16 +1,27 @@
 //! A command's `extFields`: the string map every typed header is carried in.
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
+
+mod value;
+
+pub(crate) use value::Value;
 
 /// `extFields` of a [`crate::RemotingCommand`]. Keys are unique: when a peer sends a key
 /// twice (ACL copies header fields into extFields before signing, so the binary header
 /// can hold duplicates) the last value wins, like Java's `HashMap.put`.
 ///
 /// Stored as a vector sorted by key: commands carry a dozen short entries, for which a
-/// binary search beats hashing, iteration comes out in the order fastjson writes, and
-/// well-known keys are kept as `&'static str` instead of being allocated per frame.
+/// binary search beats hashing, and well-known keys are kept as `&'static str` instead
+/// of being allocated per frame. The vector is sorted in *descending* order so that a
+/// typed header taking its fields in ascending key order (the V2 send header's `a`..`n`)
+/// removes from the end, moving nothing; iteration reverses it into the ascending order
+/// fastjson writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExtFields(Vec<(Cow<'static, str>, String)>);
+pub struct ExtFields(Vec<(Cow<'static, str>, Value)>);
+
+/// Entries most commands start with; one allocation covers them.
+const FIRST_CAPACITY: usize = 8;
 
 impl ExtFields {
     pub fn new() -> Self {
@@ -21,36 +32,66 @@ impl ExtFields {
         Self(Vec::with_capacity(n))
     }
 
+    /// `Ok(i)` when `key` is at `i`, else `Err(i)` where it would be inserted.
+    #[inline]
     fn position(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| k.as_ref().cmp(key))
+        let key = key.as_bytes();
+        self.0.binary_search_by(|(k, _)| cmp_key(key, k.as_bytes()))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
         self.position(key).ok().map(|i| self.0[i].1.as_str())
     }
 
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        let key: String = key.into();
-        self.insert_key(
-            intern(&key).map_or(Cow::Owned(key), Cow::Borrowed),
-            value.into(),
-        );
+    /// Inserts or replaces an entry. A well-known key is not copied.
+    pub fn insert<K, V>(&mut self, key: K, value: V)
+    where
+        K: AsRef<str> + Into<String>,
+        V: AsRef<str> + Into<String>,
+    {
+        let key = match intern(key.as_ref()) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(key.into()),
+        };
+        let value = if value.as_ref().len() <= Value::INLINE_CAP {
+            Value::copied(value.as_ref())
+        } else {
+            Value::Heap(value.into())
+        };
+        self.insert_key(key, value);
     }
 
     /// [`Self::insert`] for a key known at compile time (typed headers): the key is not
     /// copied.
     pub fn insert_static(&mut self, key: &'static str, value: impl Into<String>) {
-        self.insert_key(Cow::Borrowed(key), value.into());
+        self.insert_key(Cow::Borrowed(key), Value::from(value.into()));
     }
 
-    fn insert_key(&mut self, key: Cow<'static, str>, value: String) {
+    fn insert_key(&mut self, key: Cow<'static, str>, value: Value) {
         match self.position(&key) {
             Ok(i) => self.0[i].1 = value,
-            Err(i) => self.0.insert(i, (key, value)),
+            Err(i) => {
+                if self.0.capacity() == 0 {
+                    self.0.reserve(FIRST_CAPACITY);
+                }
+                self.0.insert(i, (key, value))
+            }
         }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
+        self.take(key).map(Value::into_string)
+    }
+
+    /// [`Self::remove`] without turning an inline value into a `String`.
+    #[inline]
+    pub(crate) fn take(&mut self, key: &str) -> Option<Value> {
+        // Typed headers take their keys in ascending order: the smallest is last.
+        if let Some((last, _)) = self.0.last()
+            && last.as_bytes() == key.as_bytes()
+        {
+            return self.0.pop().map(|(_, v)| v);
+        }
         let i = self.position(key).ok()?;
         Some(self.0.remove(i).1)
     }
@@ -68,8 +109,8 @@ impl ExtFields {
     }
 
     /// Entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_ref(), v.as_str()))
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &str)> + ExactSizeIterator {
+        self.0.iter().rev().map(|(k, v)| (k.as_ref(), v.as_str()))
     }
 
     /// Entries sorted by key: the order fastjson writes them in, and a stable order for
@@ -80,17 +121,36 @@ impl ExtFields {
 
     /// Builds the map from entries in wire order in O(n log n), last duplicate winning
     /// (inserting one by one would be quadratic on a hostile frame with many keys).
-    pub(crate) fn from_entries(mut entries: Vec<(Cow<'static, str>, String)>) -> Self {
-        if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+    pub(crate) fn from_entries(mut entries: Vec<(Cow<'static, str>, Value)>) -> Self {
+        let ascending =
+            |a: &(Cow<str>, Value), b: &(Cow<str>, Value)| cmp_key(a.0.as_bytes(), b.0.as_bytes());
+        if entries
+            .windows(2)
+            .all(|w| ascending(&w[0], &w[1]) == Ordering::Less)
+        {
+            // What fastjson writes, and so what almost every frame holds.
+            entries.reverse();
             return Self(entries);
         }
         // Reversed, a stable sort puts the last occurrence of a key first in its run,
         // and `dedup_by` keeps the first of each run.
         entries.reverse();
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_by(|a, b| ascending(b, a));
         entries.dedup_by(|later, earlier| later.0 == earlier.0);
         Self(entries)
     }
+}
+
+/// `str` ordering, written out because keys are a few bytes long: a byte loop beats
+/// the call to `memcmp` the slice comparison makes.
+#[inline]
+fn cmp_key(a: &[u8], b: &[u8]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 /// A decoded key, borrowed from the static table when it is a well-known one.
@@ -101,7 +161,7 @@ pub(crate) fn decoded_key(key: &str) -> Cow<'static, str> {
 macro_rules! known_keys {
     ($($k:literal),* $(,)?) => {
         /// Keys seen in (almost) every frame of the hot paths.
-        fn intern(key: &str) -> Option<&'static str> {
+        pub(crate) fn intern(key: &str) -> Option<&'static str> {
             match key {
                 $($k => Some($k),)*
                 _ => None,
@@ -186,13 +246,17 @@ known_keys![
     "version",
 ];
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ExtFields {
+impl<K, V> FromIterator<(K, V)> for ExtFields
+where
+    K: AsRef<str> + Into<String>,
+    V: AsRef<str> + Into<String>,
+{
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         Self::from_entries(
             iter.into_iter()
                 .map(|(k, v)| {
-                    let k: String = k.into();
-                    (intern(&k).map_or(Cow::Owned(k), Cow::Borrowed), v.into())
+                    let k = intern(k.as_ref()).map_or_else(|| Cow::Owned(k.into()), Cow::Borrowed);
+                    (k, Value::from(v.into()))
                 })
                 .collect(),
         )

@@ -9,7 +9,7 @@
 use bytes::{Buf, BufMut, BytesMut};
 
 use crate::command::RemotingCommand;
-use crate::ext_fields::decoded_key;
+use crate::ext_fields::{Value, decoded_key};
 use crate::serialize_json::Header;
 use crate::{ExtFields, LanguageCode, ProtocolError};
 
@@ -64,7 +64,7 @@ pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
         let value = take_str(&mut ext, 4, "extFields value")?;
         // Java turns zero-length strings into null and a null value reads as absent.
         if let (Some(k), Some(v)) = (key, value) {
-            entries.push((decoded_key(k), v.to_owned()));
+            entries.push((decoded_key(k), Value::copied(v)));
         }
     }
     let ext_fields = ExtFields::from_entries(entries);

@@ -3,20 +3,25 @@
 //!
 //! Reading is deliberately lenient because real clients differ: the C++ client sends
 //! numbers and booleans as extField values, rocketmq-client-rust sends `null` remark and
-//! extFields, fastjson ignores unknown properties and keeps the last of duplicate keys.
-//! Writing is strict: every extField value a string, language as its name, properties in
-//! alphabetical order like fastjson.
+//! extFields, fastjson ignores unknown properties and keeps the last of duplicate keys
+//! (see [`reader`]). Writing is strict: every extField value a string, language as its
+//! name, properties in alphabetical order like fastjson.
 
-use std::fmt;
+mod number;
+mod reader;
+
+#[cfg(test)]
+mod oracle;
+#[cfg(test)]
+mod tests;
 
 use bytes::{BufMut, BytesMut};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::command::RemotingCommand;
-use crate::ext_fields::decoded_key;
 use crate::{ExtFields, LanguageCode, ProtocolError};
 
 /// The header fields of a command; the body travels outside the header.
+#[derive(Debug, PartialEq)]
 pub(crate) struct Header {
     pub code: i32,
     pub language: LanguageCode,
@@ -28,245 +33,97 @@ pub(crate) struct Header {
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<Header, ProtocolError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let header = de
-        .deserialize_map(HeaderVisitor)
-        .map_err(|e| ProtocolError::Json(e.to_string()))?;
-    de.end().map_err(|e| ProtocolError::Json(e.to_string()))?;
-    Ok(header)
+    reader::read(bytes)
 }
+
+/// Bytes of the header besides its strings, rounded up.
+const FIXED_LEN: usize = 160;
 
 pub(crate) fn encode(cmd: &RemotingCommand, out: &mut BytesMut) {
-    let mut w = out.writer();
-    // Writing into a BytesMut cannot fail, and every value here serializes.
-    let _ = write_header(cmd, &mut w);
-}
-
-fn write_header(cmd: &RemotingCommand, w: &mut impl std::io::Write) -> std::io::Result<()> {
-    write!(w, "{{\"code\":{}", cmd.code)?;
+    let strings: usize = cmd
+        .ext_fields
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum::<usize>()
+        + cmd.remark.as_ref().map_or(0, |r| r.len() + 12);
+    out.reserve(FIXED_LEN + strings);
+    out.put_slice(b"{\"code\":");
+    put_int(out, cmd.code);
     if !cmd.ext_fields.is_empty() {
-        w.write_all(b",\"extFields\":{")?;
+        out.put_slice(b",\"extFields\":{");
         for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
             if i > 0 {
-                w.write_all(b",")?;
+                out.put_u8(b',');
             }
-            serde_json::to_writer(&mut *w, k)?;
-            w.write_all(b":")?;
-            serde_json::to_writer(&mut *w, v)?;
+            put_str(out, k);
+            out.put_u8(b':');
+            put_str(out, v);
         }
-        w.write_all(b"}")?;
+        out.put_u8(b'}');
     }
-    write!(
-        w,
-        ",\"flag\":{},\"language\":\"{}\",\"opaque\":{}",
-        cmd.flag,
-        cmd.language.name(),
-        cmd.opaque
-    )?;
+    out.put_slice(b",\"flag\":");
+    put_int(out, cmd.flag);
+    out.put_slice(b",\"language\":\"");
+    out.put_slice(cmd.language.name().as_bytes());
+    out.put_slice(b"\",\"opaque\":");
+    put_int(out, cmd.opaque);
     if let Some(remark) = &cmd.remark {
-        w.write_all(b",\"remark\":")?;
-        serde_json::to_writer(&mut *w, remark)?;
+        out.put_slice(b",\"remark\":");
+        put_str(out, remark);
     }
-    write!(
-        w,
-        ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{}}}",
-        cmd.version
-    )
+    out.put_slice(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    put_int(out, cmd.version);
+    out.put_u8(b'}');
 }
 
-struct HeaderVisitor;
-
-impl<'de> Visitor<'de> for HeaderVisitor {
-    type Value = Header;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a RemotingCommand JSON object")
+fn put_int(out: &mut BytesMut, n: i32) {
+    let mut buf = [0u8; 11];
+    let mut at = buf.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
     }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    out.put_slice(&buf[at..]);
+}
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Header, A::Error> {
-        let mut header = Header {
-            code: 0,
-            language: LanguageCode::Java,
-            version: 0,
-            opaque: 0,
-            flag: 0,
-            remark: None,
-            ext_fields: ExtFields::new(),
+/// A JSON string escaped exactly as serde_json escapes it: `"` and `\` with a
+/// backslash, the five C escapes by letter, other control characters as `\u00xx`
+/// (lowercase hex), everything else (DEL and non-ASCII included) as is.
+fn put_str(out: &mut BytesMut, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.put_u8(b'"');
+    let mut unicode = *b"\\u0000";
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0C => b"\\f",
+            0x00..=0x1F => {
+                unicode[4] = HEX[usize::from(b >> 4)];
+                unicode[5] = HEX[usize::from(b & 0xF)];
+                &unicode
+            }
+            _ => continue,
         };
-        let mut saw_code = false;
-        while let Some(Key(key)) = map.next_key::<Key>()? {
-            match key.as_ref() {
-                "code" => {
-                    header.code = map.next_value::<Int>()?.0;
-                    saw_code = true;
-                }
-                "version" => header.version = map.next_value::<Int>()?.0,
-                "opaque" => header.opaque = map.next_value::<Int>()?.0,
-                "flag" => header.flag = map.next_value::<Int>()?.0,
-                "language" => header.language = map.next_value::<Language>()?.0,
-                "remark" => header.remark = map.next_value::<Option<String>>()?,
-                "extFields" => {
-                    header.ext_fields = map.next_value_seed(ExtFieldsSeed)?.unwrap_or_default()
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        if !saw_code {
-            return Err(de::Error::missing_field("code"));
-        }
-        Ok(header)
+        out.put_slice(&bytes[start..i]);
+        out.put_slice(escape);
+        start = i + 1;
     }
-}
-
-/// An object key; well-known keys are not allocated (`Cow<str>` would always be).
-struct Key(std::borrow::Cow<'static, str>);
-
-impl<'de> de::Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(Key(decoded_key(v)))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// An i32 written as a JSON number or a numeric string.
-struct Int(i32);
-
-impl<'de> de::Deserialize<'de> for Int {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Int;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a 32-bit integer")
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Int, E> {
-                i32::try_from(v)
-                    .map(Int)
-                    .map_err(|_| E::custom("integer out of range"))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Int, E> {
-                i32::try_from(v)
-                    .map(Int)
-                    .map_err(|_| E::custom("integer out of range"))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Int, E> {
-                v.parse().map(Int).map_err(|_| E::custom("not an integer"))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `language` as an enum name (`"JAVA"`) or, as fastjson also accepts, its ordinal.
-struct Language(LanguageCode);
-
-impl<'de> de::Deserialize<'de> for Language {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Language;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a language name or code")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Language, E> {
-                Ok(Language(LanguageCode::from_name(v)))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Language, E> {
-                Ok(Language(LanguageCode::from_code(
-                    u8::try_from(v).unwrap_or(u8::MAX),
-                )))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Language, E> {
-                Ok(Language(LanguageCode::from_code(
-                    u8::try_from(v).unwrap_or(u8::MAX),
-                )))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Language, E> {
-                Ok(Language(LanguageCode::Java))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `extFields`: `null` or an object whose values are strings, numbers, booleans or null
-/// (null entries are dropped, like an absent field).
-struct ExtFieldsSeed;
-
-impl<'de> DeserializeSeed<'de> for ExtFieldsSeed {
-    type Value = Option<ExtFields>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ExtFieldsSeed {
-    type Value = Option<ExtFields>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an extFields object or null")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(16).min(64));
-        while let Some(Key(key)) = map.next_key::<Key>()? {
-            if let Some(value) = map.next_value::<Scalar>()?.0 {
-                entries.push((key, value));
-            }
-        }
-        Ok(Some(ExtFields::from_entries(entries)))
-    }
-}
-
-/// One extFields value, stringified the way Java's `String.valueOf` would.
-struct Scalar(Option<String>);
-
-impl<'de> de::Deserialize<'de> for Scalar {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Scalar;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string, number, boolean or null")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
-                Ok(Scalar(Some(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
-                Ok(Scalar(Some(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
-                Ok(Scalar(Some(v.to_string())))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
-                Ok(Scalar(Some(v.to_string())))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
-                Ok(Scalar(Some(v.to_string())))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
-                Ok(Scalar(Some(v.to_string())))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
-                Ok(Scalar(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
+    out.put_slice(&bytes[start..]);
+    out.put_u8(b'"');
 }

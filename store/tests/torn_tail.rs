@@ -196,14 +196,17 @@ fn recovery_keeps_exactly_the_valid_prefix() {
             expect,
             "{kind:?}: recovery must stop at the first damaged record"
         );
+        let survivors = w.records.iter().filter(|r| r.1 + r.2 <= expect).count();
+        // A record damaged only in its properties (not CRC-covered) survives, as in
+        // RocketMQ, but its content is not the original: check the others' content.
         let kept: Vec<(u64, i64)> = w
             .records
             .iter()
-            .filter(|r| r.1 + r.2 <= expect)
+            .filter(|r| r.1 + r.2 <= expect && !(r.1..r.1 + r.2).contains(&changed))
             .map(|r| (r.0, r.1))
             .collect();
         let walked = verify_store(&store, &kept);
-        assert_eq!(walked, kept.len(), "nothing after the damage survives");
+        assert_eq!(walked, survivors, "nothing after the damage survives");
         for dropped in w.records.iter().filter(|r| r.1 >= expect) {
             assert!(
                 store

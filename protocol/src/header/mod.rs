@@ -33,6 +33,7 @@ pub use transaction::*;
 use thiserror::Error;
 
 use crate::ExtFields;
+use crate::ext_fields::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HeaderError {
@@ -88,8 +89,8 @@ pub fn take_required<T: FieldValue>(
     fields: &mut ExtFields,
     key: &'static str,
 ) -> Result<T, HeaderError> {
-    match fields.remove(key) {
-        Some(v) => parse_owned(key, v),
+    match fields.take(key) {
+        Some(v) => parse_taken(key, v),
         None => Err(HeaderError::Missing(key)),
     }
 }
@@ -98,13 +99,15 @@ pub fn take_optional<T: FieldValue>(
     fields: &mut ExtFields,
     key: &'static str,
 ) -> Result<Option<T>, HeaderError> {
-    fields.remove(key).map(|v| parse_owned(key, v)).transpose()
+    fields.take(key).map(|v| parse_taken(key, v)).transpose()
 }
 
-fn parse_owned<T: FieldValue>(key: &'static str, value: String) -> Result<T, HeaderError> {
-    match T::parse_owned(value) {
-        Ok(v) => Ok(v),
-        Err(value) => Err(invalid(key, &value)),
+/// Moves a heap string into `T`; parses an inline one (numbers, flags) in place, so
+/// no `String` is built for it.
+fn parse_taken<T: FieldValue>(key: &'static str, value: Value) -> Result<T, HeaderError> {
+    match value.into_heap() {
+        Ok(owned) => T::parse_owned(owned).map_err(|value| invalid(key, &value)),
+        Err(inline) => parse(key, inline.as_str()),
     }
 }
 

@@ -1,0 +1,58 @@
+//! Fixtures shared by the `codec` criterion bench and the `codec_profile` binary, so
+//! that both measure the same frames.
+
+use bytes::BytesMut;
+use protocol::code::{request, response};
+use protocol::header::{
+    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+};
+use protocol::message::{MessageSysFlag, QueueOffset};
+use protocol::{RemotingCodec, RemotingCommand, SerializeType};
+use tokio_util::codec::Encoder;
+
+pub const PROPS: &str = "TAGS\u{1}TagA\u{2}KEYS\u{1}order-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}C0A800020005FFFFFFFE93D2E5000000";
+
+/// A SEND_MESSAGE_V2 frame with a 1 KiB body, as a Java producer sends it.
+pub fn send_request(st: SerializeType) -> Vec<u8> {
+    let v2 = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "please_rename_unique_group_name".into(),
+        topic: "TopicTest".into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 3,
+        sys_flag: MessageSysFlag(0),
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(PROPS.into()),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        batch: false,
+        max_reconsume_times: None,
+        bname: Some("broker-a".into()),
+    });
+    let cmd = RemotingCommand::request(request::SEND_MESSAGE_V2, &v2)
+        .with_body(vec![b'x'; 1024])
+        .with_serialize_type(st);
+    let mut out = BytesMut::new();
+    RemotingCodec::default().encode(&cmd, &mut out).unwrap();
+    out.to_vec()
+}
+
+/// The response the broker sends for a stored message.
+pub fn send_response(request: &RemotingCommand) -> RemotingCommand {
+    let header = SendMessageResponseHeader {
+        msg_id: "0A00000100002A9F0000000000001234".into(),
+        queue_id: 3,
+        queue_offset: QueueOffset(123_456),
+        transaction_id: None,
+    };
+    let mut resp = RemotingCommand::response_to(request, response::SUCCESS).with_header(&header);
+    resp.ext_fields.insert("MSG_REGION", "DefaultRegion");
+    resp.ext_fields.insert("TRACE_ON", "true");
+    resp
+}
+
+/// The request [`send_response`] answers (only its opaque and serialize type matter).
+pub fn bare_send_request(st: SerializeType) -> RemotingCommand {
+    RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_serialize_type(st)
+}
