@@ -1,58 +1,20 @@
 //! Subscription group configs (`SubscriptionGroupManager`): auto-created on first use
 //! when `autoCreateSubscriptionGroup` is on, persisted to `subscriptionGroup.json`.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use parking_lot::RwLock;
 use protocol::body::DataVersion;
-use serde::{Deserialize, Serialize};
+use store::config_files::{
+    ConfigFile, ConfigFileError, SubscriptionGroupConfig, SubscriptionGroupTable,
+    subscription_group_path,
+};
 
-use crate::config_file::{ConfigFile, ConfigFileError};
 use crate::names;
 use crate::now_ms;
 
-/// `SubscriptionGroupConfig` with its Java defaults; fields in fastjson's order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct GroupConfig {
-    pub broker_id: i64,
-    pub consume_broadcast_enable: bool,
-    pub consume_enable: bool,
-    pub consume_from_min_enable: bool,
-    pub group_name: String,
-    pub notify_consumer_ids_changed_enable: bool,
-    pub retry_max_times: i32,
-    pub retry_queue_nums: i32,
-    pub which_broker_when_consume_slowly: i64,
-}
-
-impl Default for GroupConfig {
-    fn default() -> Self {
-        Self {
-            broker_id: 0,
-            consume_broadcast_enable: true,
-            consume_enable: true,
-            consume_from_min_enable: true,
-            group_name: String::new(),
-            notify_consumer_ids_changed_enable: true,
-            retry_max_times: 16,
-            retry_queue_nums: 1,
-            which_broker_when_consume_slowly: 1,
-        }
-    }
-}
-
-/// `subscriptionGroup.json` / GET_ALL_SUBSCRIPTIONGROUP_CONFIG body.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct GroupTable {
-    pub data_version: DataVersion,
-    pub subscription_group_table: BTreeMap<String, GroupConfig>,
-}
-
 pub struct GroupManager {
-    table: RwLock<GroupTable>,
+    table: RwLock<SubscriptionGroupTable>,
     file: ConfigFile,
 }
 
@@ -70,20 +32,23 @@ const DEFAULT_GROUPS: &[&str] = &[
 
 impl GroupManager {
     pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(store_root.join("config").join("subscriptionGroup.json"));
+        let file = ConfigFile::new(subscription_group_path(store_root));
         let mut table = file
-            .load(|b| protocol::body::decode::<GroupTable>(b).map_err(|e| e.to_string()))?
-            .unwrap_or_else(|| GroupTable {
+            .load_with("subscriptionGroup.json", |text| {
+                protocol::body::decode::<SubscriptionGroupTable>(text.as_bytes())
+                    .map_err(|e| e.to_string())
+            })?
+            .unwrap_or_else(|| SubscriptionGroupTable {
                 data_version: DataVersion::new(now_ms()),
-                ..GroupTable::default()
+                ..SubscriptionGroupTable::default()
             });
         for name in DEFAULT_GROUPS {
             table
                 .subscription_group_table
                 .entry((*name).to_owned())
-                .or_insert_with(|| GroupConfig {
+                .or_insert_with(|| SubscriptionGroupConfig {
                     group_name: (*name).to_owned(),
-                    ..GroupConfig::default()
+                    ..SubscriptionGroupConfig::default()
                 });
         }
         Ok(Self {
@@ -92,7 +57,7 @@ impl GroupManager {
         })
     }
 
-    pub fn get(&self, group: &str) -> Option<GroupConfig> {
+    pub fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
         self.table
             .read()
             .subscription_group_table
@@ -102,16 +67,20 @@ impl GroupManager {
 
     /// `findSubscriptionGroupConfig`: the group's config, created with defaults when
     /// `auto_create` (autoCreateSubscriptionGroup) is on or the group is a system group.
-    pub fn find_or_create(&self, group: &str, auto_create: bool) -> Option<GroupConfig> {
+    pub fn find_or_create(
+        &self,
+        group: &str,
+        auto_create: bool,
+    ) -> Option<SubscriptionGroupConfig> {
         if let Some(g) = self.get(group) {
             return Some(g);
         }
         if !auto_create && !group.starts_with(names::CID_RMQ_SYS_PREFIX) {
             return None;
         }
-        let config = GroupConfig {
+        let config = SubscriptionGroupConfig {
             group_name: group.to_owned(),
-            ..GroupConfig::default()
+            ..SubscriptionGroupConfig::default()
         };
         {
             let mut t = self.table.write();
@@ -127,7 +96,7 @@ impl GroupManager {
         Some(config)
     }
 
-    pub fn upsert(&self, config: GroupConfig) -> Result<(), ConfigFileError> {
+    pub fn upsert(&self, config: SubscriptionGroupConfig) -> Result<(), ConfigFileError> {
         {
             let mut t = self.table.write();
             t.subscription_group_table
@@ -152,13 +121,13 @@ impl GroupManager {
         Ok(removed)
     }
 
-    pub fn snapshot(&self) -> GroupTable {
+    pub fn snapshot(&self) -> SubscriptionGroupTable {
         self.table.read().clone()
     }
 
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         let body = protocol::body::encode(&self.snapshot());
-        self.file.persist(&body)
+        self.file.persist_bytes(&body)
     }
 }
 
@@ -180,10 +149,10 @@ mod tests {
         );
         let g = on.find_or_create("g1", true).unwrap();
         assert_eq!((g.retry_queue_nums, g.retry_max_times), (1, 16));
-        on.upsert(GroupConfig {
+        on.upsert(SubscriptionGroupConfig {
             group_name: "g2".into(),
             retry_max_times: 3,
-            ..GroupConfig::default()
+            ..SubscriptionGroupConfig::default()
         })
         .unwrap();
         assert!(on.delete("g1").unwrap());

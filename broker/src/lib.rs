@@ -9,14 +9,12 @@
 
 pub mod clients;
 pub mod config;
-pub mod config_file;
 pub mod connection;
 pub mod consume_rate;
 pub mod dispatch;
 pub mod filter;
 pub mod groups;
 pub mod handlers;
-pub mod headers;
 pub mod live_config;
 pub mod locks;
 pub mod long_polling;
@@ -25,7 +23,6 @@ pub mod names;
 pub mod offsets;
 pub mod outbound;
 pub mod properties;
-pub mod props;
 pub mod registration;
 pub mod remoting_client;
 pub mod server;

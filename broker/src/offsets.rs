@@ -8,8 +8,7 @@ use std::path::Path;
 use parking_lot::RwLock;
 use protocol::message::ConsumerOffset;
 use serde::Deserialize;
-
-use crate::config_file::{ConfigFile, ConfigFileError};
+use store::config_files::{ConfigFile, ConfigFileError, consumer_offset_path};
 
 type Table = BTreeMap<String, BTreeMap<i32, ConsumerOffset>>;
 
@@ -32,9 +31,11 @@ fn key(topic: &str, group: &str) -> String {
 
 impl OffsetManager {
     pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(store_root.join("config").join("consumerOffset.json"));
+        let file = ConfigFile::new(consumer_offset_path(store_root));
         let table = file
-            .load(|b| protocol::body::decode::<Wire>(b).map_err(|e| e.to_string()))?
+            .load_with("consumerOffset.json", |text| {
+                protocol::body::decode::<Wire>(text.as_bytes()).map_err(|e| e.to_string())
+            })?
             .map(|w| {
                 w.offset_table
                     .into_iter()
@@ -134,7 +135,7 @@ impl OffsetManager {
         self.dirty
             .store(false, std::sync::atomic::Ordering::Release);
         let text = self.encode();
-        self.file.persist(text.as_bytes())
+        self.file.persist_text(&text)
     }
 
     pub fn persist_if_dirty(&self) -> Result<(), ConfigFileError> {

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use store::config_files::ConfigFileError;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
-use crate::config_file::ConfigFileError;
 use crate::consume_rate::ConsumeRate;
 use crate::groups::GroupManager;
 use crate::live_config::LiveConfig;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use protocol::message::properties::join_batch_properties;
 use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset};
 use store::commitlog::{BatchItem, BatchMessage, BrokerMessage};
 use store::dispatch::{ArrivedMessage, MessageArrivalListener};
@@ -12,7 +13,6 @@ use store::lookup::{GetMessageStatus, MessageFilter as StoreFilter};
 use store::{MessageStore, PutMessageResult, PutMessageStatus};
 
 use crate::filter::MessageFilter;
-use crate::props;
 use crate::store_api::{
     Appended, ArrivalListener, GetResult, GetStatus, MessageStoreApi, PutBatch, PutMessage,
     PutResult, PutStatus, QueryResult,
@@ -90,29 +90,17 @@ fn put_result(r: PutMessageResult) -> PutResult {
     }
 }
 
-/// `MessageExtEncoder.encode(MessageExtBatch)`: each inner message's properties with the
-/// batch-level ones appended, joined by a separator when the inner string lacks one.
-fn merged_properties(inner: &str, batch: &str) -> String {
-    if batch.is_empty() {
-        return inner.to_owned();
-    }
-    let mut out = String::with_capacity(inner.len() + batch.len() + 1);
-    out.push_str(inner);
-    if !inner.is_empty() && !inner.ends_with(props::PROPERTY_SEPARATOR) {
-        out.push(props::PROPERTY_SEPARATOR);
-    }
-    out.push_str(batch);
-    out
-}
-
 fn batch_items(batch: &PutBatch) -> Option<Vec<BatchItem>> {
     let mut items = Vec::new();
     for entry in protocol::message::batch::decode(&batch.body) {
         let entry = entry.ok()?;
+        let mut properties =
+            String::with_capacity(entry.properties.len() + batch.properties.len() + 1);
+        join_batch_properties(entry.properties, &batch.properties, &mut properties);
         items.push(BatchItem {
             flag: entry.flag,
             body: batch.body.slice_ref(entry.body),
-            properties: merged_properties(entry.properties, &batch.properties),
+            properties,
         });
     }
     (!items.is_empty()).then_some(items)
@@ -292,7 +280,7 @@ impl MessageStoreApi for StoreAdapter {
         QueryResult {
             messages: r.messages,
             index_last_update_timestamp: r.index_last_update_timestamp,
-            index_last_update_phyoffset: r.index_last_update_phy_offset.get(),
+            index_last_update_phyoffset: r.index_last_update_phy_offset,
         }
     }
 
@@ -322,24 +310,5 @@ impl MessageStoreApi for StoreAdapter {
         if let Err(e) = self.store.shutdown() {
             tracing::error!(error = %e, "store shutdown failed");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batch_properties_are_appended() {
-        assert_eq!(
-            merged_properties("A\u{1}1", "WAIT\u{1}true"),
-            "A\u{1}1\u{2}WAIT\u{1}true"
-        );
-        assert_eq!(
-            merged_properties("A\u{1}1\u{2}", "B\u{1}2"),
-            "A\u{1}1\u{2}B\u{1}2"
-        );
-        assert_eq!(merged_properties("", "B\u{1}2"), "B\u{1}2");
-        assert_eq!(merged_properties("A\u{1}1", ""), "A\u{1}1");
     }
 }

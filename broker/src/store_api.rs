@@ -108,7 +108,7 @@ pub struct GetResult {
 pub struct QueryResult {
     pub messages: Vec<Bytes>,
     pub index_last_update_timestamp: i64,
-    pub index_last_update_phyoffset: i64,
+    pub index_last_update_phyoffset: PhysicalOffset,
 }
 
 /// Called by the store's dispatcher for every message it indexes into a ConsumeQueue:

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use parking_lot::RwLock;
 use protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use store::config_files::{ConfigFile, ConfigFileError, topics_path};
 use tokio::sync::Notify;
 
 use crate::config::BrokerConfig;
-use crate::config_file::{ConfigFile, ConfigFileError};
 use crate::names::{self, perm};
 use crate::now_ms;
 
@@ -36,9 +36,10 @@ struct TopicTable {
 impl TopicManager {
     /// Loads `topics.json` and adds the system topics RocketMQ always has.
     pub fn open(store_root: &Path, broker: &BrokerConfig) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(store_root.join("config").join("topics.json"));
-        let loaded = file.load(|b| {
-            protocol::body::decode::<TopicConfigSerializeWrapper>(b).map_err(|e| e.to_string())
+        let file = ConfigFile::new(topics_path(store_root));
+        let loaded = file.load_with("topics.json", |text| {
+            protocol::body::decode::<TopicConfigSerializeWrapper>(text.as_bytes())
+                .map_err(|e| e.to_string())
         })?;
         let (mut topics, version) = match loaded {
             Some(w) => (w.topic_config_table, w.data_version),
@@ -203,7 +204,7 @@ impl TopicManager {
 
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         let body = protocol::body::encode(&self.wrapper());
-        self.file.persist(&body)
+        self.file.persist_bytes(&body)
     }
 }
 

@@ -7,15 +7,16 @@ use std::sync::Arc;
 use protocol::RemotingCommand;
 use protocol::body::{KvTable, MessageQueue, SubscriptionData, TopicConfig, TopicFilterType};
 use protocol::code::response;
+use protocol::header::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
+};
 use serde::Serialize;
 use store::BrokerRole;
+use store::config_files::SubscriptionGroupConfig;
 
 use super::{HandlerResult, error, success};
-use crate::groups::GroupConfig;
-use crate::headers::{
-    ConsumerGroupHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
-    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader, TopicHeader,
-};
 use crate::names;
 use crate::state::Broker;
 
@@ -77,7 +78,7 @@ pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
 }
 
 pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: TopicHeader = request.header()?;
+    let h: DeleteTopicRequestHeader = request.header()?;
     if is_system_topic(&h.topic, broker) {
         return error(
             request,
@@ -106,7 +107,7 @@ pub fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
             "Can't modify topic or subscription group from slave broker, please execute it from master broker.",
         );
     }
-    let config: GroupConfig = protocol::body::decode(&request.body)?;
+    let config: SubscriptionGroupConfig = protocol::body::decode(&request.body)?;
     if config.group_name.trim().is_empty() {
         return error(request, response::SYSTEM_ERROR, "groupName is blank");
     }
@@ -207,7 +208,7 @@ struct ConsumerConnection {
 }
 
 pub fn consumer_connections(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: ConsumerGroupHeader = request.header()?;
+    let h: GetConsumerConnectionListRequestHeader = request.header()?;
     let Some((info, conns)) = broker.clients.consumer_connections(&h.consumer_group) else {
         return error(
             request,
@@ -266,7 +267,7 @@ struct TopicOffset {
 }
 
 pub fn topic_stats(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: TopicHeader = request.header()?;
+    let h: GetTopicStatsInfoRequestHeader = request.header()?;
     let Some(topic) = broker.topics.get(&h.topic) else {
         return error(
             request,

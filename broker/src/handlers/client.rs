@@ -11,13 +11,16 @@ use protocol::body::{
     UnlockBatchRequestBody,
 };
 use protocol::code::{request as rq, response};
+use protocol::header::{
+    GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+};
 use serde::Deserialize;
 
 use super::{HandlerResult, Reply, error, success};
 use crate::clients::ClientInfo;
 use crate::connection::Conn;
 use crate::filter::MessageFilter;
-use crate::headers::{ConsumerGroupHeader, UnregisterClientRequestHeader};
 use crate::names::{self, perm};
 use crate::state::Broker;
 
@@ -99,7 +102,7 @@ pub fn notify_consumer_ids_changed(broker: &Broker, group: &str) {
     {
         return;
     }
-    let header = ConsumerGroupHeader {
+    let header = NotifyConsumerIdsChangedRequestHeader {
         consumer_group: group.to_owned(),
     };
     for channel in broker.clients.consumer_channels(group) {
@@ -134,7 +137,7 @@ pub fn check_client_config(broker: &Arc<Broker>, request: &RemotingCommand) -> H
 }
 
 pub fn consumer_list(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: ConsumerGroupHeader = request.header()?;
+    let h: GetConsumerListByGroupRequestHeader = request.header()?;
     let ids = broker.clients.consumer_ids(&h.consumer_group);
     if ids.is_empty() {
         return error(

@@ -4,24 +4,17 @@ use std::sync::Arc;
 
 use protocol::RemotingCommand;
 use protocol::code::response;
-
-use super::{HandlerResult, Reply, error, success};
-use crate::headers::{
+use protocol::header::{
     QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
 };
+
+use super::{HandlerResult, Reply, error, success};
 use crate::outbound::Outbound;
 use crate::state::Broker;
 
-/// extField a client sets when querying by UNIQ_KEY.
-const UNIQUE_KEY_QUERY: &str = "_UNIQUE_KEY_QUERY";
-
 pub async fn query_message(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: QueryMessageRequestHeader = request.header()?;
-    let max_num = if request
-        .ext_fields
-        .get(UNIQUE_KEY_QUERY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    {
+    let max_num = if h.unique_key_query == Some(true) {
         broker.config.store.default_query_max_num as i32
     } else {
         h.max_num

@@ -12,8 +12,8 @@ use protocol::RemotingCommand;
 use protocol::body::BodyError;
 use protocol::code::response;
 use protocol::header::HeaderError;
+use store::config_files::ConfigFileError;
 
-use crate::config_file::ConfigFileError;
 use crate::outbound::Outbound;
 
 pub enum Reply {

@@ -5,18 +5,21 @@ use std::sync::Arc;
 
 use protocol::RemotingCommand;
 use protocol::code::response;
-use protocol::message::QueueOffset;
+use protocol::header::{
+    GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader, QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader, SearchOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use protocol::message::{ConsumerOffset, QueueOffset};
 
 use super::{HandlerResult, error, success};
-use crate::headers::{
-    OffsetResponseHeader, QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
-    TimestampResponseHeader, TopicQueueHeader, UpdateConsumerOffsetRequestHeader,
-};
 use crate::state::Broker;
 
-fn offset_reply(request: &RemotingCommand, offset: i64) -> HandlerResult {
+fn consumer_offset_reply(request: &RemotingCommand, offset: ConsumerOffset) -> HandlerResult {
     Ok(success(request)
-        .with_header(&OffsetResponseHeader { offset })
+        .with_header(&QueryConsumerOffsetResponseHeader { offset })
         .into())
 }
 
@@ -30,14 +33,14 @@ pub fn query_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) ->
         .query(&h.consumer_group, &h.topic, h.queue_id)
         && offset.get() >= 0
     {
-        return offset_reply(request, offset.get());
+        return consumer_offset_reply(request, offset);
     }
     let store = &broker.store;
     let min = store.min_offset_in_queue(&h.topic, h.queue_id);
     if min.get() <= 0
         && !store.check_in_disk_by_consume_offset(&h.topic, h.queue_id, QueueOffset(0))
     {
-        return offset_reply(request, 0);
+        return consumer_offset_reply(request, ConsumerOffset(0));
     }
     error(
         request,
@@ -55,19 +58,19 @@ pub fn update_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) -
 }
 
 pub fn max_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: TopicQueueHeader = request.header()?;
-    offset_reply(
-        request,
-        broker.store.max_offset_in_queue(&h.topic, h.queue_id).get(),
-    )
+    let h: GetMaxOffsetRequestHeader = request.header()?;
+    let offset = broker.store.max_offset_in_queue(&h.topic, h.queue_id);
+    Ok(success(request)
+        .with_header(&GetMaxOffsetResponseHeader { offset })
+        .into())
 }
 
 pub fn min_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: TopicQueueHeader = request.header()?;
-    offset_reply(
-        request,
-        broker.store.min_offset_in_queue(&h.topic, h.queue_id).get(),
-    )
+    let h: GetMinOffsetRequestHeader = request.header()?;
+    let offset = broker.store.min_offset_in_queue(&h.topic, h.queue_id);
+    Ok(success(request)
+        .with_header(&GetMinOffsetResponseHeader { offset })
+        .into())
 }
 
 pub fn search_by_timestamp(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
@@ -75,18 +78,20 @@ pub fn search_by_timestamp(broker: &Arc<Broker>, request: &RemotingCommand) -> H
     let offset = broker
         .store
         .offset_in_queue_by_time(&h.topic, h.queue_id, h.timestamp);
-    offset_reply(request, offset.get())
+    Ok(success(request)
+        .with_header(&SearchOffsetResponseHeader { offset })
+        .into())
 }
 
 pub fn earliest_store_time(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: TopicQueueHeader = request.header()?;
+    let h: GetEarliestMsgStoretimeRequestHeader = request.header()?;
     // RocketMQ answers -1 when the queue is empty or its first record is gone.
     let timestamp = broker
         .store
         .earliest_message_time(&h.topic, h.queue_id)
         .unwrap_or(-1);
     Ok(success(request)
-        .with_header(&TimestampResponseHeader { timestamp })
+        .with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp })
         .into())
 }
 

@@ -7,13 +7,12 @@ use std::time::Duration;
 use protocol::RemotingCommand;
 use protocol::body::MessageModel;
 use protocol::code::response;
-use protocol::message::PullSysFlag;
+use protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
 use store::BrokerRole;
 
 use super::{HandlerResult, Reply};
 use crate::connection::Conn;
 use crate::filter::MessageFilter;
-use crate::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::names::perm;
 use crate::outbound::Outbound;
 use crate::state::Broker;
@@ -79,7 +78,7 @@ fn process(
     allow_suspend: bool,
 ) -> Pass {
     let b = &broker.config.broker;
-    let flag = PullSysFlag(h.sys_flag);
+    let flag = h.sys_flag;
     if !perm::is_readable(broker.live.broker_permission()) {
         return fail(
             request,

@@ -8,16 +8,17 @@ use std::sync::Arc;
 use protocol::RemotingCommand;
 use protocol::body::{TopicConfig, TopicFilterType};
 use protocol::code::{request as rq, response};
-use protocol::message::MessageSysFlag;
+use protocol::header::{
+    SEND_RESPONSE_MSG_REGION, SEND_RESPONSE_TRACE_ON, SendMessageRequestHeader,
+    SendMessageResponseHeader,
+};
+use protocol::message::properties::{self, CLUSTER, TRAN_MSG, WAIT};
+use protocol::message::{MessageSysFlag, Properties};
 use store::BrokerRole;
 
 use super::{HandlerResult, error};
 use crate::connection::Conn;
-use crate::headers::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
 use crate::names::{self, perm};
-use crate::props;
 use crate::state::Broker;
 use crate::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
 
@@ -30,12 +31,8 @@ pub async fn send_message(
     conn: &Conn,
     request: &RemotingCommand,
 ) -> HandlerResult {
-    let h: SendMessageRequestHeader = if request.code == rq::SEND_MESSAGE {
-        request.header()?
-    } else {
-        request.header::<SendMessageRequestHeaderV2>()?.into()
-    };
-    let batch = request.code == rq::SEND_BATCH_MESSAGE || h.batch == Some(true);
+    let h = SendMessageRequestHeader::read_for_code(request.code, &request.ext_fields)?;
+    let batch = request.code == rq::SEND_BATCH_MESSAGE || h.batch;
     let b = &broker.config.broker;
 
     if broker.config.store.broker_role == BrokerRole::Slave {
@@ -80,7 +77,7 @@ pub async fn send_message(
         }
     }
 
-    if props::get(&properties, props::TRAN_MSG).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+    if properties::find(&properties, TRAN_MSG).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         // Transactional half messages are not implemented yet; RocketMQ's answer for a
         // broker that rejects them.
         return error(
@@ -99,25 +96,26 @@ pub async fn send_message(
         return error(request, response::MESSAGE_ILLEGAL, ILLEGAL_REMARK);
     }
 
-    let mut sys_flag = MessageSysFlag(h.sys_flag);
+    let mut sys_flag = h.sys_flag;
     if topic_config.topic_filter_type == TopicFilterType::MultiTag {
         sys_flag = sys_flag.with(MessageSysFlag::MULTI_TAGS);
     }
-    let wait_store_ok = props::wait_store_ok(&properties);
+    // `WAIT` decides whether the answer waits for the store's durability; default true.
+    let wait_store_ok =
+        properties::find(&properties, WAIT).is_none_or(|v| v.eq_ignore_ascii_case("true"));
     let store_host = store_host(broker);
     let body_len = request.body.len() as u64;
     let result = if batch {
-        let mut batch_props = props::parse(&properties);
-        batch_props.retain(|(k, _)| *k != props::CLUSTER);
-        let cluster = b.broker_cluster_name.as_str();
-        batch_props.push((props::CLUSTER, cluster));
+        let mut batch_props = Properties::parse(&properties);
+        batch_props.remove(CLUSTER);
+        batch_props.insert(CLUSTER, b.broker_cluster_name.as_str());
         broker
             .store
             .put_batch(PutBatch {
                 topic: topic.clone(),
                 queue_id,
                 body: request.body.clone(),
-                properties: props::render(batch_props),
+                properties: batch_props.to_string(),
                 sys_flag: sys_flag.bits(),
                 born_timestamp: h.born_timestamp,
                 born_host: conn.peer,
@@ -134,7 +132,7 @@ pub async fn send_message(
                 queue_id,
                 flag: h.flag,
                 body: request.body.clone(),
-                properties: props::for_store(&properties, &b.broker_cluster_name),
+                properties: store_properties(&properties, &b.broker_cluster_name),
                 sys_flag: sys_flag.bits(),
                 born_timestamp: h.born_timestamp,
                 born_host: conn.peer,
@@ -281,13 +279,25 @@ fn answer(
     let mut out = RemotingCommand::response_to(request, code).with_header(&header);
     let b = &broker.config.broker;
     out.ext_fields
-        .insert(props::MSG_REGION, b.region_id.clone());
-    out.ext_fields
-        .insert(props::TRACE_ON, if b.trace_on { "true" } else { "false" });
+        .insert(SEND_RESPONSE_MSG_REGION, b.region_id.clone());
+    out.ext_fields.insert(
+        SEND_RESPONSE_TRACE_ON,
+        if b.trace_on { "true" } else { "false" },
+    );
     if code != response::SUCCESS {
         out.remark = Some(format!("{:?}", result.status));
     }
     out
+}
+
+/// The properties a single message is stored with: `WAIT` removed (4.9.1+), `CLUSTER`
+/// set to the broker's cluster and moved last (`SendMessageProcessor`).
+fn store_properties(text: &str, cluster: &str) -> String {
+    let mut props = Properties::parse(text);
+    props.remove(WAIT);
+    props.remove(CLUSTER);
+    props.insert(CLUSTER, cluster);
+    props.to_string()
 }
 
 /// The host:port written into records and message ids: `brokerIP1:listenPort`.
@@ -305,4 +315,19 @@ fn random_index(n: i32) -> i32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(crate::now_ms() as u64);
     (h.finish() % n.max(1) as u64) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_properties_drop_wait_and_set_cluster_last() {
+        let sent = "TAGS\u{1}TagA\u{2}WAIT\u{1}false\u{2}CLUSTER\u{1}x\u{2}KEYS\u{1}k1 k2\u{2}";
+        assert_eq!(
+            store_properties(sent, "C1"),
+            "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2\u{2}CLUSTER\u{1}C1"
+        );
+        assert_eq!(store_properties("", "C1"), "CLUSTER\u{1}C1");
+    }
 }

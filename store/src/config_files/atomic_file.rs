@@ -39,16 +39,25 @@ impl ConfigFile {
     /// Loads the document: the main file if it parses, else the `.bak` copy, else (neither
     /// exists) the default document. A corrupt `.bak` behind a corrupt main file is an error.
     pub fn load<T: ConfigDocument>(&self) -> Result<T, ConfigFileError> {
-        match self.read_and_decode::<T>(&self.path) {
-            Ok(Some(doc)) => return Ok(doc),
+        Ok(self.load_with(T::NAME, T::decode)?.unwrap_or_default())
+    }
+
+    /// [`Self::load`] for documents whose shape is owned elsewhere (the broker's wire
+    /// types): `None` when neither the file nor its `.bak` holds anything. `what` names
+    /// the document in parse errors.
+    pub fn load_with<T>(
+        &self,
+        what: &'static str,
+        decode: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, ConfigFileError> {
+        match self.read_and_decode(&self.path, what, &decode) {
+            Ok(Some(doc)) => return Ok(Some(doc)),
             Ok(None) => {}
             Err(err) => {
                 tracing::warn!(error = %err, "config file unreadable, trying its .bak copy");
             }
         }
-        Ok(self
-            .read_and_decode::<T>(&self.backup_path())?
-            .unwrap_or_default())
+        self.read_and_decode(&self.backup_path(), what, &decode)
     }
 
     /// Writes the document atomically, keeping the previous content as `.bak`.
@@ -57,6 +66,10 @@ impl ConfigFile {
     }
 
     pub fn persist_text(&self, text: &str) -> Result<(), ConfigFileError> {
+        self.persist_bytes(text.as_bytes())
+    }
+
+    pub fn persist_bytes(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ConfigFileError::Io { path, source }
@@ -69,7 +82,7 @@ impl ConfigFile {
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
 
         let tmp = self.temp_path();
-        write_synced(&tmp, text.as_bytes()).map_err(io_err(&tmp))?;
+        write_synced(&tmp, bytes).map_err(io_err(&tmp))?;
 
         let bak = self.backup_path();
         match fs::read(&self.path) {
@@ -85,9 +98,11 @@ impl ConfigFile {
     }
 
     /// `Ok(None)` when the file is missing or blank.
-    fn read_and_decode<T: ConfigDocument>(
+    fn read_and_decode<T>(
         &self,
         path: &Path,
+        what: &'static str,
+        decode: &impl Fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, ConfigFileError> {
         let text = match fs::read_to_string(path) {
             Ok(text) => text,
@@ -95,7 +110,7 @@ impl ConfigFile {
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 return Err(ConfigFileError::Parse {
                     path: path.to_path_buf(),
-                    what: T::NAME,
+                    what,
                     reason: "not UTF-8".into(),
                 });
             }
@@ -109,11 +124,11 @@ impl ConfigFile {
         if text.trim().is_empty() {
             return Ok(None);
         }
-        T::decode(&text)
+        decode(&text)
             .map(Some)
             .map_err(|reason| ConfigFileError::Parse {
                 path: path.to_path_buf(),
-                what: T::NAME,
+                what,
                 reason,
             })
     }

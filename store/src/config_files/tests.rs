@@ -195,3 +195,33 @@ fn missing_files_give_defaults_and_corrupt_bak_is_an_error() {
         "{err}"
     );
 }
+
+#[test]
+fn load_with_reports_absence_and_falls_back_to_bak() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = ConfigFile::new(config_dir(dir.path()).join("x.json"));
+    let object = |text: &str| -> Result<String, String> {
+        if text.starts_with('{') {
+            Ok(text.to_owned())
+        } else {
+            Err("not an object".into())
+        }
+    };
+    assert_eq!(file.load_with("x.json", object).unwrap(), None);
+    file.persist_bytes(b"{1}").unwrap();
+    file.persist_bytes(b"{2}").unwrap();
+    assert_eq!(
+        file.load_with("x.json", object).unwrap().as_deref(),
+        Some("{2}")
+    );
+    fs::write(file.path(), b"garbage").unwrap();
+    assert_eq!(
+        file.load_with("x.json", object).unwrap().as_deref(),
+        Some("{1}")
+    );
+    fs::write(file.backup_path(), b"junk").unwrap();
+    assert!(matches!(
+        file.load_with("x.json", object),
+        Err(ConfigFileError::Parse { what: "x.json", .. })
+    ));
+}
