@@ -9,8 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{body_for, message_for, small_config};
 use proptest::prelude::*;
+use protocol::message::properties::find as property;
 use protocol::message::{PhysicalOffset, QueueOffset, decode};
-use store::commitlog::{BatchItem, BatchMessage, property};
+use store::commitlog::{BatchItem, BatchMessage};
 use store::lookup::GetMessageStatus;
 use store::{FlushDiskType, MessageStore, MessageStoreConfig};
 

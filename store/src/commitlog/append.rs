@@ -16,7 +16,9 @@ use protocol::message::{
     TransactionType,
 };
 
-use super::{BatchMessage, BrokerMessage, CommitLog, property, set_property};
+use protocol::message::properties::{self, Properties};
+
+use super::{BatchMessage, BrokerMessage, CommitLog};
 use crate::mapped_file::MappedFile;
 use crate::put_result::{AppendMessageResult, PutMessageStatus};
 
@@ -94,8 +96,8 @@ impl CommitLog {
         if !advances_queue(sys_flag) || !msg.properties.contains(PROPERTY_DELAY) {
             return unchanged;
         }
-        let Some(level) =
-            property(&msg.properties, PROPERTY_DELAY).and_then(|d| d.trim().parse::<i32>().ok())
+        let Some(level) = properties::find(&msg.properties, PROPERTY_DELAY)
+            .and_then(|d| d.trim().parse::<i32>().ok())
         else {
             return unchanged;
         };
@@ -103,9 +105,16 @@ impl CommitLog {
             return unchanged;
         }
         let level = level.min(self.delay_levels.max_level());
-        let props = set_property(&msg.properties, PROPERTY_REAL_TOPIC, &msg.topic);
-        let props = set_property(&props, PROPERTY_REAL_QUEUE_ID, &msg.queue_id.to_string());
-        (Cow::Borrowed(SCHEDULE_TOPIC), level - 1, Cow::Owned(props))
+        let mut props = Properties::parse(&msg.properties);
+        props.insert(PROPERTY_REAL_TOPIC, msg.topic.as_str());
+        props.insert(PROPERTY_REAL_QUEUE_ID, msg.queue_id.to_string());
+        let mut encoded = String::with_capacity(props.encoded_len());
+        props.write_to(&mut encoded);
+        (
+            Cow::Borrowed(SCHEDULE_TOPIC),
+            level - 1,
+            Cow::Owned(encoded),
+        )
     }
 
     /// True when the put lock has been held longer than `timeout_ms` (`isOSPageCacheBusy`).

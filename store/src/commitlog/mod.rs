@@ -5,12 +5,10 @@
 
 mod append;
 mod message;
-mod properties;
 mod recover;
 mod signal;
 
 pub use message::{BatchItem, BatchMessage, BrokerMessage};
-pub use properties::{property, set_property};
 pub use recover::Recovered;
 pub use signal::AppendSignal;
 

@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use protocol::message::properties::find as property;
 use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, decode};
 
 use super::append::SCHEDULE_TOPIC;

@@ -94,7 +94,7 @@ pub fn seed() -> u64 {
 /// CRC checks ends exactly at the maximum offset). Returns the number of records.
 pub fn verify_store(store: &store::MessageStore, acked: &[(u64, i64)]) -> usize {
     use protocol::message::decode;
-    use store::commitlog::property;
+    use protocol::message::properties::find as property;
     for (id, offset) in acked {
         let bytes = store
             .read_by_offset(PhysicalOffset(*offset))
