@@ -9,9 +9,11 @@ use parking_lot::Mutex;
 
 const WINDOW_SECS: u64 = 60;
 
+/// group → topic → window; nested so the per-pull lookup borrows the names instead of
+/// allocating a key.
 #[derive(Default)]
 pub struct ConsumeRate {
-    windows: Mutex<HashMap<(String, String), Window>>,
+    windows: Mutex<HashMap<String, HashMap<String, Window>>>,
 }
 
 /// Per-second buckets of the last minute, indexed by `second % 60`.
@@ -62,16 +64,25 @@ impl ConsumeRate {
 
     fn record_at(&self, group: &str, topic: &str, messages: u64, now: u64) {
         let mut windows = self.windows.lock();
-        let w = windows
-            .entry((group.to_owned(), topic.to_owned()))
-            .or_insert_with(|| Window::new(now));
+        if !windows.contains_key(group) {
+            windows.insert(group.to_owned(), HashMap::new());
+        }
+        let Some(topics) = windows.get_mut(group) else {
+            return;
+        };
+        if !topics.contains_key(topic) {
+            topics.insert(topic.to_owned(), Window::new(now));
+        }
+        let Some(w) = topics.get_mut(topic) else {
+            return;
+        };
         w.advance(now);
         w.buckets[(now % WINDOW_SECS) as usize] += messages;
     }
 
     fn tps_at(&self, group: &str, topic: &str, now: u64) -> f64 {
         let mut windows = self.windows.lock();
-        let Some(w) = windows.get_mut(&(group.to_owned(), topic.to_owned())) else {
+        let Some(w) = windows.get_mut(group).and_then(|t| t.get_mut(topic)) else {
             return 0.0;
         };
         w.advance(now);

@@ -40,11 +40,39 @@ pub struct LiveConfig {
     pub auto_create_subscription_group: AtomicBool,
 }
 
-/// A parsed value, checked before anything is applied.
-enum Value {
-    Perm(i32),
-    Flag(bool),
-    Millis(u64),
+/// One validated update, parsed before anything is applied.
+enum Setting {
+    BrokerPermission(i32),
+    LongPollingEnable(bool),
+    ShortPollingTimeMills(u64),
+    NotifyConsumerIdsChangedEnable(bool),
+    AutoCreateSubscriptionGroup(bool),
+}
+
+impl Setting {
+    fn parse(key: &str, value: &str) -> Result<Self, UpdateError> {
+        let bad = || UpdateError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        };
+        let v = value.trim();
+        let flag = || v.parse::<bool>().map_err(|_| bad());
+        Ok(match key {
+            // PermName: only the read (4) and write (2) bits mean anything for a broker.
+            "brokerPermission" => match v.parse::<i32>() {
+                Ok(p) if (0..=7).contains(&p) => Self::BrokerPermission(p),
+                _ => return Err(bad()),
+            },
+            "shortPollingTimeMills" => match v.parse::<u64>() {
+                Ok(ms) if (1..=60_000).contains(&ms) => Self::ShortPollingTimeMills(ms),
+                _ => return Err(bad()),
+            },
+            "longPollingEnable" => Self::LongPollingEnable(flag()?),
+            "notifyConsumerIdsChangedEnable" => Self::NotifyConsumerIdsChangedEnable(flag()?),
+            "autoCreateSubscriptionGroup" => Self::AutoCreateSubscriptionGroup(flag()?),
+            other => return Err(UpdateError::NotUpdatable(other.to_owned())),
+        })
+    }
 }
 
 impl LiveConfig {
@@ -67,85 +95,57 @@ impl LiveConfig {
     /// Validates every pair, then applies them all. Returns whether brokerPermission
     /// changed (the caller then re-registers, as RocketMQ does).
     pub fn update(&self, pairs: &[(String, String)]) -> Result<bool, UpdateError> {
-        let mut parsed = Vec::with_capacity(pairs.len());
-        for (key, value) in pairs {
-            let bad = || UpdateError::BadValue {
-                key: key.clone(),
-                value: value.clone(),
-            };
-            let v = value.trim();
-            let parsed_value = match key.as_str() {
-                // PermName: only the read (4) and write (2) bits mean anything for a broker.
-                "brokerPermission" => match v.parse::<i32>() {
-                    Ok(p) if (0..=7).contains(&p) => Value::Perm(p),
-                    _ => return Err(bad()),
-                },
-                "shortPollingTimeMills" => match v.parse::<u64>() {
-                    Ok(ms) if (1..=60_000).contains(&ms) => Value::Millis(ms),
-                    _ => return Err(bad()),
-                },
-                k if UPDATABLE.contains(&k) => Value::Flag(v.parse().map_err(|_| bad())?),
-                other => return Err(UpdateError::NotUpdatable(other.to_owned())),
-            };
-            parsed.push((key.as_str(), parsed_value));
-        }
+        let settings = pairs
+            .iter()
+            .map(|(k, v)| Setting::parse(k, v))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut perm_changed = false;
-        for (key, value) in parsed {
-            match (key, value) {
-                ("brokerPermission", Value::Perm(p)) => {
+        for setting in settings {
+            match setting {
+                Setting::BrokerPermission(p) => {
                     perm_changed |= self.broker_permission.swap(p, Ordering::Relaxed) != p;
                 }
-                ("shortPollingTimeMills", Value::Millis(ms)) => {
-                    self.short_polling_time_mills.store(ms, Ordering::Relaxed)
-                }
-                ("longPollingEnable", Value::Flag(f)) => {
+                Setting::LongPollingEnable(f) => {
                     self.long_polling_enable.store(f, Ordering::Relaxed)
                 }
-                ("notifyConsumerIdsChangedEnable", Value::Flag(f)) => self
+                Setting::ShortPollingTimeMills(ms) => {
+                    self.short_polling_time_mills.store(ms, Ordering::Relaxed)
+                }
+                Setting::NotifyConsumerIdsChangedEnable(f) => self
                     .notify_consumer_ids_changed_enable
                     .store(f, Ordering::Relaxed),
-                ("autoCreateSubscriptionGroup", Value::Flag(f)) => self
+                Setting::AutoCreateSubscriptionGroup(f) => self
                     .auto_create_subscription_group
                     .store(f, Ordering::Relaxed),
-                _ => {}
             }
         }
         Ok(perm_changed)
     }
 
+    /// The live value of an updatable key, rendered as in broker.conf.
+    fn render(&self, key: &str) -> Option<String> {
+        let flag = |a: &AtomicBool| a.load(Ordering::Relaxed).to_string();
+        Some(match key {
+            "brokerPermission" => self.broker_permission().to_string(),
+            "longPollingEnable" => flag(&self.long_polling_enable),
+            "shortPollingTimeMills" => self
+                .short_polling_time_mills
+                .load(Ordering::Relaxed)
+                .to_string(),
+            "notifyConsumerIdsChangedEnable" => flag(&self.notify_consumer_ids_changed_enable),
+            "autoCreateSubscriptionGroup" => flag(&self.auto_create_subscription_group),
+            _ => return None,
+        })
+    }
+
     /// `key=value` lines of the effective config with the live values in place of
     /// the started ones (GET_BROKER_CONFIG).
     pub fn overlay(&self, rendered: &str) -> String {
-        let live = [
-            ("brokerPermission", self.broker_permission().to_string()),
-            (
-                "longPollingEnable",
-                self.long_polling_enable.load(Ordering::Relaxed).to_string(),
-            ),
-            (
-                "shortPollingTimeMills",
-                self.short_polling_time_mills
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
-            (
-                "notifyConsumerIdsChangedEnable",
-                self.notify_consumer_ids_changed_enable
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
-            (
-                "autoCreateSubscriptionGroup",
-                self.auto_create_subscription_group
-                    .load(Ordering::Relaxed)
-                    .to_string(),
-            ),
-        ];
         let mut out = String::with_capacity(rendered.len());
         for line in rendered.lines() {
             let key = line.split_once('=').map_or(line, |(k, _)| k);
-            match live.iter().find(|(k, _)| *k == key) {
-                Some((k, v)) => out.push_str(&format!("{k}={v}")),
+            match self.render(key) {
+                Some(v) => out.push_str(&format!("{key}={v}")),
                 None => out.push_str(line),
             }
             out.push('\n');
@@ -205,6 +205,15 @@ mod tests {
             Err(UpdateError::BadValue { .. })
         ));
         assert!(!live.update(&pairs(&[("brokerPermission", "4")])).unwrap());
+    }
+
+    #[test]
+    fn every_listed_key_is_parsed_and_rendered() {
+        let live = LiveConfig::new(&BrokerConfig::default());
+        for key in UPDATABLE {
+            let current = live.render(key).unwrap();
+            assert!(live.update(&pairs(&[(key, &current)])).is_ok(), "{key}");
+        }
     }
 
     #[test]

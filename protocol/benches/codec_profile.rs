@@ -6,14 +6,11 @@
 //! record_encode, record_decode.
 
 use std::hint::black_box;
-use std::net::SocketAddr;
 
 use bytes::BytesMut;
-use common::{PROPS, bare_send_request, send_request, send_response};
+use common::{bare_send_request, send_request, send_response};
 use protocol::header::SendMessageRequestHeader;
-use protocol::message::{
-    MessageRecord, MessageSysFlag, PhysicalOffset, QueueOffset, StoreStamp, decode,
-};
+use protocol::message::decode;
 use protocol::{RemotingCodec, SerializeType};
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -69,27 +66,7 @@ fn main() {
         }
         "record_encode" | "record_decode" => {
             let body = vec![b'x'; 1024];
-            let born: SocketAddr = "192.168.0.2:51234".parse().unwrap();
-            let store: SocketAddr = "192.168.0.1:10911".parse().unwrap();
-            let rec = MessageRecord {
-                queue_id: 3,
-                flag: 0,
-                sys_flag: MessageSysFlag(0).with_host_families(&born, &store),
-                born_timestamp: 1_700_000_000_000,
-                born_host: born,
-                reconsume_times: 0,
-                prepared_transaction_offset: PhysicalOffset(0),
-                body: &body,
-                body_crc: None,
-                topic: "TopicTest",
-                properties: PROPS,
-            };
-            let stamp = StoreStamp {
-                queue_offset: QueueOffset(1000),
-                physical_offset: PhysicalOffset(1 << 30),
-                store_timestamp: 1_700_000_000_100,
-                store_host: store,
-            };
+            let (rec, stamp) = common::record(&body);
             let mut out = vec![0u8; rec.encoded_len()];
             if case == "record_encode" {
                 for _ in 0..n {

@@ -6,7 +6,9 @@ use protocol::code::{request, response};
 use protocol::header::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
-use protocol::message::{MessageSysFlag, QueueOffset};
+use std::net::SocketAddr;
+
+use protocol::message::{MessageRecord, MessageSysFlag, PhysicalOffset, QueueOffset, StoreStamp};
 use protocol::{RemotingCodec, RemotingCommand, SerializeType};
 use tokio_util::codec::Encoder;
 
@@ -55,4 +57,30 @@ pub fn send_response(request: &RemotingCommand) -> RemotingCommand {
 /// The request [`send_response`] answers (only its opaque and serialize type matter).
 pub fn bare_send_request(st: SerializeType) -> RemotingCommand {
     RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_serialize_type(st)
+}
+
+/// A 1 KiB-body CommitLog record and the stamp the store gives it.
+pub fn record(body: &[u8]) -> (MessageRecord<'_>, StoreStamp) {
+    let born: SocketAddr = "192.168.0.2:51234".parse().unwrap();
+    let store: SocketAddr = "192.168.0.1:10911".parse().unwrap();
+    let rec = MessageRecord {
+        queue_id: 3,
+        flag: 0,
+        sys_flag: MessageSysFlag(0).with_host_families(&born, &store),
+        born_timestamp: 1_700_000_000_000,
+        born_host: born,
+        reconsume_times: 0,
+        prepared_transaction_offset: PhysicalOffset(0),
+        body,
+        body_crc: None,
+        topic: "TopicTest",
+        properties: PROPS,
+    };
+    let stamp = StoreStamp {
+        queue_offset: QueueOffset(1000),
+        physical_offset: PhysicalOffset(1 << 30),
+        store_timestamp: 1_700_000_000_100,
+        store_host: store,
+    };
+    (rec, stamp)
 }
