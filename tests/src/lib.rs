@@ -7,6 +7,7 @@
 pub mod binary;
 pub mod broker;
 pub mod broker_harness;
+pub mod cli;
 pub mod client;
 pub mod http;
 pub mod nameserver;

@@ -1,0 +1,421 @@
+//! Command-line syntax. Every leaf command carries an example in its `--help`.
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::Format;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rmqctl",
+    version,
+    about = "Administer a RocketMQ 4.x compatible cluster (topics, groups, consumers, messages, brokers, KV config)",
+    after_help = "Exit codes: 0 ok, 1 refused or not found, 2 bad command line, 3 nameserver or broker unreachable.\n\nExample:\n  rmqctl -n 127.0.0.1:9876 cluster list"
+)]
+pub struct Cli {
+    /// Nameserver address(es), `host:port[;host:port]`.
+    #[arg(
+        short = 'n',
+        long,
+        env = "NAMESRV_ADDR",
+        default_value = "127.0.0.1:9876",
+        global = true
+    )]
+    pub namesrv: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table", global = true)]
+    pub output: Format,
+    /// Timeout of each request, in milliseconds.
+    #[arg(long, default_value_t = 5000, global = true)]
+    pub timeout_ms: u64,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Clusters and their brokers.
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+    /// Create, update, delete, list and inspect topics.
+    #[command(subcommand)]
+    Topic(TopicCmd),
+    /// Subscription (consumer) groups.
+    #[command(subcommand)]
+    Group(GroupCmd),
+    /// Consumer progress and connections.
+    #[command(subcommand)]
+    Consumer(ConsumerCmd),
+    /// Send, consume, query and view messages.
+    #[command(subcommand)]
+    Message(MessageCmd),
+    /// Broker runtime info and configuration.
+    #[command(subcommand)]
+    Broker(BrokerCmd),
+    /// Nameserver KV configuration.
+    #[command(subcommand)]
+    Kv(KvCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCmd {
+    /// Every broker of every cluster, with version and today's put/get totals.
+    #[command(after_help = "Example:\n  rmqctl -n 127.0.0.1:9876 cluster list")]
+    List,
+}
+
+/// Which brokers a write goes to: one broker address, the masters of one cluster, or
+/// (neither given) every master the nameserver knows.
+#[derive(Debug, Clone, Args)]
+pub struct Targets {
+    /// Broker address (`host:port`).
+    #[arg(short = 'b', long, conflicts_with = "cluster")]
+    pub broker: Option<String>,
+    /// Cluster name: all its masters.
+    #[arg(short = 'c', long)]
+    pub cluster: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TopicSettings {
+    /// Read queue count.
+    #[arg(short = 'r', long)]
+    pub read_queues: Option<i32>,
+    /// Write queue count.
+    #[arg(short = 'w', long)]
+    pub write_queues: Option<i32>,
+    /// Permission bits: 2 write, 4 read, 6 read+write.
+    #[arg(short = 'p', long)]
+    pub perm: Option<i32>,
+    /// Ordered topic.
+    #[arg(long)]
+    pub order: Option<bool>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCmd {
+    /// Create a topic (8 read / 8 write queues, perm 6 unless given).
+    #[command(after_help = "Example:\n  rmqctl topic create -t Orders -c DefaultCluster -r 8 -w 8")]
+    Create {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        settings: TopicSettings,
+    },
+    /// Change an existing topic; settings not given keep their value.
+    #[command(after_help = "Example:\n  rmqctl topic update -t Orders -w 16 -r 16")]
+    Update {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        settings: TopicSettings,
+    },
+    /// Delete a topic from its brokers and from the nameservers.
+    #[command(after_help = "Example:\n  rmqctl topic delete -t Orders -c DefaultCluster")]
+    Delete {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Only the brokers of this cluster.
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+    },
+    /// Topic names known to the nameserver.
+    #[command(after_help = "Example:\n  rmqctl topic list -c DefaultCluster")]
+    List {
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+    },
+    /// The route (brokers and queue counts) of a topic.
+    #[command(after_help = "Example:\n  rmqctl topic route -t Orders")]
+    Route {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Per-queue min/max offsets and last store time.
+    #[command(after_help = "Example:\n  rmqctl topic status -t Orders -o json")]
+    Status {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GroupSettings {
+    /// Consuming allowed.
+    #[arg(long)]
+    pub consume_enable: Option<bool>,
+    /// Broadcast consumption allowed.
+    #[arg(long)]
+    pub broadcast: Option<bool>,
+    /// A new group starts from the queue's min offset.
+    #[arg(long)]
+    pub from_min: Option<bool>,
+    /// Retry queue count.
+    #[arg(long)]
+    pub retry_queues: Option<i32>,
+    /// Redeliveries before a message goes to the DLQ.
+    #[arg(long)]
+    pub retry_max_times: Option<i32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GroupCmd {
+    /// Create a subscription group (RocketMQ defaults unless given).
+    #[command(
+        after_help = "Example:\n  rmqctl group create -g OrderConsumers -c DefaultCluster --retry-max-times 5"
+    )]
+    Create {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        settings: GroupSettings,
+    },
+    /// Change an existing group; settings not given keep their value.
+    #[command(
+        after_help = "Example:\n  rmqctl group update -g OrderConsumers --consume-enable false"
+    )]
+    Update {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        settings: GroupSettings,
+    },
+    /// Delete a subscription group.
+    #[command(after_help = "Example:\n  rmqctl group delete -g OrderConsumers --remove-offset")]
+    Delete {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[command(flatten)]
+        targets: Targets,
+        /// Also drop the group's committed offsets.
+        #[arg(long)]
+        remove_offset: bool,
+    },
+    /// Subscription groups of the brokers.
+    #[command(after_help = "Example:\n  rmqctl group list -c DefaultCluster")]
+    List {
+        #[command(flatten)]
+        targets: Targets,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConsumerCmd {
+    /// Per queue: broker offset, consumer offset, lag and last consumed store time.
+    #[command(after_help = "Example:\n  rmqctl consumer progress -g OrderConsumers -t Orders")]
+    Progress {
+        #[arg(short = 'g', long)]
+        group: String,
+        /// Only this topic.
+        #[arg(short = 't', long)]
+        topic: Option<String>,
+    },
+    /// Clients of a group connected to the brokers, and their subscriptions.
+    #[command(after_help = "Example:\n  rmqctl consumer connections -g OrderConsumers")]
+    Connections {
+        #[arg(short = 'g', long)]
+        group: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MessageCmd {
+    /// Send one message and print where it was stored.
+    #[command(
+        after_help = "Example:\n  rmqctl message send -t Orders --body 'hello' --tags paid --keys order-42"
+    )]
+    Send {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(long)]
+        body: String,
+        #[arg(long)]
+        tags: Option<String>,
+        /// Keys, comma-separated.
+        #[arg(short = 'k', long, value_delimiter = ',')]
+        keys: Vec<String>,
+        /// Queue id (default: the first writable queue).
+        #[arg(short = 'q', long)]
+        queue: Option<i32>,
+        /// Broker name (default: the first broker of the route).
+        #[arg(long)]
+        broker_name: Option<String>,
+        /// Delay level (1..18 with the default levels).
+        #[arg(long)]
+        delay_level: Option<i32>,
+        #[arg(long, default_value = "rmqctl_producer")]
+        producer_group: String,
+    },
+    /// Pull messages from an offset or a store timestamp, without committing anything.
+    #[command(
+        after_help = "Example:\n  rmqctl message consume -t Orders --queue 0 --offset 100 --max 10\n  rmqctl message consume -t Orders --timestamp 1700000000000"
+    )]
+    Consume {
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Only this queue (default: all read queues).
+        #[arg(short = 'q', long)]
+        queue: Option<i32>,
+        /// Start offset (default: each queue's min offset).
+        #[arg(long, conflicts_with = "timestamp")]
+        offset: Option<i64>,
+        /// Start at the first message stored at or after this time (ms since epoch).
+        #[arg(long)]
+        timestamp: Option<i64>,
+        /// Most messages printed in all.
+        #[arg(long, default_value_t = 32)]
+        max: usize,
+        /// Tag expression.
+        #[arg(long, default_value = "*")]
+        tags: String,
+        #[arg(short = 'g', long, default_value = "rmqctl_consumer")]
+        group: String,
+    },
+    /// Messages whose KEYS contain a key.
+    #[command(after_help = "Example:\n  rmqctl message query -t Orders -k order-42")]
+    Query {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(long, default_value_t = 64)]
+        max: i32,
+        /// Earliest store time, ms since epoch.
+        #[arg(long, default_value_t = 0)]
+        begin: i64,
+        /// Latest store time, ms since epoch.
+        #[arg(long, default_value_t = i64::MAX)]
+        end: i64,
+    },
+    /// One message by offset msgId, or by client msgId (UNIQ_KEY) when --topic is given.
+    #[command(
+        after_help = "Example:\n  rmqctl message view --id 7F00000100002A9F0000000000000000\n  rmqctl message view --id 7F0000010F3A18B4AAC2... -t Orders"
+    )]
+    View {
+        #[arg(long)]
+        id: String,
+        /// Topic, needed to look a UNIQ_KEY up.
+        #[arg(short = 't', long)]
+        topic: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BrokerCmd {
+    /// Runtime statistics (GET_BROKER_RUNTIME_INFO).
+    #[command(after_help = "Example:\n  rmqctl broker runtime -b 127.0.0.1:10911")]
+    Runtime {
+        #[command(flatten)]
+        targets: Targets,
+    },
+    /// Broker configuration.
+    #[command(subcommand)]
+    Config(BrokerConfigCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BrokerConfigCmd {
+    /// The broker's effective configuration, or one key of it.
+    #[command(
+        after_help = "Example:\n  rmqctl broker config get -b 127.0.0.1:10911 -k flushDiskType"
+    )]
+    Get {
+        #[arg(short = 'b', long)]
+        broker: String,
+        #[arg(short = 'k', long)]
+        key: Option<String>,
+    },
+    /// Change runtime-updatable keys (the broker refuses any other with NO_PERMISSION).
+    #[command(
+        after_help = "Example:\n  rmqctl broker config update -c DefaultCluster brokerPermission=4"
+    )]
+    Update {
+        #[command(flatten)]
+        targets: Targets,
+        /// `key=value` pairs.
+        #[arg(required = true, value_parser = parse_pair)]
+        entries: Vec<(String, String)>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KvCmd {
+    /// Set a value on every nameserver.
+    #[command(
+        after_help = "Example:\n  rmqctl kv put --namespace ORDER_TOPIC_CONFIG --key Orders --value 'broker-a:8'"
+    )]
+    Put {
+        #[arg(long)]
+        namespace: String,
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(short = 'v', long)]
+        value: String,
+    },
+    /// Read a value; exit code 1 when it is not set.
+    #[command(after_help = "Example:\n  rmqctl kv get --namespace ORDER_TOPIC_CONFIG --key Orders")]
+    Get {
+        #[arg(long)]
+        namespace: String,
+        #[arg(short = 'k', long)]
+        key: String,
+    },
+    /// Remove a value from every nameserver.
+    #[command(
+        after_help = "Example:\n  rmqctl kv delete --namespace ORDER_TOPIC_CONFIG --key Orders"
+    )]
+    Delete {
+        #[arg(long)]
+        namespace: String,
+        #[arg(short = 'k', long)]
+        key: String,
+    },
+    /// Every key of a namespace.
+    #[command(after_help = "Example:\n  rmqctl kv list --namespace ORDER_TOPIC_CONFIG")]
+    List {
+        #[arg(long)]
+        namespace: String,
+    },
+}
+
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err(format!("expected key=value, got {s:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_leaf_command_has_an_example() {
+        fn walk(cmd: &clap::Command, path: &str) {
+            let subs: Vec<_> = cmd.get_subcommands().collect();
+            if subs.is_empty() {
+                let help = cmd
+                    .get_after_help()
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                assert!(help.contains("Example"), "{path} has no example");
+            }
+            for s in subs {
+                walk(s, &format!("{path} {}", s.get_name()));
+            }
+        }
+        Cli::command().debug_assert();
+        walk(&Cli::command(), "rmqctl");
+        assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_pair("novalue").is_err());
+    }
+}

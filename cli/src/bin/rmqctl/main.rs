@@ -1,0 +1,68 @@
+//! `rmqctl`: RocketMQ administration from the command line, in the spirit of `mqadmin`.
+//!
+//! Exit codes: 0 success; 1 the nameserver or a broker refused the request (or the
+//! thing asked for does not exist); 2 bad command line; 3 a nameserver or broker could
+//! not be reached.
+
+mod args;
+mod broker;
+mod consumer;
+mod group;
+mod message;
+mod output;
+mod targets;
+mod topic;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use rmq_cli::client::{Client, ClientError};
+
+use args::{Cli, Command};
+use output::Report;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rmqctl: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let client = Client::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms));
+    match runtime.block_on(run(&client, cli.command)) {
+        Ok(report) => {
+            print!("{}", report.render(cli.output));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rmqctl: error: {e:#}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    match e.chain().find_map(|c| c.downcast_ref::<ClientError>()) {
+        Some(c) if c.is_unreachable() => 3,
+        Some(ClientError::NoNameServer) => 2,
+        _ => 1,
+    }
+}
+
+async fn run(client: &Client, command: Command) -> anyhow::Result<Report> {
+    match command {
+        Command::Cluster(c) => topic::cluster(client, c).await,
+        Command::Topic(c) => topic::run(client, c).await,
+        Command::Group(c) => group::run(client, c).await,
+        Command::Consumer(c) => consumer::run(client, c).await,
+        Command::Message(c) => message::run(client, c).await,
+        Command::Broker(c) => broker::run(client, c).await,
+        Command::Kv(c) => broker::kv(client, c).await,
+    }
+}

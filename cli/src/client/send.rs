@@ -1,0 +1,300 @@
+//! Producing: SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, oneway sends, and END_TRANSACTION for
+//! half messages (`MQClientAPIImpl.sendMessage`, `DefaultMQProducerImpl.endTransaction`).
+
+use protocol::RemotingCommand;
+use protocol::code::{request, response};
+use protocol::header::{
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader,
+};
+use protocol::message::batch::BatchEntry;
+use protocol::message::msg_id::parse_offset_msg_id;
+use protocol::message::properties;
+use protocol::message::{MessageSysFlag, QueueOffset};
+use serde::Serialize;
+
+use super::message::OutgoingMessage;
+use super::{Client, ClientError, Peer, Result, bad_body};
+
+/// `defaultTopicQueueNums` the Java producer sends.
+const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
+
+/// The broker's verdict on a stored message (`SendStatus`): anything but `SendOk`
+/// still means the message was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SendStatus {
+    SendOk,
+    FlushDiskTimeout,
+    FlushSlaveTimeout,
+    SlaveNotAvailable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendResult {
+    pub status: SendStatus,
+    /// Client msgId(s) (`UNIQ_KEY`), comma-separated for a batch.
+    pub msg_id: String,
+    /// Offset msgId(s) the broker assigned, comma-separated for a batch.
+    pub offset_msg_id: String,
+    pub queue_id: i32,
+    /// Queue offset of the (first) message.
+    pub queue_offset: QueueOffset,
+    pub transaction_id: Option<String>,
+}
+
+/// Where and as whom a message is sent.
+#[derive(Debug, Clone, Copy)]
+pub struct SendTo<'a> {
+    pub broker: &'a Peer,
+    pub queue_id: i32,
+    pub producer_group: &'a str,
+}
+
+impl Client {
+    /// A fresh `UNIQ_KEY` (`MessageClientIDSetter.createUniqID`).
+    pub fn next_uniq_key(&self) -> String {
+        self.uniq_keys.lock().generate()
+    }
+
+    fn send_header(
+        to: SendTo<'_>,
+        topic: &str,
+        sys_flag: MessageSysFlag,
+        props: String,
+        batch: bool,
+    ) -> SendMessageRequestHeaderV2 {
+        SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+            producer_group: to.producer_group.to_owned(),
+            topic: topic.to_owned(),
+            default_topic: super::admin::DEFAULT_TOPIC.to_owned(),
+            default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
+            queue_id: to.queue_id,
+            sys_flag,
+            born_timestamp: super::now_ms(),
+            flag: 0,
+            properties: Some(props),
+            reconsume_times: Some(0),
+            unit_mode: false,
+            batch,
+            max_reconsume_times: None,
+            bname: None,
+        })
+    }
+
+    /// The SEND_MESSAGE_V2 command for `msg` and the `UNIQ_KEY` it carries. A
+    /// transactional message is a half message (`TRAN_MSG`, prepared sysFlag).
+    pub fn send_command(
+        &self,
+        to: SendTo<'_>,
+        msg: &OutgoingMessage,
+        transactional: bool,
+    ) -> (RemotingCommand, String) {
+        let uniq = self.next_uniq_key();
+        let extra: &[(&str, &str)] = if transactional {
+            &[
+                (properties::TRAN_MSG, "true"),
+                (properties::PGROUP, to.producer_group),
+            ]
+        } else {
+            &[]
+        };
+        let props = msg.properties_text(&uniq, extra);
+        let mut header = Self::send_header(
+            to,
+            &msg.topic,
+            OutgoingMessage::sys_flag(transactional),
+            props,
+            false,
+        );
+        header.h = msg.flag;
+        let cmd =
+            RemotingCommand::request(request::SEND_MESSAGE_V2, &header).with_body(msg.body.clone());
+        (cmd, uniq)
+    }
+
+    /// The SEND_BATCH_MESSAGE command for `msgs` (all of one topic) and their `UNIQ_KEY`s.
+    pub fn batch_command(
+        &self,
+        to: SendTo<'_>,
+        msgs: &[OutgoingMessage],
+    ) -> Result<(RemotingCommand, Vec<String>)> {
+        let Some(first) = msgs.first() else {
+            return Err(ClientError::Invalid(
+                "a batch needs at least one message".into(),
+            ));
+        };
+        if msgs
+            .iter()
+            .any(|m| m.topic != first.topic || m.delay_level.is_some())
+        {
+            return Err(ClientError::Invalid(
+                "a batch must be of one topic and carry no delay level (as in RocketMQ)".into(),
+            ));
+        }
+        let uniqs: Vec<String> = msgs.iter().map(|_| self.next_uniq_key()).collect();
+        let props: Vec<String> = msgs
+            .iter()
+            .zip(&uniqs)
+            .map(|(m, u)| m.properties_text(u, &[]))
+            .collect();
+        let entries: Vec<BatchEntry<'_>> = msgs
+            .iter()
+            .zip(&props)
+            .map(|(m, p)| BatchEntry {
+                flag: m.flag,
+                body: &m.body,
+                properties: p,
+            })
+            .collect();
+        let body = protocol::message::batch::encode(&entries)
+            .map_err(|e| ClientError::Invalid(format!("cannot encode batch: {e}")))?;
+        let header = Self::send_header(
+            to,
+            &first.topic,
+            MessageSysFlag(0),
+            "WAIT\u{1}true".to_owned(),
+            true,
+        );
+        let cmd = RemotingCommand::request(request::SEND_BATCH_MESSAGE, &header).with_body(body);
+        Ok((cmd, uniqs))
+    }
+
+    /// Interprets a send response (`MQClientAPIImpl.processSendResponse`).
+    pub fn send_result(
+        broker: &Peer,
+        request: i32,
+        reply: RemotingCommand,
+        uniq: String,
+    ) -> Result<SendResult> {
+        let status = match reply.code {
+            response::SUCCESS => SendStatus::SendOk,
+            response::FLUSH_DISK_TIMEOUT => SendStatus::FlushDiskTimeout,
+            response::FLUSH_SLAVE_TIMEOUT => SendStatus::FlushSlaveTimeout,
+            response::SLAVE_NOT_AVAILABLE => SendStatus::SlaveNotAvailable,
+            code => {
+                return Err(ClientError::Refused {
+                    peer: broker.clone(),
+                    request,
+                    code,
+                    remark: reply.remark.unwrap_or_default(),
+                });
+            }
+        };
+        let h: SendMessageResponseHeader = reply
+            .header()
+            .map_err(|e| bad_body(broker, request, "SendMessageResponseHeader", e))?;
+        Ok(SendResult {
+            status,
+            msg_id: uniq,
+            offset_msg_id: h.msg_id,
+            queue_id: h.queue_id,
+            queue_offset: h.queue_offset,
+            transaction_id: h.transaction_id,
+        })
+    }
+
+    /// Sends one message and waits for the broker's verdict.
+    pub async fn send(
+        &self,
+        to: SendTo<'_>,
+        msg: &OutgoingMessage,
+        transactional: bool,
+    ) -> Result<SendResult> {
+        let (cmd, uniq) = self.send_command(to, msg, transactional);
+        let reply = self.call(to.broker, cmd).await?;
+        Self::send_result(to.broker, request::SEND_MESSAGE_V2, reply, uniq)
+    }
+
+    pub async fn send_batch(&self, to: SendTo<'_>, msgs: &[OutgoingMessage]) -> Result<SendResult> {
+        let (cmd, uniqs) = self.batch_command(to, msgs)?;
+        let reply = self.call(to.broker, cmd).await?;
+        Self::send_result(
+            to.broker,
+            request::SEND_BATCH_MESSAGE,
+            reply,
+            uniqs.join(","),
+        )
+    }
+
+    /// Sends one message without waiting for (or getting) an answer.
+    pub async fn send_oneway(&self, to: SendTo<'_>, msg: &OutgoingMessage) -> Result<()> {
+        let (cmd, _) = self.send_command(to, msg, false);
+        self.oneway(to.broker, cmd).await
+    }
+
+    /// END_TRANSACTION (oneway, like the Java producer) committing or rolling back the
+    /// half message `sent`.
+    pub async fn end_transaction(
+        &self,
+        broker: &Peer,
+        producer_group: &str,
+        sent: &SendResult,
+        commit: bool,
+    ) -> Result<()> {
+        let (_, commit_log_offset) = parse_offset_msg_id(&sent.offset_msg_id)
+            .map_err(|e| bad_body(broker, request::SEND_MESSAGE_V2, "offset msgId", e))?;
+        let header = EndTransactionRequestHeader {
+            producer_group: producer_group.to_owned(),
+            tran_state_table_offset: sent.queue_offset,
+            commit_log_offset,
+            commit_or_rollback: decision(commit),
+            from_transaction_check: false,
+            msg_id: sent.msg_id.clone(),
+            transaction_id: sent
+                .transaction_id
+                .clone()
+                .or_else(|| Some(sent.msg_id.clone())),
+            bname: None,
+        };
+        self.oneway(
+            broker,
+            RemotingCommand::request(request::END_TRANSACTION, &header),
+        )
+        .await
+    }
+}
+
+fn decision(commit: bool) -> i32 {
+    if commit {
+        MessageSysFlag::TRANSACTION_COMMIT_TYPE
+    } else {
+        MessageSysFlag::TRANSACTION_ROLLBACK_TYPE
+    }
+}
+
+/// The answer to a broker's CHECK_TRANSACTION_STATE (`ClientRemotingProcessor
+/// .checkTransactionState`): a oneway END_TRANSACTION with `fromTransactionCheck`,
+/// committing or rolling back. `None` for any other request or a malformed header.
+pub fn answer_transaction_check(
+    request_cmd: &RemotingCommand,
+    producer_group: &str,
+    commit: bool,
+) -> Option<RemotingCommand> {
+    if request_cmd.code != request::CHECK_TRANSACTION_STATE {
+        return None;
+    }
+    let h: CheckTransactionStateRequestHeader = request_cmd.header().ok()?;
+    let props = protocol::message::record::decode(&request_cmd.body, false).ok();
+    let uniq = props
+        .as_ref()
+        .and_then(|v| properties::find(v.properties(), properties::UNIQ_KEY))
+        .map(str::to_owned)
+        .or(h.msg_id.clone())
+        .unwrap_or_default();
+    let header = EndTransactionRequestHeader {
+        producer_group: producer_group.to_owned(),
+        tran_state_table_offset: h.tran_state_table_offset,
+        commit_log_offset: h.commit_log_offset,
+        commit_or_rollback: decision(commit),
+        from_transaction_check: true,
+        msg_id: uniq,
+        transaction_id: h.transaction_id,
+        bname: h.bname,
+    };
+    let mut cmd = RemotingCommand::request(request::END_TRANSACTION, &header)
+        .with_remark("answered by rmq-bench's transaction checker");
+    cmd.mark_oneway();
+    Some(cmd)
+}

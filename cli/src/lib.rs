@@ -1,0 +1,4 @@
+//! `rmqctl` and `rmq-bench` are built on [`client`], a small async RocketMQ 4.x
+//! remoting client that speaks only the public protocol.
+
+pub mod client;

@@ -1,0 +1,476 @@
+//! `rmqctl` end to end: every subcommand family against real rmq-nameserver and
+//! rmq-broker processes, including the failures an operator meets (unknown topic or
+//! group, refused config key, unreachable nameserver) and their exit codes
+//! (0 ok, 1 refused / not found, 2 bad command line, 3 unreachable).
+
+use std::time::{Duration, Instant};
+
+use e2e::broker_harness::{TempBroker, with_fields};
+use e2e::cli::{CliOutput, rmqctl_json, run};
+use e2e::nameserver::Options;
+use e2e::{Client, NameServer};
+use protocol::RemotingCommand;
+use protocol::code::{request, response};
+use serde_json::Value;
+
+struct Cluster {
+    ns: NameServer,
+    broker: TempBroker,
+}
+
+impl Cluster {
+    /// A nameserver and a broker registered with it.
+    fn start() -> Self {
+        let ns = NameServer::start(Options::default());
+        let broker = TempBroker::start(Some(ns.port), &[]);
+        let c = Self { ns, broker };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let out = c.ctl(&["cluster", "list"]);
+            if out.code == 0
+                && out.json()["brokers"]
+                    .as_array()
+                    .is_some_and(|b| !b.is_empty())
+            {
+                return c;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker never registered: {out:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn ctl(&self, args: &[&str]) -> CliOutput {
+        rmqctl_json(self.ns.port, args)
+    }
+
+    fn addr(&self) -> String {
+        self.broker.broker.addr()
+    }
+}
+
+fn assert_refused(out: &CliOutput, code_label: &str) {
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(code_label),
+        "stderr lacks {code_label}: {out:?}"
+    );
+}
+
+#[test]
+fn cluster_and_topic_family() {
+    let c = Cluster::start();
+    let brokers = c.ctl(&["cluster", "list"]).ok().json();
+    let b = &brokers["brokers"][0];
+    assert_eq!(b["cluster"], "TestCluster");
+    assert_eq!(b["brokerName"], "broker-e2e");
+    assert_eq!(b["addr"].as_str(), Some(c.addr().as_str()));
+    assert_eq!(b["reachable"], true);
+
+    let created = c
+        .ctl(&["topic", "create", "-t", "CliTopic", "-r", "3", "-w", "3"])
+        .ok()
+        .json();
+    assert_eq!(created["config"]["writeQueueNums"], 3);
+    let list = c.ctl(&["topic", "list"]).ok().json();
+    assert!(
+        list["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "CliTopic")
+    );
+    let route = c.ctl(&["topic", "route", "-t", "CliTopic"]).ok().json();
+    assert_eq!(route["queueDatas"][0]["readQueueNums"], 3);
+    assert_eq!(route["brokerDatas"][0]["brokerName"], "broker-e2e");
+
+    // Update keeps unspecified settings; the route shows the change once re-registered.
+    c.ctl(&["topic", "update", "-t", "CliTopic", "-w", "2", "-p", "4"])
+        .ok();
+    let status = c.ctl(&["topic", "status", "-t", "CliTopic"]).ok().json();
+    // Stats list the write queues of the broker's current config.
+    assert_eq!(status["queues"].as_array().unwrap().len(), 2);
+    assert!(
+        status["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|q| q["maxOffset"] == 0)
+    );
+
+    // Failures: unknown topic (nameserver and broker refusals), update of a missing topic.
+    assert_refused(
+        &c.ctl(&["topic", "status", "-t", "NoSuchTopic"]),
+        "TOPIC_NOT_EXIST (17)",
+    );
+    assert_refused(
+        &c.ctl(&["topic", "route", "-t", "NoSuchTopic"]),
+        "TOPIC_NOT_EXIST (17)",
+    );
+    let missing = c.ctl(&["topic", "update", "-t", "NoSuchTopic", "-w", "2"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing
+            .stderr
+            .contains("does not exist on broker broker-e2e"),
+        "{missing:?}"
+    );
+    assert_refused(
+        &c.ctl(&["topic", "create", "-t", "bad topic!"]),
+        "SYSTEM_ERROR (1)",
+    );
+
+    let deleted = c.ctl(&["topic", "delete", "-t", "CliTopic"]).ok().json();
+    assert_eq!(deleted["deleted"], true);
+    assert_refused(
+        &c.ctl(&["topic", "route", "-t", "CliTopic"]),
+        "TOPIC_NOT_EXIST (17)",
+    );
+    let list = c.ctl(&["topic", "list"]).ok().json();
+    assert!(
+        !list["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "CliTopic")
+    );
+}
+
+#[test]
+fn group_and_consumer_family() {
+    let c = Cluster::start();
+    c.ctl(&[
+        "group",
+        "create",
+        "-g",
+        "CliGroup",
+        "--retry-max-times",
+        "3",
+    ])
+    .ok();
+    c.ctl(&[
+        "group",
+        "update",
+        "-g",
+        "CliGroup",
+        "--consume-enable",
+        "false",
+    ])
+    .ok();
+    let list = c.ctl(&["group", "list", "-b", &c.addr()]).ok().json();
+    let g = list["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["config"]["groupName"] == "CliGroup")
+        .expect("group listed")
+        .clone();
+    assert_eq!(g["config"]["retryMaxTimes"], 3);
+    assert_eq!(g["config"]["consumeEnable"], false);
+    let missing = c.ctl(&["group", "update", "-g", "NoGroup", "--broadcast", "false"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+
+    // Progress: 3 messages in queue 0, the group committed offset 1 -> lag 2.
+    c.ctl(&["topic", "create", "-t", "LagTopic", "-r", "1", "-w", "1"])
+        .ok();
+    for body in ["a", "b", "c"] {
+        c.ctl(&["message", "send", "-t", "LagTopic", "--body", body])
+            .ok();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let port = c.broker.broker.port;
+    let hold = rt.block_on(async move {
+        let raw = Client::connect(port).await.unwrap();
+        let r = raw
+            .request(with_fields(
+                request::UPDATE_CONSUMER_OFFSET,
+                &[
+                    ("consumerGroup", "CliGroup".to_owned()),
+                    ("topic", "LagTopic".to_owned()),
+                    ("queueId", "0".to_owned()),
+                    ("commitOffset", "1".to_owned()),
+                ],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS);
+        let hb = r#"{"clientID":"127.0.0.1@cli-e2e","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"CliGroup","messageModel":"CLUSTERING","subscriptionDataSet":[{"subString":"*","subVersion":1,"topic":"LagTopic"}]}],"producerDataSet":[]}"#;
+        let r = raw
+            .request(RemotingCommand::bare_request(request::HEART_BEAT).with_body(hb.as_bytes().to_vec()))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        raw
+    });
+    let progress = c
+        .ctl(&["consumer", "progress", "-g", "CliGroup", "-t", "LagTopic"])
+        .ok()
+        .json();
+    let q = &progress["queues"][0];
+    assert_eq!(
+        (
+            q["brokerOffset"].as_i64(),
+            q["consumerOffset"].as_i64(),
+            q["lag"].as_i64()
+        ),
+        (Some(3), Some(1), Some(2))
+    );
+    assert!(q["lastTimestamp"].as_i64().unwrap() > 0);
+    assert_eq!(progress["totalLag"], 2);
+    let table = run(
+        "rmqctl",
+        &[
+            "-n",
+            &format!("127.0.0.1:{}", c.ns.port),
+            "consumer",
+            "progress",
+            "-g",
+            "CliGroup",
+        ],
+    )
+    .ok();
+    assert!(table.stdout.contains("total lag 2"), "{table:?}");
+
+    let conns = c
+        .ctl(&["consumer", "connections", "-g", "CliGroup"])
+        .ok()
+        .json();
+    assert_eq!(conns["connections"][0]["clientId"], "127.0.0.1@cli-e2e");
+    assert!(conns["subscriptions"]["LagTopic"].is_object());
+    assert_refused(
+        &c.ctl(&["consumer", "connections", "-g", "Nobody"]),
+        "CONSUMER_NOT_ONLINE (206)",
+    );
+    assert_refused(
+        &c.ctl(&[
+            "consumer",
+            "progress",
+            "-g",
+            "CliGroup",
+            "-t",
+            "NoSuchTopic",
+        ]),
+        "TOPIC_NOT_EXIST (17)",
+    );
+    drop(hold);
+
+    c.ctl(&["group", "delete", "-g", "CliGroup", "--remove-offset"])
+        .ok();
+    let list = c.ctl(&["group", "list"]).ok().json();
+    assert!(
+        !list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["config"]["groupName"] == "CliGroup")
+    );
+}
+
+#[test]
+fn message_family() {
+    let c = Cluster::start();
+    c.ctl(&["topic", "create", "-t", "MsgTopic", "-r", "2", "-w", "2"])
+        .ok();
+    let sent = c
+        .ctl(&[
+            "message",
+            "send",
+            "-t",
+            "MsgTopic",
+            "--body",
+            "hello",
+            "--tags",
+            "tA",
+            "-k",
+            "order-1,x",
+        ])
+        .ok()
+        .json();
+    assert_eq!(sent["result"]["status"], "SEND_OK");
+    let uniq = sent["result"]["msgId"].as_str().unwrap().to_owned();
+    let offset_id = sent["result"]["offsetMsgId"].as_str().unwrap().to_owned();
+    let before_second = e2e_now_ms();
+    std::thread::sleep(Duration::from_millis(20));
+    c.ctl(&[
+        "message", "send", "-t", "MsgTopic", "--body", "world", "-q", "1", "-k", "order-2",
+    ])
+    .ok();
+
+    let all = c.ctl(&["message", "consume", "-t", "MsgTopic"]).ok().json();
+    assert_eq!(all["count"], 2);
+    let bodies: Vec<&str> = all["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["hello", "world"]);
+    let from_ts = c
+        .ctl(&[
+            "message",
+            "consume",
+            "-t",
+            "MsgTopic",
+            "--timestamp",
+            &before_second.to_string(),
+        ])
+        .ok()
+        .json();
+    assert_eq!(from_ts["count"], 1, "{from_ts}");
+    assert_eq!(from_ts["messages"][0]["body"], "world");
+    let from_offset = c
+        .ctl(&[
+            "message", "consume", "-t", "MsgTopic", "-q", "0", "--offset", "1",
+        ])
+        .ok()
+        .json();
+    assert_eq!(from_offset["count"], 0);
+
+    let q = c
+        .ctl(&["message", "query", "-t", "MsgTopic", "-k", "order-1"])
+        .ok()
+        .json();
+    assert_eq!(q["count"], 1);
+    assert_eq!(q["messages"][0]["msgId"].as_str(), Some(uniq.as_str()));
+    assert_eq!(q["messages"][0]["properties"]["TAGS"], "tA");
+    let none = c.ctl(&["message", "query", "-t", "MsgTopic", "-k", "order-404"]);
+    assert_eq!(none.code, 1, "{none:?}");
+
+    let by_offset = c.ctl(&["message", "view", "--id", &offset_id]).ok().json();
+    assert_eq!(by_offset["body"], "hello");
+    let by_uniq = c
+        .ctl(&["message", "view", "--id", &uniq, "-t", "MsgTopic"])
+        .ok()
+        .json();
+    assert_eq!(by_uniq["offsetMsgId"].as_str(), Some(offset_id.as_str()));
+    assert_eq!(c.ctl(&["message", "view", "--id", "nothex"]).code, 1);
+
+    assert_refused(
+        &c.ctl(&["message", "send", "-t", "NoSuchTopic", "--body", "x"]),
+        "TOPIC_NOT_EXIST (17)",
+    );
+    assert_eq!(
+        c.ctl(&[
+            "message", "send", "-t", "MsgTopic", "--body", "x", "-q", "9"
+        ])
+        .code,
+        1
+    );
+}
+
+#[test]
+fn broker_and_kv_family() {
+    let c = Cluster::start();
+    let rt = c.ctl(&["broker", "runtime", "-b", &c.addr()]).ok().json();
+    assert_eq!(rt["brokers"][c.addr()]["brokerVersionDesc"], "V4_9_8");
+    let v = c
+        .ctl(&[
+            "broker",
+            "config",
+            "get",
+            "-b",
+            &c.addr(),
+            "-k",
+            "brokerName",
+        ])
+        .ok()
+        .json();
+    assert_eq!(v["value"], "broker-e2e");
+    c.ctl(&[
+        "broker",
+        "config",
+        "update",
+        "-b",
+        &c.addr(),
+        "longPollingEnable=false",
+    ])
+    .ok();
+    let v = c
+        .ctl(&[
+            "broker",
+            "config",
+            "get",
+            "-b",
+            &c.addr(),
+            "-k",
+            "longPollingEnable",
+        ])
+        .ok()
+        .json();
+    assert_eq!(v["value"], "false");
+    let refused = c.ctl(&["broker", "config", "update", "storePathRootDir=/tmp/evil"]);
+    assert_refused(&refused, "NO_PERMISSION (16)");
+    assert!(refused.stderr.contains(&c.addr()), "{refused:?}");
+    assert_eq!(
+        c.ctl(&[
+            "broker",
+            "config",
+            "get",
+            "-b",
+            &c.addr(),
+            "-k",
+            "noSuchKey"
+        ])
+        .code,
+        1
+    );
+
+    c.ctl(&["kv", "put", "--namespace", "NS", "-k", "a", "-v", "1"])
+        .ok();
+    c.ctl(&["kv", "put", "--namespace", "NS", "-k", "b", "-v", "2"])
+        .ok();
+    assert_eq!(
+        c.ctl(&["kv", "get", "--namespace", "NS", "-k", "a"])
+            .ok()
+            .json()["value"],
+        "1"
+    );
+    let list = c.ctl(&["kv", "list", "--namespace", "NS"]).ok().json();
+    assert_eq!(list["table"], serde_json::json!({"a": "1", "b": "2"}));
+    c.ctl(&["kv", "delete", "--namespace", "NS", "-k", "a"])
+        .ok();
+    let gone = c.ctl(&["kv", "get", "--namespace", "NS", "-k", "a"]);
+    assert_eq!(gone.code, 1, "{gone:?}");
+    assert!(gone.stderr.contains("no KV config NS/a"));
+    assert_eq!(
+        c.ctl(&["kv", "list", "--namespace", "Empty"]).ok().json()["table"],
+        Value::Object(Default::default())
+    );
+}
+
+#[test]
+fn unreachable_nameserver_and_bad_usage() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for args in [
+        &["cluster", "list"][..],
+        &["topic", "route", "-t", "T"],
+        &["kv", "get", "--namespace", "N", "-k", "k"],
+    ] {
+        let out = rmqctl_json(port, args);
+        assert_eq!(out.code, 3, "{out:?}");
+        assert!(
+            out.stderr
+                .contains(&format!("cannot connect to nameserver 127.0.0.1:{port}")),
+            "{out:?}"
+        );
+    }
+    let usage = run("rmqctl", &["topic", "create"]);
+    assert_eq!(usage.code, 2, "{usage:?}");
+    let help = run("rmqctl", &["topic", "create", "--help"]).ok();
+    assert!(help.stdout.contains("Example:"), "{help:?}");
+}
+
+fn e2e_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
