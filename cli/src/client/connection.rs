@@ -32,9 +32,15 @@ pub type ServerRequestHandler =
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
 
+/// A frame to write, and who to tell once it has been flushed to the socket.
+struct Outgoing {
+    cmd: RemotingCommand,
+    written: Option<oneshot::Sender<()>>,
+}
+
 pub struct Connection {
     peer: Peer,
-    outgoing: mpsc::Sender<RemotingCommand>,
+    outgoing: mpsc::Sender<Outgoing>,
     pending: Pending,
     next_opaque: AtomicI32,
     closed: Arc<AtomicBool>,
@@ -122,7 +128,7 @@ impl Connection {
         self.pending.lock().insert(opaque, tx);
         let exchange = async {
             self.outgoing
-                .send(cmd)
+                .send(Outgoing { cmd, written: None })
                 .await
                 .map_err(|_| self.closed_error())?;
             rx.await.map_err(|_| self.closed_error())
@@ -145,14 +151,20 @@ impl Connection {
         }
     }
 
-    /// Sends `cmd` flagged oneway; the peer sends no response.
+    /// Sends `cmd` flagged oneway and returns once it has been written to the socket
+    /// (as Java's `invokeOneway` does); the peer sends no response.
     pub async fn oneway(&self, mut cmd: RemotingCommand) -> Result<(), ClientError> {
         cmd.mark_oneway();
         self.assign_opaque(&mut cmd);
+        let (tx, rx) = oneshot::channel();
         self.outgoing
-            .send(cmd)
+            .send(Outgoing {
+                cmd,
+                written: Some(tx),
+            })
             .await
-            .map_err(|_| self.closed_error())
+            .map_err(|_| self.closed_error())?;
+        rx.await.map_err(|_| self.closed_error())
     }
 
     fn closed_error(&self) -> ClientError {
@@ -172,23 +184,29 @@ impl Drop for Connection {
 
 async fn write_loop(
     mut sink: FramedWrite<tokio::net::tcp::OwnedWriteHalf, RemotingCodec>,
-    mut queue: mpsc::Receiver<RemotingCommand>,
+    mut queue: mpsc::Receiver<Outgoing>,
     closed: Arc<AtomicBool>,
 ) {
+    let mut acks = Vec::new();
     while let Some(first) = queue.recv().await {
-        if sink.feed(first).await.is_err() {
+        acks.extend(first.written);
+        if sink.feed(first.cmd).await.is_err() {
             break;
         }
         // Coalesce whatever else is already queued into the same write.
         let mut failed = false;
         while let Ok(next) = queue.try_recv() {
-            if sink.feed(next).await.is_err() {
+            acks.extend(next.written);
+            if sink.feed(next.cmd).await.is_err() {
                 failed = true;
                 break;
             }
         }
         if failed || SinkExt::<RemotingCommand>::flush(&mut sink).await.is_err() {
             break;
+        }
+        for ack in acks.drain(..) {
+            let _ = ack.send(());
         }
     }
     closed.store(true, Ordering::Release);
@@ -198,7 +216,7 @@ async fn read_loop(
     mut stream: FramedRead<tokio::net::tcp::OwnedReadHalf, RemotingCodec>,
     pending: Pending,
     closed: Arc<AtomicBool>,
-    outgoing: mpsc::Sender<RemotingCommand>,
+    outgoing: mpsc::Sender<Outgoing>,
     handler: Option<ServerRequestHandler>,
 ) {
     while let Some(Ok(cmd)) = stream.next().await {
@@ -207,7 +225,13 @@ async fn read_loop(
                 let _ = waiter.send(cmd);
             }
         } else if let Some(answer) = handler.as_ref().and_then(|h| h(cmd))
-            && outgoing.send(answer).await.is_err()
+            && outgoing
+                .send(Outgoing {
+                    cmd: answer,
+                    written: None,
+                })
+                .await
+                .is_err()
         {
             break;
         }

@@ -1,0 +1,148 @@
+//! Command-line syntax of `rmq-bench`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rmq-bench",
+    version,
+    about = "Load generator for RocketMQ 4.x compatible clusters (public protocol only)",
+    after_help = "Examples:\n  rmq-bench -n 127.0.0.1:9876 producer -t BenchTopic -s 1024 -c 32 --mode async -d 20\n  rmq-bench producer -t BenchTopic --rate 5000 -d 20 --json\n  rmq-bench consumer -t BenchTopic -g bench_consumer --from earliest --until-caught-up"
+)]
+pub struct Cli {
+    /// Nameserver address(es), `host:port[;host:port]`.
+    #[arg(
+        short = 'n',
+        long,
+        env = "NAMESRV_ADDR",
+        default_value = "127.0.0.1:9876",
+        global = true
+    )]
+    pub namesrv: String,
+    /// Print the final summary as JSON on stdout (progress lines still go to stderr).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(subcommand)]
+    pub mode: Mode,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Run time in seconds, warm-up included (0: until --messages is reached).
+    #[arg(short = 'd', long, default_value_t = 20, global = true)]
+    pub duration_s: u64,
+    /// Seconds at the start not counted in the summary.
+    #[arg(long, default_value_t = 0, global = true)]
+    pub warmup_s: u64,
+    /// Seconds between progress lines.
+    #[arg(long, default_value_t = 5, global = true)]
+    pub report_interval_s: u64,
+    /// Timeout of each request, in milliseconds.
+    #[arg(long, default_value_t = 5000, global = true)]
+    pub timeout_ms: u64,
+    /// Tokio worker threads.
+    #[arg(long, default_value_t = 2, global = true)]
+    pub threads: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Mode {
+    /// Send messages and measure send latency.
+    #[command(
+        after_help = "Example:\n  rmq-bench producer -t BenchTopic -s 1024 -c 16 --mode async --batch 16 -d 20"
+    )]
+    Producer(ProducerArgs),
+    /// Pull messages and measure end-to-end latency from the producer's timestamp.
+    #[command(
+        after_help = "Example:\n  rmq-bench consumer -t BenchTopic -g bench_consumer --from latest -d 20"
+    )]
+    Consumer(ConsumerArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SendMode {
+    /// Each sender waits for the answer before the next send.
+    Sync,
+    /// Each sender keeps up to --inflight sends outstanding.
+    Async,
+    /// Fire and forget (no answer, no latency).
+    Oneway,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProducerArgs {
+    #[arg(short = 't', long, default_value = "BenchTopic")]
+    pub topic: String,
+    /// Body size in bytes (at least 12: the timestamp header).
+    #[arg(short = 's', long, default_value_t = 1024)]
+    pub size: usize,
+    /// Concurrent senders.
+    #[arg(short = 'c', long, default_value_t = 16)]
+    pub concurrency: usize,
+    #[arg(long, value_enum, default_value = "sync")]
+    pub mode: SendMode,
+    /// Outstanding sends per sender in async mode.
+    #[arg(long, default_value_t = 8)]
+    pub inflight: usize,
+    /// Messages per SEND_BATCH_MESSAGE (1: single sends).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Open-loop fixed rate in messages/s across all senders; latency is measured from
+    /// each message's scheduled time (0: as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Stop after this many messages (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub messages: u64,
+    /// Give every message a unique key (KEYS), which the broker indexes.
+    #[arg(long)]
+    pub keys: bool,
+    /// Tag of every message.
+    #[arg(long)]
+    pub tags: Option<String>,
+    /// Delay level of every message (scheduled delivery).
+    #[arg(long)]
+    pub delay_level: Option<i32>,
+    /// Send half messages and commit each with END_TRANSACTION.
+    #[arg(long, conflicts_with_all = ["batch", "delay_level"])]
+    pub transactional: bool,
+    #[arg(long, default_value = "rmq_bench_producer")]
+    pub group: String,
+    /// Create the topic with this many queues on every master first.
+    #[arg(long)]
+    pub create_topic_queues: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StartFrom {
+    Earliest,
+    Latest,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConsumerArgs {
+    #[arg(short = 't', long, default_value = "BenchTopic")]
+    pub topic: String,
+    #[arg(short = 'g', long, default_value = "rmq_bench_consumer")]
+    pub group: String,
+    /// Where each queue starts.
+    #[arg(long, value_enum, default_value = "latest")]
+    pub from: StartFrom,
+    /// Messages per pull.
+    #[arg(long, default_value_t = 32)]
+    pub pull_batch: i32,
+    /// Long-polling hold time of a pull that finds nothing, in ms.
+    #[arg(long, default_value_t = 1000)]
+    pub hold_ms: i64,
+    /// Stop after this many messages (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub messages: u64,
+    /// Stop once every queue has been read to its end (catch-up measurement).
+    #[arg(long)]
+    pub until_caught_up: bool,
+    /// Commit consumed offsets for the group with each pull.
+    #[arg(long)]
+    pub commit: bool,
+}

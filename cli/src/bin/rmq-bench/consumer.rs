@@ -1,0 +1,138 @@
+//! Consumer mode: one puller per queue (PULL_MESSAGE with long polling), end-to-end
+//! latency from the timestamp the producer mode writes into each body.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use protocol::message::{ConsumerOffset, QueueOffset};
+use rmq_cli::client::pull::{PullRequest, PullStatus};
+use rmq_cli::client::{Client, Peer};
+
+use crate::args::{ConsumerArgs, RunArgs, StartFrom};
+use crate::payload;
+use crate::stats::Stats;
+
+/// Read permission bit of a queue's perm (`PermName.PERM_READ`).
+const PERM_READ: i32 = 0x4;
+
+struct Ctx {
+    client: Arc<Client>,
+    args: ConsumerArgs,
+    end: Option<Instant>,
+    received: AtomicU64,
+    stats: Arc<Stats>,
+}
+
+impl Ctx {
+    fn done(&self) -> bool {
+        self.end.is_some_and(|e| Instant::now() >= e)
+            || (self.args.messages > 0
+                && self.received.load(Ordering::Relaxed) >= self.args.messages)
+    }
+}
+
+async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
+    let a = &ctx.args;
+    let mut offset = match a.from {
+        StartFrom::Earliest => ctx.client.min_offset(&peer, &a.topic, queue_id).await?,
+        StartFrom::Latest => ctx.client.max_offset(&peer, &a.topic, queue_id).await?,
+    };
+    while !ctx.done() {
+        let req = PullRequest {
+            group: &a.group,
+            topic: &a.topic,
+            queue_id,
+            offset,
+            max_messages: a.pull_batch,
+            subscription: "*",
+            suspend_ms: (!a.until_caught_up).then_some(a.hold_ms),
+            commit_offset: a.commit.then_some(ConsumerOffset(offset.get())),
+        };
+        match ctx.client.pull(&peer, &req).await {
+            Ok(r) => {
+                match r.status {
+                    PullStatus::Found => {
+                        let now = payload::now_us();
+                        for m in &r.messages {
+                            let latency = payload::stamp(&m.body)
+                                .map(|due| Duration::from_micros(now.saturating_sub(due)));
+                            ctx.stats.success(1, m.body.len() as u64, latency, "FOUND");
+                        }
+                        ctx.received
+                            .fetch_add(r.messages.len() as u64, Ordering::Relaxed);
+                    }
+                    PullStatus::NoNewMsg if a.until_caught_up => return Ok(()),
+                    _ => {}
+                }
+                offset = next_offset(offset, r.next_begin_offset);
+            }
+            Err(e) => {
+                ctx.stats.failure(1, &e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The broker's next offset; never moves backwards.
+fn next_offset(current: QueueOffset, next: QueueOffset) -> QueueOffset {
+    if next.get() > current.get() {
+        next
+    } else {
+        current
+    }
+}
+
+pub async fn run(
+    client: Arc<Client>,
+    args: ConsumerArgs,
+    run: &RunArgs,
+    stats: Arc<Stats>,
+) -> Result<()> {
+    if args.pull_batch <= 0 {
+        bail!("--pull-batch must be positive");
+    }
+    if run.duration_s == 0 && args.messages == 0 && !args.until_caught_up {
+        bail!("give --duration-s, --messages or --until-caught-up, or the run never ends");
+    }
+    let route = client
+        .topic_route(&args.topic)
+        .await
+        .with_context(|| format!("looking up the route of topic {}", args.topic))?;
+    let mut queues = Vec::new();
+    for b in &route.broker_datas {
+        let (Some(addr), Some(q)) = (
+            b.master_addr(),
+            route
+                .queue_datas
+                .iter()
+                .find(|q| q.broker_name == b.broker_name),
+        ) else {
+            continue;
+        };
+        if q.perm & PERM_READ != 0 {
+            queues.extend((0..q.read_queue_nums).map(|i| (Peer::Broker(addr.to_owned()), i)));
+        }
+    }
+    if queues.is_empty() {
+        bail!("topic {} has no readable queue on any master", args.topic);
+    }
+    let ctx = Arc::new(Ctx {
+        client,
+        args,
+        end: (run.duration_s > 0).then(|| Instant::now() + Duration::from_secs(run.duration_s)),
+        received: AtomicU64::new(0),
+        stats,
+    });
+    let tasks: Vec<_> = queues
+        .into_iter()
+        .map(|(peer, q)| tokio::spawn(pull_queue(ctx.clone(), peer, q)))
+        .collect();
+    for t in tasks {
+        t.await.context("a puller task failed")??;
+    }
+    Ok(())
+}

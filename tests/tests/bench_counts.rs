@@ -1,0 +1,177 @@
+//! `rmq-bench` against real rmq-nameserver + rmq-broker processes: the message counts it
+//! reports match what the broker stored (counts only; speed is never asserted).
+
+use std::time::{Duration, Instant};
+
+use e2e::NameServer;
+use e2e::broker_harness::TempBroker;
+use e2e::cli::{CliOutput, rmqctl_json, run};
+use e2e::nameserver::Options;
+use serde_json::Value;
+
+const TOPIC: &str = "BenchCount";
+
+fn bench(ns_port: u16, args: &[&str]) -> Value {
+    let ns = format!("127.0.0.1:{ns_port}");
+    let mut all = vec!["-n", ns.as_str(), "--json", "--report-interval-s", "1"];
+    all.extend_from_slice(args);
+    let out: CliOutput = run("rmq-bench", &all).ok();
+    out.json()["summary"].clone()
+}
+
+/// Sum of the max offsets of the topic's queues: the number of messages stored.
+fn stored(ns_port: u16) -> u64 {
+    let status = rmqctl_json(ns_port, &["topic", "status", "-t", TOPIC])
+        .ok()
+        .json();
+    status["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| q["maxOffset"].as_u64().expect("maxOffset"))
+        .sum()
+}
+
+fn wait_stored(ns_port: u16, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = stored(ns_port);
+        if n == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "broker stored {n}, bench reported {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn counts(summary: &Value) -> (u64, u64) {
+    (
+        summary["totalOk"].as_u64().expect("totalOk"),
+        summary["totalErrors"].as_u64().expect("totalErrors"),
+    )
+}
+
+#[test]
+fn reported_counts_match_what_the_broker_stored() {
+    let ns = NameServer::start(Options::default());
+    let _broker = TempBroker::start(Some(ns.port), &[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
+        .as_array()
+        .is_none_or(|b| b.is_empty())
+    {
+        assert!(Instant::now() < deadline, "broker never registered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Async single sends, creating the topic; keys and tags on every message.
+    let s = bench(
+        ns.port,
+        &[
+            "-d",
+            "0",
+            "producer",
+            "-t",
+            TOPIC,
+            "--create-topic-queues",
+            "4",
+            "--messages",
+            "600",
+            "--mode",
+            "async",
+            "-c",
+            "4",
+            "-s",
+            "256",
+            "--keys",
+            "--tags",
+            "bench",
+        ],
+    );
+    assert_eq!(counts(&s), (600, 0), "{s}");
+    assert_eq!(s["outcomes"]["SEND_OK"], 600);
+    assert!(s["latencyMs"]["p99"].as_f64().is_some(), "{s}");
+    wait_stored(ns.port, 600);
+
+    // Sync batches of 8 (the last batch is partial).
+    let s = bench(
+        ns.port,
+        &[
+            "-d",
+            "0",
+            "producer",
+            "-t",
+            TOPIC,
+            "--messages",
+            "403",
+            "--batch",
+            "8",
+            "-c",
+            "2",
+        ],
+    );
+    assert_eq!(counts(&s), (403, 0), "{s}");
+    wait_stored(ns.port, 1003);
+
+    // Oneway: no answers, but every message written must be stored.
+    let s = bench(
+        ns.port,
+        &[
+            "-d",
+            "0",
+            "producer",
+            "-t",
+            TOPIC,
+            "--messages",
+            "200",
+            "--mode",
+            "oneway",
+            "-c",
+            "2",
+        ],
+    );
+    assert_eq!(counts(&s), (200, 0), "{s}");
+    assert!(s["latencyMs"].is_null());
+    wait_stored(ns.port, 1203);
+
+    // Fixed rate for one second: whatever it reports as sent is what was stored.
+    let s = bench(
+        ns.port,
+        &[
+            "-d", "1", "producer", "-t", TOPIC, "--rate", "300", "-c", "4",
+        ],
+    );
+    let (ok, errors) = counts(&s);
+    assert_eq!(errors, 0, "{s}");
+    assert!(ok > 0);
+    wait_stored(ns.port, 1203 + ok);
+
+    // The consumer reads back exactly everything stored, with end-to-end latencies.
+    let s = bench(
+        ns.port,
+        &[
+            "-d",
+            "30",
+            "consumer",
+            "-t",
+            TOPIC,
+            "--from",
+            "earliest",
+            "--until-caught-up",
+        ],
+    );
+    assert_eq!(counts(&s), (1203 + ok, 0), "{s}");
+    assert_eq!(s["latencyMs"]["samples"].as_u64(), Some(1203 + ok));
+
+    // A bench against an unknown topic fails with a clear error and exit code 1.
+    let ns_addr = format!("127.0.0.1:{}", ns.port);
+    let out = run(
+        "rmq-bench",
+        &["-n", &ns_addr, "consumer", "-t", "NoSuchTopic", "-d", "1"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("TOPIC_NOT_EXIST (17)"), "{out:?}");
+}
