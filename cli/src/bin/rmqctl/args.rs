@@ -296,7 +296,7 @@ pub enum MessageCmd {
     },
     /// One message by offset msgId, or by client msgId (UNIQ_KEY) when --topic is given.
     #[command(
-        after_help = "Example:\n  rmqctl message view --id 7F00000100002A9F0000000000000000\n  rmqctl message view --id 7F0000010F3A18B4AAC2... -t Orders"
+        after_help = "Example:\n  rmqctl message view --id 7F00000100002A9F0000000000000000\n  rmqctl message view --id 7F000001A8F218B4AAC2633B1F2B0000 -t Orders"
     )]
     View {
         #[arg(long)]
