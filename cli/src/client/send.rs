@@ -298,3 +298,114 @@ pub fn answer_transaction_check(
     cmd.mark_oneway();
     Some(cmd)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::{SinkExt, StreamExt};
+    use protocol::RemotingCodec;
+    use protocol::header::CheckTransactionStateRequestHeader;
+    use protocol::message::PhysicalOffset;
+    use protocol::message::msg_id::offset_msg_id;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::Framed;
+
+    use super::*;
+
+    /// A fake broker checks the half message and the END_TRANSACTION that follows it, as
+    /// a 4.9 broker's `SendMessageProcessor` and `EndTransactionProcessor` read them.
+    #[tokio::test]
+    async fn transactional_send_then_commit_speaks_the_java_wire_format() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let store_host: std::net::SocketAddr = "127.0.0.1:10911".parse().unwrap();
+        let broker = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let mut framed = Framed::new(socket, RemotingCodec::default());
+            let half = framed.next().await.unwrap().unwrap();
+            assert_eq!(half.code, request::SEND_MESSAGE_V2);
+            let h = SendMessageRequestHeader::read_for_code(half.code, &half.ext_fields).unwrap();
+            assert_eq!(
+                h.sys_flag.transaction_type(),
+                protocol::message::TransactionType::Prepared
+            );
+            let props = h.properties.unwrap();
+            assert_eq!(properties::find(&props, properties::TRAN_MSG), Some("true"));
+            assert_eq!(properties::find(&props, properties::PGROUP), Some("TXG"));
+            let uniq = properties::find(&props, properties::UNIQ_KEY)
+                .unwrap()
+                .to_owned();
+            let reply = RemotingCommand::response_to(&half, response::SUCCESS).with_header(
+                &SendMessageResponseHeader {
+                    msg_id: offset_msg_id(store_host, PhysicalOffset(4096)),
+                    queue_id: 1,
+                    queue_offset: QueueOffset(7),
+                    transaction_id: None,
+                },
+            );
+            framed.send(reply).await.unwrap();
+            let end = framed.next().await.unwrap().unwrap();
+            assert_eq!(end.code, request::END_TRANSACTION);
+            assert!(end.is_oneway());
+            let e: EndTransactionRequestHeader = end.header().unwrap();
+            assert_eq!(
+                e.decision(),
+                Some(protocol::message::TransactionType::Commit)
+            );
+            assert_eq!(e.commit_log_offset, PhysicalOffset(4096));
+            assert_eq!(e.tran_state_table_offset, QueueOffset(7));
+            assert_eq!(
+                (e.producer_group.as_str(), e.msg_id.as_str()),
+                ("TXG", uniq.as_str())
+            );
+            assert!(!e.from_transaction_check);
+        });
+        let client = Client::new("127.0.0.1:1", Duration::from_secs(5));
+        let peer = Peer::Broker(addr.to_string());
+        let to = SendTo {
+            broker: &peer,
+            queue_id: 1,
+            producer_group: "TXG",
+        };
+        let sent = client
+            .send(to, &OutgoingMessage::new("T", &b"half"[..]), true)
+            .await
+            .unwrap();
+        assert_eq!(sent.status, SendStatus::SendOk);
+        client
+            .end_transaction(&peer, "TXG", &sent, true)
+            .await
+            .unwrap();
+        broker.await.unwrap();
+    }
+
+    #[test]
+    fn transaction_checks_are_answered_with_a_oneway_commit() {
+        let check = RemotingCommand::request(
+            request::CHECK_TRANSACTION_STATE,
+            &CheckTransactionStateRequestHeader {
+                tran_state_table_offset: QueueOffset(3),
+                commit_log_offset: PhysicalOffset(99),
+                msg_id: Some("UNIQ".into()),
+                transaction_id: Some("TX".into()),
+                offset_msg_id: None,
+                bname: None,
+            },
+        );
+        let answer = answer_transaction_check(&check, "TXG", true).unwrap();
+        assert!(answer.is_oneway());
+        let e: EndTransactionRequestHeader = answer.header().unwrap();
+        assert!(e.from_transaction_check);
+        assert_eq!(
+            (e.commit_log_offset, e.msg_id.as_str()),
+            (PhysicalOffset(99), "UNIQ")
+        );
+        assert_eq!(
+            e.commit_or_rollback,
+            MessageSysFlag::TRANSACTION_COMMIT_TYPE
+        );
+        let other = RemotingCommand::bare_request(request::NOTIFY_CONSUMER_IDS_CHANGED);
+        assert!(answer_transaction_check(&other, "TXG", true).is_none());
+    }
+}
