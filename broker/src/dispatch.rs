@@ -10,7 +10,7 @@ use protocol::RemotingCommand;
 use protocol::code::{request as rq, response};
 
 use crate::connection::Conn;
-use crate::handlers::{HandlerError, Reply, admin, client, lookup, offset, pull, send};
+use crate::handlers::{HandlerError, Reply, admin, client, lookup, offset, pull, send, send_back};
 use crate::outbound::Outbound;
 use crate::state::Broker;
 
@@ -26,6 +26,7 @@ pub async fn dispatch(
         rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {
             send::send_message(broker, conn, &request).await
         }
+        rq::CONSUMER_SEND_MSG_BACK => send_back::consumer_send_msg_back(broker, &request).await,
         rq::PULL_MESSAGE => pull::pull_message(broker, conn, &request).await,
         rq::QUERY_MESSAGE => lookup::query_message(broker, &request).await,
         rq::VIEW_MESSAGE_BY_ID => lookup::view_message(broker, &request).await,

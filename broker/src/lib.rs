@@ -25,6 +25,7 @@ pub mod outbound;
 pub mod properties;
 pub mod registration;
 pub mod remoting_client;
+pub mod schedule;
 pub mod server;
 pub mod state;
 pub mod store_adapter;

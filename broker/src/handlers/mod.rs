@@ -7,6 +7,7 @@ pub mod lookup;
 pub mod offset;
 pub mod pull;
 pub mod send;
+pub mod send_back;
 
 use protocol::RemotingCommand;
 use protocol::body::BodyError;
