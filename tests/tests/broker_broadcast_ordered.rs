@@ -117,6 +117,9 @@ fn every_broadcast_instance_receives_every_message() {
     });
 }
 
+/// `(key, seq, consumer)` of every delivery, in the order the listeners ran.
+type DeliveryLog = Arc<Mutex<Vec<(String, u32, &'static str)>>>;
+
 const KEYS: usize = 4;
 const PER_KEY: u32 = 40;
 
@@ -127,7 +130,7 @@ async fn orderly_member(
     group: &str,
     instance: &'static str,
     topic: &str,
-    log: &Arc<Mutex<Vec<(String, u32, &'static str)>>>,
+    log: &DeliveryLog,
 ) -> DefaultMQPushConsumer {
     let mut c = push_consumer(namesrv, group, instance, |b| b);
     c.subscribe(topic, "TagO").await.expect("subscribe");
@@ -170,7 +173,7 @@ fn per_key_order_holds_while_a_consumer_joins_and_leaves() {
             .send_with_timeout(msg(topic, "Boot", b"boot"), 5_000)
             .await
             .expect("bootstrap send");
-        let log: Arc<Mutex<Vec<(String, u32, &'static str)>>> = Arc::default();
+        let log: DeliveryLog = Arc::default();
         let mut first = orderly_member(&namesrv, group, "ordered-a", topic, &log).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
 

@@ -20,6 +20,9 @@ use support::{
     runtime, within,
 };
 
+/// Body, arrival time and DELAY property of each delivery.
+type Arrivals = Arc<Mutex<Vec<(String, Instant, Option<String>)>>>;
+
 fn delayed(topic: &str, body: &str, level: i32) -> Message {
     let mut m = msg(topic, "TagD", body.as_bytes());
     m.set_delay_time_level(level);
@@ -38,7 +41,7 @@ fn level_two_waits_five_seconds_with_the_default_table() {
             .send_with_timeout(msg(topic, "Boot", b"boot"), 5_000)
             .await
             .expect("bootstrap send");
-        let arrived: Arc<Mutex<Vec<(String, Instant, Option<String>)>>> = Arc::default();
+        let arrived: Arrivals = Arc::default();
         let mut consumer = push_consumer(&namesrv, "delay-group", "delay-consumer", |b| b);
         consumer.subscribe(topic, "TagD").await.expect("subscribe");
         let sink = Arc::clone(&arrived);
