@@ -30,6 +30,8 @@ pub mod server;
 pub mod state;
 pub mod store_adapter;
 pub mod store_api;
+#[cfg(test)]
+pub(crate) mod test_fixture;
 pub mod topics;
 
 /// Milliseconds since the Unix epoch (RocketMQ's `System.currentTimeMillis()`).

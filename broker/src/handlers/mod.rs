@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod client;
+pub mod delay_offset;
 pub mod lookup;
 pub mod offset;
 pub mod pull;

@@ -216,6 +216,10 @@ fn status_name(status: PutStatus) -> &'static str {
 }
 
 #[cfg(test)]
+#[path = "send_back_tests.rs"]
+mod handler_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -145,6 +145,10 @@ impl ScheduleService {
 /// Runs the schedule service until shutdown: one task per level plus the periodic
 /// persistence of `delayOffset.json`. The caller persists once more after it returns.
 pub async fn run(broker: Arc<Broker>) {
+    if broker.config.store.broker_role == store::BrokerRole::Slave {
+        // As in RocketMQ, only a master delivers; a slave's copies arrive by replication.
+        return;
+    }
     recovery::wait_for_dispatch(&broker).await;
     broker.schedule.correct_offsets(broker.store.as_ref());
     let mut tasks = Vec::new();

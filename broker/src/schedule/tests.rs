@@ -1,75 +1,28 @@
 //! The schedule service over a real store in a temporary directory.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use protocol::message::QueueOffset;
 use protocol::message::properties;
-use protocol::message::{QueueOffset, record};
 
 use super::*;
-use crate::config::Config;
-use crate::filter::MessageFilter;
-use crate::metrics::Metrics;
-use crate::store_adapter::StoreAdapter;
 use crate::store_api::PutMessage;
+use crate::test_fixture::{self, bodies, wait_until};
 
-/// A broker over a fresh store; level 1 waits 0 s so parked messages are due at once.
+const LEVELS: &str = "messageDelayLevel=0s 1h\nflushDelayOffsetInterval=100\n";
+
+/// A broker whose level 1 waits 0 s, so parked messages are due at once.
 fn broker(dir: &Path) -> Arc<Broker> {
-    let text = format!(
-        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nmessageDelayLevel=0s 1h\nflushDelayOffsetInterval=100\n",
-        dir.display()
-    );
-    let config = Config::from_properties(&text).unwrap();
-    let store = store::MessageStore::open(config.store.clone()).unwrap();
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
-    Broker::open(config, store, Arc::new(Metrics::new())).unwrap()
+    test_fixture::broker(dir, LEVELS)
 }
 
 fn delayed(topic: &str, queue_id: i32, level: i32, n: usize) -> PutMessage {
-    let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
-    PutMessage {
-        topic: topic.to_owned(),
+    test_fixture::message(
+        topic,
         queue_id,
-        flag: 0,
-        body: Bytes::from(format!("m{n}")),
-        properties: format!("UNIQ_KEY\u{1}U{n:08}\u{2}DELAY\u{1}{level}\u{2}TAGS\u{1}A"),
-        sys_flag: 0,
-        born_timestamp: 1,
-        born_host: host,
-        store_host: host,
-        reconsume_times: 0,
-        wait_store_ok: true,
-    }
-}
-
-fn bodies(b: &Broker, topic: &str, queue_id: i32) -> Vec<(String, String)> {
-    let filter = MessageFilter::parse(None, "*").unwrap();
-    let mut out = Vec::new();
-    let mut offset = QueueOffset(0);
-    loop {
-        let got = b.store.get_message(topic, queue_id, offset, 1000, &filter);
-        if got.messages.is_empty() {
-            return out;
-        }
-        offset = got.next_begin_offset;
-        for m in &got.messages {
-            let v = record::decode(m, false).unwrap();
-            out.push((
-                String::from_utf8_lossy(v.body()).into_owned(),
-                v.properties().to_owned(),
-            ));
-        }
-    }
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        &format!("m{n}"),
+        format!("UNIQ_KEY\u{1}U{n:08}\u{2}DELAY\u{1}{level}\u{2}TAGS\u{1}A"),
+    )
 }
 
 #[test]
