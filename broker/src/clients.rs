@@ -216,6 +216,28 @@ impl ClientManager {
             .collect()
     }
 
+    /// `(group, client id)` of every consumer group `conn` is a member of.
+    pub fn consumer_memberships(&self, conn: ConnId) -> Vec<(String, String)> {
+        let t = self.tables.read();
+        t.consumers
+            .iter()
+            .filter_map(|(group, g)| {
+                g.members
+                    .get(&conn)
+                    .map(|info| (group.clone(), info.client_id.clone()))
+            })
+            .collect()
+    }
+
+    /// True when `client_id` is still a member of `group` through some connection.
+    pub fn is_consumer_member(&self, group: &str, client_id: &str) -> bool {
+        self.tables
+            .read()
+            .consumers
+            .get(group)
+            .is_some_and(|g| g.members.values().any(|m| m.client_id == client_id))
+    }
+
     /// Snapshot for GET_CONSUMER_CONNECTION_LIST: members with their channel's peer.
     pub fn consumer_connections(
         &self,

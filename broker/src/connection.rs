@@ -137,7 +137,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     drop(tx);
     let _ = writer.await;
     broker.metrics.connection_closed();
+    let memberships = broker.clients.consumer_memberships(id);
     let left = broker.clients.remove_channel(id);
+    release_locks(&broker, memberships);
     for group in left {
         crate::handlers::client::notify_consumer_ids_changed(&broker, &group);
     }
@@ -232,4 +234,22 @@ fn codec_encode(
 ) -> std::io::Result<()> {
     use tokio_util::codec::Encoder;
     codec.encode(cmd, buf).map_err(std::io::Error::other)
+}
+
+/// Frees the orderly-consumption queue locks of consumers that are gone from their group.
+pub(crate) fn release_locks(broker: &Broker, memberships: Vec<(String, String)>) {
+    for (group, client_id) in memberships {
+        if broker.clients.is_consumer_member(&group, &client_id) {
+            continue;
+        }
+        let released = broker.locks.release_client(&group, &client_id);
+        if released > 0 {
+            tracing::info!(
+                group,
+                client = client_id,
+                released,
+                "queue locks of a departed consumer released"
+            );
+        }
+    }
 }

@@ -10,7 +10,9 @@ use protocol::RemotingCommand;
 use protocol::code::{request as rq, response};
 
 use crate::connection::Conn;
-use crate::handlers::{HandlerError, Reply, admin, client, lookup, offset, pull, send};
+use crate::handlers::{
+    HandlerError, Reply, admin, client, delay_offset, lookup, offset, pull, send, send_back,
+};
 use crate::outbound::Outbound;
 use crate::state::Broker;
 
@@ -26,6 +28,7 @@ pub async fn dispatch(
         rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {
             send::send_message(broker, conn, &request).await
         }
+        rq::CONSUMER_SEND_MSG_BACK => send_back::consumer_send_msg_back(broker, &request).await,
         rq::PULL_MESSAGE => pull::pull_message(broker, conn, &request).await,
         rq::QUERY_MESSAGE => lookup::query_message(broker, &request).await,
         rq::VIEW_MESSAGE_BY_ID => lookup::view_message(broker, &request).await,
@@ -41,6 +44,7 @@ pub async fn dispatch(
         rq::GET_MIN_OFFSET => offset::min_offset(broker, &request),
         rq::SEARCH_OFFSET_BY_TIMESTAMP => offset::search_by_timestamp(broker, &request),
         rq::GET_EARLIEST_MSG_STORETIME => offset::earliest_store_time(broker, &request),
+        rq::GET_ALL_DELAY_OFFSET => delay_offset::all_delay_offsets(broker, &request),
         rq::GET_ALL_CONSUMER_OFFSET => offset::all_consumer_offsets(broker, &request),
         rq::UPDATE_AND_CREATE_TOPIC => admin::create_topic(broker, &request),
         rq::DELETE_TOPIC_IN_BROKER => admin::delete_topic(broker, &request),

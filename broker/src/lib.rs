@@ -25,10 +25,13 @@ pub mod outbound;
 pub mod properties;
 pub mod registration;
 pub mod remoting_client;
+pub mod schedule;
 pub mod server;
 pub mod state;
 pub mod store_adapter;
 pub mod store_api;
+#[cfg(test)]
+pub(crate) mod test_fixture;
 pub mod topics;
 
 /// Milliseconds since the Unix epoch (RocketMQ's `System.currentTimeMillis()`).

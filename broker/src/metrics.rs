@@ -39,8 +39,22 @@ pub struct LagLabels {
     pub queue_id: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    pub group: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LevelLabels {
+    pub level: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    retry_messages: Family<GroupLabels, Counter>,
+    dlq_messages: Family<GroupLabels, Counter>,
+    delay_waiting: Family<LevelLabels, Gauge>,
+    delay_delivered: Family<LevelLabels, Counter>,
     latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
     put_messages: Family<TopicLabels, Counter>,
     put_bytes: Family<TopicLabels, Counter>,
@@ -75,6 +89,10 @@ impl Metrics {
         let mut r = Registry::default();
         let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let m = Self {
+            retry_messages: Family::default(),
+            dlq_messages: Family::default(),
+            delay_waiting: Family::default(),
+            delay_delivered: Family::default(),
             latency,
             put_messages: Family::default(),
             put_bytes: Family::default(),
@@ -153,6 +171,26 @@ impl Metrics {
             "Messages a consumer group has not committed yet, per queue",
             m.group_diff.clone(),
         );
+        r.register(
+            "rocketmq_retry_messages",
+            "Messages a consumer group handed back for another attempt via %RETRY%<group>",
+            m.retry_messages.clone(),
+        );
+        r.register(
+            "rocketmq_dlq_messages",
+            "Messages moved to the dead letter queue %DLQ%<group>; any increase needs a human",
+            m.dlq_messages.clone(),
+        );
+        r.register(
+            "rocketmq_delay_messages_waiting",
+            "Messages in SCHEDULE_TOPIC_XXXX not yet delivered, by delay level",
+            m.delay_waiting.clone(),
+        );
+        r.register(
+            "rocketmq_delay_messages_delivered",
+            "Delayed messages delivered to their real topic, by delay level",
+            m.delay_delivered.clone(),
+        );
         Self { registry: r, ..m }
     }
 
@@ -180,6 +218,30 @@ impl Metrics {
         self.get_messages.get_or_create(&l).inc_by(messages);
         self.get_bytes.get_or_create(&l).inc_by(bytes);
         self.get_total.fetch_add(messages, Ordering::Relaxed);
+    }
+
+    /// A message of `group` handed back for retry (CONSUMER_SEND_MSG_BACK or a send to
+    /// `%RETRY%<group>`).
+    pub fn record_retry(&self, group: &str) {
+        let l = GroupLabels {
+            group: group.to_owned(),
+        };
+        self.retry_messages.get_or_create(&l).inc();
+    }
+
+    /// A message of `group` moved to `%DLQ%<group>`.
+    pub fn record_dlq(&self, group: &str) {
+        let l = GroupLabels {
+            group: group.to_owned(),
+        };
+        self.dlq_messages.get_or_create(&l).inc();
+    }
+
+    pub fn record_delay_delivered(&self, level: i32, messages: u64) {
+        let l = LevelLabels {
+            level: level.to_string(),
+        };
+        self.delay_delivered.get_or_create(&l).inc_by(messages);
     }
 
     pub fn connection_opened(&self) {
@@ -230,6 +292,12 @@ impl Metrics {
                 .set(store.dispatch_behind_bytes() as i64);
             self.commitlog_min.set(store.min_phy_offset().get());
             self.commitlog_max.set(store.max_phy_offset().get());
+            for (level, waiting) in b.schedule.waiting(store.as_ref()) {
+                let l = LevelLabels {
+                    level: level.to_string(),
+                };
+                self.delay_waiting.get_or_create(&l).set(waiting);
+            }
             self.group_diff.clear();
             for group in b.groups.snapshot().subscription_group_table.keys() {
                 for (topic, queues) in b.offsets.topics_of_group(group) {
@@ -308,7 +376,20 @@ mod tests {
         m.record_put("T", 2, 10);
         m.record_get("T", 1, 100);
         m.connection_opened();
+        m.record_retry("G");
+        m.record_retry("G");
+        m.record_dlq("G");
+        m.record_delay_delivered(2, 5);
         let text = m.render(None).unwrap();
+        assert!(
+            text.contains(r#"rocketmq_retry_messages_total{group="G"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rocketmq_dlq_messages_total{group="G"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"rocketmq_delay_messages_delivered_total{level="2"} 5"#));
         assert!(
             text.contains(
                 r#"rocketmq_request_latency_seconds_count{request_code="SEND_MESSAGE"} 1"#

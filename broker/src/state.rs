@@ -17,6 +17,7 @@ use crate::locks::LockManager;
 use crate::long_polling::PullHold;
 use crate::metrics::Metrics;
 use crate::offsets::OffsetManager;
+use crate::schedule::ScheduleService;
 use crate::store_api::MessageStoreApi;
 use crate::topics::TopicManager;
 
@@ -31,6 +32,8 @@ pub struct Broker {
     pub offsets: OffsetManager,
     pub clients: ClientManager,
     pub locks: LockManager,
+    /// Delay levels and their delivery progress (`delayOffset.json`).
+    pub schedule: ScheduleService,
     pub metrics: Arc<Metrics>,
     pub store: Arc<dyn MessageStoreApi>,
     pub pull_hold: PullHold,
@@ -55,6 +58,15 @@ impl Broker {
         let groups = GroupManager::open(&root)?;
         let live = LiveConfig::new(b);
         let offsets = OffsetManager::open(&root)?;
+        let levels = config
+            .store
+            .delay_levels()
+            .map_err(|e| ConfigFileError::Parse {
+                path: "messageDelayLevel".into(),
+                what: "delay level table",
+                reason: e.to_string(),
+            })?;
+        let schedule = ScheduleService::open(&root, levels)?;
         let in_flight = Arc::new(Semaphore::new(b.max_in_flight_total.max(1) as usize));
         Ok(Arc::new(Self {
             topics,
@@ -62,6 +74,7 @@ impl Broker {
             offsets,
             clients: ClientManager::default(),
             locks: LockManager::default(),
+            schedule,
             metrics,
             store,
             pull_hold: PullHold::default(),
@@ -89,6 +102,7 @@ impl Broker {
             ("consumerOffset.json", self.offsets.persist()),
             ("topics.json", self.topics.persist()),
             ("subscriptionGroup.json", self.groups.persist()),
+            ("delayOffset.json", self.schedule.persist()),
         ] {
             if let Err(e) = result {
                 tracing::error!(file = what, error = %e, "persist failed");

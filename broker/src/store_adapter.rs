@@ -15,7 +15,7 @@ use store::{MessageStore, PutMessageResult, PutMessageStatus};
 use crate::filter::MessageFilter;
 use crate::store_api::{
     Appended, ArrivalListener, GetResult, GetStatus, MessageStoreApi, PutBatch, PutMessage,
-    PutResult, PutStatus, QueryResult,
+    PutResult, PutStatus, QueryResult, QueueUnit,
 };
 
 pub struct StoreAdapter {
@@ -282,6 +282,36 @@ impl MessageStoreApi for StoreAdapter {
             index_last_update_timestamp: r.index_last_update_timestamp,
             index_last_update_phyoffset: r.index_last_update_phy_offset,
         }
+    }
+
+    fn queue_units(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: QueueOffset,
+        max: usize,
+    ) -> Vec<QueueUnit> {
+        let Some(queue) = self
+            .store
+            .dispatcher()
+            .consume_queues()
+            .find(topic, queue_id)
+        else {
+            return Vec::new();
+        };
+        let Some(window) = queue.window_from(from) else {
+            return Vec::new();
+        };
+        window
+            .iter()
+            .take(max)
+            .map(|(offset, unit)| QueueUnit {
+                offset,
+                physical_offset: unit.physical_offset,
+                size: unit.size,
+                tags_code: unit.tags_code,
+            })
+            .collect()
     }
 
     fn view_message(&self, offset: PhysicalOffset) -> Option<Bytes> {

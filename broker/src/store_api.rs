@@ -111,6 +111,16 @@ pub struct QueryResult {
     pub index_last_update_phyoffset: PhysicalOffset,
 }
 
+/// One ConsumeQueue unit (`CqUnit`) and its logical offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueUnit {
+    pub offset: QueueOffset,
+    pub physical_offset: PhysicalOffset,
+    pub size: i32,
+    /// Tag hash, or the deliver time for `SCHEDULE_TOPIC_XXXX`.
+    pub tags_code: i64,
+}
+
 /// Called by the store's dispatcher for every message it indexes into a ConsumeQueue:
 /// `(topic, queue id, its queue offset, tags code)`. Drives long polling.
 pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64) + Send + Sync>;
@@ -150,6 +160,15 @@ pub trait MessageStoreApi: Send + Sync + 'static {
         begin: i64,
         end: i64,
     ) -> QueryResult;
+    /// Up to `max` units of the queue from `from`, in order; empty when none is written
+    /// there (yet). Stops at the end of a ConsumeQueue file: ask again from the next offset.
+    fn queue_units(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: QueueOffset,
+        max: usize,
+    ) -> Vec<QueueUnit>;
     /// The whole record stored at `offset`.
     fn view_message(&self, offset: PhysicalOffset) -> Option<Bytes>;
     fn dispatch_behind_bytes(&self) -> u64;

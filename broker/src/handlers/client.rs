@@ -80,6 +80,7 @@ pub fn unregister_client(
         && broker.clients.unregister_consumer(group, conn.id)
     {
         tracing::info!(group, client = %h.client_id, "consumer left");
+        crate::connection::release_locks(broker, vec![(group.to_owned(), h.client_id.clone())]);
         notify_consumer_ids_changed(broker, group);
     }
     Ok(success(request).into())

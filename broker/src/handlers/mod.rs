@@ -3,10 +3,12 @@
 
 pub mod admin;
 pub mod client;
+pub mod delay_offset;
 pub mod lookup;
 pub mod offset;
 pub mod pull;
 pub mod send;
+pub mod send_back;
 
 use protocol::RemotingCommand;
 use protocol::body::BodyError;

@@ -23,7 +23,7 @@ use crate::state::Broker;
 use crate::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
 
 /// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
-const VERSION_WITH_MAX_RECONSUME: i32 = 121;
+pub(crate) const VERSION_WITH_MAX_RECONSUME: i32 = 121;
 const ILLEGAL_REMARK: &str = "the message is illegal, maybe msg body or properties length not matched. msg body length limit 128k, msg properties length limit 32k.";
 
 pub async fn send_message(
@@ -54,9 +54,14 @@ pub async fn send_message(
 
     let properties = h.properties.clone().unwrap_or_default();
     let reconsume_times = h.reconsume_times.unwrap_or(0);
-    if let Some(group) = topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
+    if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
         // `handleRetryAndDLQ`: too many retries go to the group's dead letter queue.
-        let Some(group_config) = broker.groups.get(group) else {
+        // `findSubscriptionGroupConfig` creates the group when auto-creation is on.
+        let auto_create = broker
+            .live
+            .auto_create_subscription_group
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let Some(group_config) = broker.groups.find_or_create(group, auto_create) else {
             return error(
                 request,
                 response::SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -69,11 +74,22 @@ pub async fn send_message(
         };
         if reconsume_times >= max {
             let dlq = names::dlq_topic(group);
-            broker
-                .topics
-                .get_or_create_system(&dlq, 1, perm::READ | perm::WRITE, 0);
+            broker.topics.get_or_create_system(
+                &dlq,
+                super::send_back::DLQ_QUEUE_NUMS,
+                perm::READ | perm::WRITE,
+                0,
+            );
             topic = dlq;
             queue_id = 0;
+            tracing::warn!(
+                group,
+                reconsume_times,
+                "message sent to the retry topic moved to the dead letter queue"
+            );
+            broker.metrics.record_dlq(group);
+        } else {
+            broker.metrics.record_retry(group);
         }
     }
 
@@ -311,7 +327,7 @@ pub fn store_host(broker: &Broker) -> SocketAddr {
 }
 
 /// A uniformly spread index in `0..n` (RocketMQ picks a random queue).
-fn random_index(n: i32) -> i32 {
+pub(crate) fn random_index(n: i32) -> i32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(crate::now_ms() as u64);
     (h.finish() % n.max(1) as u64) as i32

@@ -1,0 +1,270 @@
+//! CONSUMER_SEND_MSG_BACK (`SendMessageProcessor.asyncConsumerSendMsgBack`, reference
+//! §7.10 and §11): a consumer hands back a message it failed to consume. The broker
+//! stores a copy for `%RETRY%<group>` behind a delay level (the store parks it in
+//! `SCHEDULE_TOPIC_XXXX`, the schedule service re-delivers it when due), or, once the
+//! message has been retried `maxReconsumeTimes` times or the consumer asks for it, in
+//! the group's dead letter queue `%DLQ%<group>`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use protocol::RemotingCommand;
+use protocol::code::response;
+use protocol::header::ConsumerSendMsgBackRequestHeader;
+use protocol::message::Properties;
+use protocol::message::properties::{
+    DELAY, MAX_RECONSUME_TIMES, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, WAIT,
+};
+use protocol::message::record;
+
+use super::send::{VERSION_WITH_MAX_RECONSUME, random_index};
+use super::{HandlerResult, error, success};
+use crate::names::{self, perm};
+use crate::state::Broker;
+use crate::store_api::{PutMessage, PutStatus};
+
+/// `TopicSysFlag.FLAG_UNIT_SUB`.
+const FLAG_UNIT_SUB: i32 = 0x2;
+/// `MixAll.DLQ_NUMS_PER_GROUP`: a dead letter queue has one queue.
+pub const DLQ_QUEUE_NUMS: i32 = 1;
+
+/// Where a handed-back message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// `%RETRY%<group>` after `delay_level`.
+    Retry { delay_level: i32 },
+    /// `%DLQ%<group>` queue 0, no delay.
+    DeadLetter,
+}
+
+/// The retry-or-DLQ decision: the DLQ once the message was already consumed
+/// `max_reconsume_times` times or the consumer asks for it with a negative level;
+/// otherwise the asked level, or `3 + reconsumeTimes` when 0 is asked (10 s, 30 s, 1 m ...
+/// with the default table).
+pub fn destination(
+    reconsume_times: i32,
+    max_reconsume_times: i32,
+    delay_level: i32,
+) -> Destination {
+    if reconsume_times >= max_reconsume_times || delay_level < 0 {
+        Destination::DeadLetter
+    } else if delay_level == 0 {
+        Destination::Retry {
+            delay_level: reconsume_times.saturating_add(3),
+        }
+    } else {
+        Destination::Retry { delay_level }
+    }
+}
+
+/// The properties of the copy: the original's, with RETRY_TOPIC kept or set to the
+/// original topic (consumers restore the topic from it), ORIGIN_MESSAGE_ID kept or set to
+/// the original's offset msgId, the delay level as DELAY (0 for the DLQ, which the store
+/// ignores) and WAIT=false, as RocketMQ stores them. RECONSUME_TIME and
+/// MAX_RECONSUME_TIMES record the attempt the copy stands for and the limit applied, the
+/// names RocketMQ clients use on their own send-back fallback. UNIQ_KEY is untouched, so
+/// the client-visible msgId stays the same across retries.
+pub fn copy_properties(
+    original: &str,
+    original_topic: &str,
+    original_offset_msg_id: &str,
+    delay_level: i32,
+    reconsume_times: i32,
+    max_reconsume_times: i32,
+) -> String {
+    let mut props = Properties::parse(original);
+    if !props.contains(RETRY_TOPIC) {
+        props.insert(RETRY_TOPIC, original_topic);
+    }
+    if !props.contains(ORIGIN_MESSAGE_ID) {
+        props.insert(ORIGIN_MESSAGE_ID, original_offset_msg_id);
+    }
+    props.insert(DELAY, delay_level.to_string());
+    props.insert(WAIT, "false");
+    props.insert(RECONSUME_TIME, reconsume_times.to_string());
+    props.insert(MAX_RECONSUME_TIMES, max_reconsume_times.to_string());
+    props.to_string()
+}
+
+pub async fn consumer_send_msg_back(
+    broker: &Arc<Broker>,
+    request: &RemotingCommand,
+) -> HandlerResult {
+    let h: ConsumerSendMsgBackRequestHeader = request.header()?;
+    let auto_create = broker
+        .live
+        .auto_create_subscription_group
+        .load(Ordering::Relaxed);
+    let Some(group) = broker.groups.find_or_create(&h.group, auto_create) else {
+        return error(
+            request,
+            response::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group not exist, {}", h.group),
+        );
+    };
+    if !perm::is_writeable(broker.live.broker_permission()) {
+        return error(
+            request,
+            response::NO_PERMISSION,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                broker.config.broker.broker_ip1
+            ),
+        );
+    }
+    if group.retry_queue_nums <= 0 {
+        // RocketMQ's way of switching retries off for a group: accept and drop.
+        return Ok(success(request).into());
+    }
+
+    let retry_topic = names::retry_topic(&h.group);
+    let sys_flag = if h.unit_mode { FLAG_UNIT_SUB } else { 0 };
+    let retry_config = broker.topics.get_or_create_system(
+        &retry_topic,
+        group.retry_queue_nums,
+        perm::READ | perm::WRITE,
+        sys_flag,
+    );
+    if !perm::is_writeable(retry_config.perm) {
+        return error(
+            request,
+            response::NO_PERMISSION,
+            format!("the topic[{retry_topic}] sending message is forbidden"),
+        );
+    }
+
+    let lookup_failed = || format!("look message by offset failed, {}", h.offset.get());
+    let Some(stored) = broker.store.view_message(h.offset) else {
+        return error(request, response::SYSTEM_ERROR, lookup_failed());
+    };
+    let Ok(original) = record::decode(&stored, false) else {
+        return error(request, response::SYSTEM_ERROR, lookup_failed());
+    };
+
+    let max = match h.max_reconsume_times {
+        Some(m) if request.version >= VERSION_WITH_MAX_RECONSUME => m,
+        _ => group.retry_max_times,
+    };
+    let (topic, queue_id, delay_level) =
+        match destination(original.reconsume_times(), max, h.delay_level) {
+            Destination::Retry { delay_level } => (
+                retry_topic,
+                random_index(group.retry_queue_nums),
+                delay_level,
+            ),
+            Destination::DeadLetter => {
+                let dlq = names::dlq_topic(&h.group);
+                broker.topics.get_or_create_system(
+                    &dlq,
+                    DLQ_QUEUE_NUMS,
+                    perm::READ | perm::WRITE,
+                    0,
+                );
+                (dlq, 0, 0)
+            }
+        };
+    let reconsume_times = original.reconsume_times().saturating_add(1);
+    let properties = copy_properties(
+        original.properties(),
+        original.topic(),
+        &original.offset_msg_id(),
+        delay_level,
+        reconsume_times,
+        max,
+    );
+    let copy = PutMessage {
+        topic,
+        queue_id,
+        flag: original.flag(),
+        body: stored.slice_ref(original.body()),
+        properties,
+        sys_flag: original.sys_flag().0,
+        born_timestamp: original.born_timestamp(),
+        born_host: original.born_host(),
+        store_host: original.store_host(),
+        reconsume_times,
+        wait_store_ok: false,
+    };
+    let dead_letter = delay_level == 0;
+    let result = broker.store.put_message(copy).await;
+    if result.status != PutStatus::PutOk {
+        return error(request, response::SYSTEM_ERROR, status_name(result.status));
+    }
+    if dead_letter {
+        tracing::warn!(group = %h.group, offset = h.offset.get(), reconsume_times, "message moved to the dead letter queue");
+        broker.metrics.record_dlq(&h.group);
+    } else {
+        broker.metrics.record_retry(&h.group);
+    }
+    Ok(success(request).into())
+}
+
+/// `PutMessageStatus.name()`, the remark RocketMQ answers a failed send-back with.
+fn status_name(status: PutStatus) -> &'static str {
+    match status {
+        PutStatus::PutOk => "PUT_OK",
+        PutStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+        PutStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+        PutStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        PutStatus::ServiceNotAvailable => "SERVICE_NOT_AVAILABLE",
+        PutStatus::CreateMappedFileFailed => "CREATE_MAPEDFILE_FAILED",
+        PutStatus::MessageIllegal => "MESSAGE_ILLEGAL",
+        PutStatus::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
+        PutStatus::OsPageCacheBusy => "OS_PAGECACHE_BUSY",
+        PutStatus::UnknownError => "UNKNOWN_ERROR",
+    }
+}
+
+#[cfg(test)]
+#[path = "send_back_tests.rs"]
+mod handler_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_level_grows_with_attempts_and_limits_lead_to_the_dlq() {
+        assert_eq!(destination(0, 16, 0), Destination::Retry { delay_level: 3 });
+        assert_eq!(destination(5, 16, 0), Destination::Retry { delay_level: 8 });
+        assert_eq!(destination(2, 16, 1), Destination::Retry { delay_level: 1 });
+        assert_eq!(destination(16, 16, 0), Destination::DeadLetter);
+        assert_eq!(destination(17, 16, 2), Destination::DeadLetter);
+        assert_eq!(destination(0, 16, -1), Destination::DeadLetter);
+        // maxReconsumeTimes 0: the first failure is final.
+        assert_eq!(destination(0, 0, 0), Destination::DeadLetter);
+    }
+
+    #[test]
+    fn first_send_back_records_origin_and_retry_topic() {
+        let original = "UNIQ_KEY\u{1}U1\u{2}TAGS\u{1}A\u{2}CLUSTER\u{1}C";
+        let copy = copy_properties(original, "T", "OFFSETID", 3, 1, 16);
+        let p = Properties::parse(&copy);
+        assert_eq!(p.get("UNIQ_KEY"), Some("U1"));
+        assert_eq!(p.get(RETRY_TOPIC), Some("T"));
+        assert_eq!(p.get(ORIGIN_MESSAGE_ID), Some("OFFSETID"));
+        assert_eq!(p.get(DELAY), Some("3"));
+        assert_eq!(p.get(WAIT), Some("false"));
+        assert_eq!(p.get(RECONSUME_TIME), Some("1"));
+        assert_eq!(p.get(MAX_RECONSUME_TIMES), Some("16"));
+        assert!(copy.starts_with("UNIQ_KEY\u{1}U1\u{2}TAGS\u{1}A"));
+    }
+
+    #[test]
+    fn later_send_backs_keep_the_first_origin_and_topic() {
+        // A retry copy as consumed from %RETRY%g: it carries the first round's facts
+        // and the schedule bookkeeping.
+        let retried = "RETRY_TOPIC\u{1}T\u{2}ORIGIN_MESSAGE_ID\u{1}FIRST\u{2}DELAY\u{1}3\u{2}\
+                       REAL_TOPIC\u{1}%RETRY%g\u{2}REAL_QID\u{1}0\u{2}RECONSUME_TIME\u{1}1";
+        let copy = copy_properties(retried, "%RETRY%g", "SECOND", 4, 2, 3);
+        let p = Properties::parse(&copy);
+        assert_eq!(p.get(RETRY_TOPIC), Some("T"));
+        assert_eq!(p.get(ORIGIN_MESSAGE_ID), Some("FIRST"));
+        assert_eq!(p.get(DELAY), Some("4"));
+        assert_eq!(p.get(RECONSUME_TIME), Some("2"));
+        assert_eq!(p.get(MAX_RECONSUME_TIMES), Some("3"));
+        // To the DLQ: level 0, which the store does not delay.
+        let dlq = copy_properties(retried, "%RETRY%g", "SECOND", 0, 4, 3);
+        assert_eq!(Properties::parse(&dlq).get(DELAY), Some("0"));
+    }
+}

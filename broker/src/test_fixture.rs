@@ -1,0 +1,85 @@
+//! A broker over a real store in a temporary directory, for unit tests of handlers and
+//! services that need the whole state.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use protocol::message::{QueueOffset, record};
+
+use crate::config::Config;
+use crate::filter::MessageFilter;
+use crate::metrics::Metrics;
+use crate::state::Broker;
+use crate::store_adapter::StoreAdapter;
+use crate::store_api::{MessageStoreApi, PutMessage};
+
+/// A broker rooted at `dir` with 8 MiB CommitLog files; `extra` is more broker.conf text.
+pub fn broker(dir: &Path, extra: &str) -> Arc<Broker> {
+    let text = format!(
+        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\n{extra}",
+        dir.display()
+    );
+    let config = Config::from_properties(&text).unwrap();
+    let store = store::MessageStore::open(config.store.clone()).unwrap();
+    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    Broker::open(config, store, Arc::new(Metrics::new())).unwrap()
+}
+
+pub fn message(topic: &str, queue_id: i32, body: &str, properties: String) -> PutMessage {
+    let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+    PutMessage {
+        topic: topic.to_owned(),
+        queue_id,
+        flag: 0,
+        body: Bytes::from(body.to_owned()),
+        properties,
+        sys_flag: 0,
+        born_timestamp: 1,
+        born_host: host,
+        store_host: host,
+        reconsume_times: 0,
+        wait_store_ok: true,
+    }
+}
+
+/// Every record of the queue, whole.
+pub fn records(b: &Broker, topic: &str, queue_id: i32) -> Vec<Bytes> {
+    let filter = MessageFilter::parse(None, "*").unwrap();
+    let mut out = Vec::new();
+    let mut offset = QueueOffset(0);
+    loop {
+        let got = b.store.get_message(topic, queue_id, offset, 1000, &filter);
+        if got.messages.is_empty() {
+            return out;
+        }
+        offset = got.next_begin_offset;
+        out.extend(got.messages);
+    }
+}
+
+/// `(body, properties)` of every record of the queue.
+pub fn bodies(b: &Broker, topic: &str, queue_id: i32) -> Vec<(String, String)> {
+    records(b, topic, queue_id)
+        .iter()
+        .map(|m| {
+            let v = record::decode(m, false).unwrap();
+            (
+                String::from_utf8_lossy(v.body()).into_owned(),
+                v.properties().to_owned(),
+            )
+        })
+        .collect()
+}
+
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,282 @@
+//! Broadcast and orderly consumption end to end with `rocketmq-client-rust`: every
+//! instance of a broadcast group receives every message; an orderly group keeps each
+//! key's order while a second consumer joins mid-stream and leaves again (the broker's
+//! LOCK_BATCH_MQ / UNLOCK_BATCH_MQ bookkeeping decides who may consume a queue).
+
+#![recursion_limit = "256"]
+
+#[path = "support/rust_client.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rocketmq_client_rust::{
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext,
+    ConsumeOrderlyStatus, DefaultMQPushConsumer, MQPushConsumer,
+};
+use rocketmq_model::common::message::message_ext::MessageExt;
+use rocketmq_model::common::message::message_queue::MessageQueue;
+use rocketmq_model::common::message::message_single::Message;
+use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
+use support::{Cluster, body_of, eventually, msg, producer, push_consumer, runtime, within};
+
+/// The client's rebalance and lock-renewal periods (its equivalents of RocketMQ's
+/// `rocketmq.client.rebalance.*` system properties) shortened from 20 s to 1 s, so a
+/// joining orderly consumer whose first LOCK_BATCH_MQ loses the race with the previous
+/// owner's unlock retries within the test's time budget.
+fn fast_rebalance() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for key in [
+            "rocketmq.client.rebalance.waitInterval",
+            "rocketmq.client.rebalance.lockInterval",
+            "rocketmq.client.unlockDelayTimeMills",
+        ] {
+            // SAFETY: every test of this binary calls this before it creates any client,
+            // and `Once` makes the others wait until it returns, so nothing reads the
+            // environment concurrently.
+            unsafe { std::env::set_var(key, "1000") };
+        }
+    });
+}
+
+/// Broadcast consumers keep their offsets in local files named after the group; a
+/// group unique to this run cannot pick up a previous run's offsets.
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+#[test]
+fn every_broadcast_instance_receives_every_message() {
+    fast_rebalance();
+    let cluster = Cluster::start(&[]);
+    let namesrv = cluster.namesrv();
+    let topic = "BroadcastTopic";
+    let group = unique("broadcast-group");
+    let rt = runtime();
+    rt.block_on(async {
+        let mut producer = producer(&namesrv, "broadcast-producer").await;
+        producer
+            .send_with_timeout(msg(topic, "Boot", b"boot"), 5_000)
+            .await
+            .expect("bootstrap send");
+        let seen: Arc<Mutex<BTreeMap<&'static str, BTreeSet<String>>>> = Arc::default();
+        let mut consumers = Vec::new();
+        for instance in ["broadcast-a", "broadcast-b"] {
+            let mut c = push_consumer(&namesrv, &group, instance, |b| {
+                b.message_model(MessageModel::Broadcasting)
+            });
+            c.subscribe(topic, "TagB").await.expect("subscribe");
+            let sink = Arc::clone(&seen);
+            c.register_message_listener_concurrently(
+                move |msgs: &[&MessageExt], _ctx: &ConsumeConcurrentlyContext| {
+                    let mut sink = sink.lock().expect("seen lock");
+                    for m in msgs {
+                        sink.entry(instance).or_default().insert(body_of(m));
+                    }
+                    Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+                },
+            );
+            within("consumer start", Duration::from_secs(30), c.start())
+                .await
+                .expect("consumer start");
+            consumers.push(c);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let want: BTreeSet<String> = (0..24).map(|i| format!("b{i}")).collect();
+        for body in &want {
+            producer
+                .send_with_timeout(msg(topic, "TagB", body.as_bytes()), 5_000)
+                .await
+                .expect("send")
+                .expect("send result");
+        }
+        eventually(
+            "both instances to see everything",
+            Duration::from_secs(20),
+            || {
+                let s = seen.lock().expect("seen lock");
+                s.len() == 2 && s.values().all(|got| got.is_superset(&want))
+            },
+            || format!("{:?}\n{}", seen.lock().expect("seen lock"), cluster.logs()),
+        )
+        .await;
+        for got in seen.lock().expect("seen lock").values() {
+            assert_eq!(got, &want, "only the subscribed tag");
+        }
+        for mut c in consumers {
+            within("consumer shutdown", Duration::from_secs(30), c.shutdown()).await;
+        }
+        producer.shutdown().await;
+    });
+}
+
+/// `(key, seq, consumer)` of every delivery, in the order the listeners ran.
+type DeliveryLog = Arc<Mutex<Vec<(String, u32, &'static str)>>>;
+
+const KEYS: usize = 4;
+const PER_KEY: u32 = 40;
+
+/// One orderly consumer of the group; every delivery goes to the shared `log` in the
+/// order the listeners ran.
+async fn orderly_member(
+    namesrv: &str,
+    group: &str,
+    instance: &'static str,
+    topic: &str,
+    log: &DeliveryLog,
+) -> DefaultMQPushConsumer {
+    let mut c = push_consumer(namesrv, group, instance, |b| b);
+    c.subscribe(topic, "TagO").await.expect("subscribe");
+    let sink = Arc::clone(log);
+    c.register_message_listener_orderly(
+        move |msgs: &[&MessageExt], ctx: &mut ConsumeOrderlyContext| {
+            ctx.set_auto_commit(true);
+            for m in msgs {
+                let body = body_of(m);
+                if let Some((key, seq)) = body.split_once('#')
+                    && let Ok(seq) = seq.parse()
+                {
+                    sink.lock()
+                        .expect("log lock")
+                        .push((key.to_owned(), seq, instance));
+                }
+            }
+            // Slow enough that a queue is mid-stream whenever ownership changes.
+            std::thread::sleep(Duration::from_millis(5));
+            Ok(ConsumeOrderlyStatus::Success)
+        },
+    );
+    within("orderly consumer start", Duration::from_secs(30), c.start())
+        .await
+        .expect("start");
+    c
+}
+
+#[test]
+fn per_key_order_holds_while_a_consumer_joins_and_leaves() {
+    fast_rebalance();
+    let cluster = Cluster::start(&[]);
+    let namesrv = cluster.namesrv();
+    let topic = "OrderedHandover";
+    let group = "ordered-group";
+    let rt = runtime();
+    rt.block_on(async {
+        let mut producer = producer(&namesrv, "ordered-producer").await;
+        producer
+            .send_with_timeout(msg(topic, "Boot", b"boot"), 5_000)
+            .await
+            .expect("bootstrap send");
+        let log: DeliveryLog = Arc::default();
+        let mut first = orderly_member(&namesrv, group, "ordered-a", topic, &log).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        let mut second = None;
+        for seq in 0..PER_KEY {
+            for key in 0..KEYS {
+                let selector = |queues: &[MessageQueue], _m: &Message, id: &usize| {
+                    queues.get(*id % queues.len()).cloned()
+                };
+                producer
+                    .send_with_selector_timeout(
+                        msg(topic, "TagO", format!("key{key}#{seq}").as_bytes()),
+                        selector,
+                        key,
+                        5_000,
+                    )
+                    .await
+                    .expect("send")
+                    .expect("send result");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if seq == PER_KEY / 4 {
+                second = Some(orderly_member(&namesrv, group, "ordered-b", topic, &log).await);
+            }
+            if seq == PER_KEY * 3 / 4
+                && let Some(mut c) = second.take()
+            {
+                eventually(
+                    "the joining consumer to own a queue",
+                    Duration::from_secs(10),
+                    || {
+                        log.lock()
+                            .expect("log lock")
+                            .iter()
+                            .any(|e| e.2 == "ordered-b")
+                    },
+                    || cluster.logs(),
+                )
+                .await;
+                within(
+                    "second consumer shutdown",
+                    Duration::from_secs(30),
+                    c.shutdown(),
+                )
+                .await;
+            }
+        }
+
+        let complete = |log: &[(String, u32, &'static str)]| {
+            let mut per_key: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+            for (key, seq, _) in log {
+                per_key.entry(key).or_default().insert(*seq);
+            }
+            per_key.len() == KEYS && per_key.values().all(|s| s.len() == PER_KEY as usize)
+        };
+        eventually(
+            "every key consumed to the end",
+            Duration::from_secs(25),
+            || complete(&log.lock().expect("log lock")),
+            || format!("{:?}\n{}", log.lock().expect("log lock"), cluster.logs()),
+        )
+        .await;
+
+        let log = log.lock().expect("log lock").clone();
+        // A queue changing hands may replay what was consumed but not yet committed;
+        // what must never happen is a message seen before an earlier one of its key.
+        let mut next: BTreeMap<&str, u32> = BTreeMap::new();
+        for (key, seq, who) in &log {
+            let expected = next.entry(key).or_insert(0);
+            assert!(
+                *seq <= *expected,
+                "{key}: {seq} consumed by {who} before {expected}\n{log:?}"
+            );
+            if *seq == *expected {
+                *expected += 1;
+            }
+        }
+        // Queues change hands only when the member set changes (join, leave): a key
+        // whose deliveries alternate between consumers was consumed by two at once.
+        for key in 0..KEYS {
+            let key = format!("key{key}");
+            let owners: Vec<&str> = log
+                .iter()
+                .filter(|(k, _, _)| *k == key)
+                .map(|(_, _, who)| *who)
+                .collect();
+            let changes = owners.windows(2).filter(|w| w[0] != w[1]).count();
+            assert!(
+                changes <= 2,
+                "{key} changed hands {changes} times: {owners:?}"
+            );
+        }
+        let consumers: BTreeSet<&str> = log.iter().map(|(_, _, who)| *who).collect();
+        assert!(
+            consumers.contains("ordered-b"),
+            "the joining consumer took part: {log:?}"
+        );
+        within(
+            "first consumer shutdown",
+            Duration::from_secs(30),
+            first.shutdown(),
+        )
+        .await;
+        producer.shutdown().await;
+    });
+}

@@ -1,0 +1,212 @@
+//! Delay levels with `rocketmq-client-rust`: a level-2 message (5 s with the default
+//! table) reaches its consumer no earlier than 5 s after it was sent and soon after;
+//! delayed messages still pending when the broker is SIGKILLed are delivered after the
+//! restart, and nothing delivered before the kill is delivered again.
+
+#![recursion_limit = "256"]
+
+#[path = "support/rust_client.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rocketmq_client_rust::{ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, MQPushConsumer};
+use rocketmq_model::common::message::message_ext::MessageExt;
+use rocketmq_model::common::message::message_single::Message;
+use support::{
+    Cluster, body_of, eventually, msg, producer, prop, pull_all, pull_consumer, push_consumer,
+    runtime, within,
+};
+
+/// Body, arrival time and DELAY property of each delivery.
+type Arrivals = Arc<Mutex<Vec<(String, Instant, Option<String>)>>>;
+
+fn delayed(topic: &str, body: &str, level: i32) -> Message {
+    let mut m = msg(topic, "TagD", body.as_bytes());
+    m.set_delay_time_level(level);
+    m
+}
+
+#[test]
+fn level_two_waits_five_seconds_with_the_default_table() {
+    let cluster = Cluster::start(&[]);
+    let namesrv = cluster.namesrv();
+    let topic = "DelayDefault";
+    let rt = runtime();
+    rt.block_on(async {
+        let mut producer = producer(&namesrv, "delay-producer").await;
+        producer
+            .send_with_timeout(msg(topic, "Boot", b"boot"), 5_000)
+            .await
+            .expect("bootstrap send");
+        let arrived: Arrivals = Arc::default();
+        let mut consumer = push_consumer(&namesrv, "delay-group", "delay-consumer", |b| b);
+        consumer.subscribe(topic, "TagD").await.expect("subscribe");
+        let sink = Arc::clone(&arrived);
+        consumer.register_message_listener_concurrently(
+            move |msgs: &[&MessageExt], _ctx: &ConsumeConcurrentlyContext| {
+                let mut sink = sink.lock().expect("arrived lock");
+                for m in msgs {
+                    sink.push((body_of(m), Instant::now(), prop(m, "DELAY")));
+                }
+                Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+            },
+        );
+        within("consumer start", Duration::from_secs(30), consumer.start())
+            .await
+            .expect("consumer start");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        let sent_at = Instant::now();
+        producer
+            .send_with_timeout(delayed(topic, "later", 2), 5_000)
+            .await
+            .expect("send")
+            .expect("send result");
+        producer
+            .send_with_timeout(msg(topic, "TagD", b"now"), 5_000)
+            .await
+            .expect("send")
+            .expect("send result");
+        eventually(
+            "the delayed message",
+            Duration::from_secs(15),
+            || arrived.lock().expect("arrived lock").len() >= 2,
+            || {
+                format!(
+                    "{:?}\n{}",
+                    arrived.lock().expect("arrived lock"),
+                    cluster.logs()
+                )
+            },
+        )
+        .await;
+        let got = arrived.lock().expect("arrived lock").clone();
+        assert_eq!(
+            got[0].0, "now",
+            "the plain message is not held back: {got:?}"
+        );
+        assert_eq!(got[1].0, "later");
+        let waited = got[1].1.duration_since(sent_at);
+        assert!(
+            waited >= Duration::from_secs(5),
+            "delivered after {waited:?}"
+        );
+        assert!(
+            waited < Duration::from_secs(8),
+            "delivered only after {waited:?}"
+        );
+        assert_eq!(got[1].2, None, "DELAY is cleared on the delivered copy");
+        assert_eq!(got.len(), 2);
+
+        let metrics = cluster.metrics().await;
+        assert!(
+            metrics.contains("rocketmq_delay_messages_delivered_total{level=\"2\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("rocketmq_delay_messages_waiting{level=\"2\"} 0"),
+            "{metrics}"
+        );
+        within(
+            "consumer shutdown",
+            Duration::from_secs(30),
+            consumer.shutdown(),
+        )
+        .await;
+        producer.shutdown().await;
+    });
+}
+
+/// Level 1 (1 s) messages are delivered before the kill; level 3 (6 s) ones are still
+/// parked. delayOffset.json is only written every 60 s here, so after the SIGKILL the
+/// broker restarts with level 1's offset at 0 and must recognise what it had already
+/// delivered.
+#[test]
+fn pending_delayed_messages_survive_sigkill_and_arrive_once() {
+    let mut cluster = Cluster::start(&[
+        ("messageDelayLevel", "1s 2s 6s 10s"),
+        ("flushDelayOffsetInterval", "60000"),
+    ]);
+    let namesrv = cluster.namesrv();
+    let topic = "DelayCrash";
+    let rt = runtime();
+    let count_bodies = |all: &[MessageExt]| -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for m in all {
+            *counts.entry(body_of(m)).or_default() += 1;
+        }
+        counts
+    };
+    rt.block_on(async {
+        let mut producer = producer(&namesrv, "crash-producer").await;
+        for i in 0..10 {
+            producer
+                .send_with_timeout(delayed(topic, &format!("early-{i}"), 1), 5_000)
+                .await
+                .expect("send")
+                .expect("send result");
+        }
+        let reader = pull_consumer(&namesrv, "crash-reader").await;
+        let mut delivered = BTreeMap::new();
+        for _ in 0..50 {
+            delivered = count_bodies(&pull_all(&reader, topic).await);
+            if delivered.len() == 10 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            delivered.len(),
+            10,
+            "level 1 delivered before the kill: {delivered:?}"
+        );
+        for i in 0..10 {
+            producer
+                .send_with_timeout(delayed(topic, &format!("late-{i}"), 3), 5_000)
+                .await
+                .expect("send")
+                .expect("send result");
+        }
+        assert!(
+            count_bodies(&pull_all(&reader, topic).await)
+                .keys()
+                .all(|b| b.starts_with("early-")),
+            "level 3 still parked at the kill"
+        );
+        reader.shutdown().await.expect("reader shutdown");
+        producer.shutdown().await;
+    });
+
+    cluster.broker.kill9();
+    cluster.broker.restart();
+
+    rt.block_on(async {
+        let reader = pull_consumer(&namesrv, "crash-reader-2").await;
+        let mut counts = BTreeMap::new();
+        for _ in 0..150 {
+            counts = count_bodies(&pull_all(&reader, topic).await);
+            if counts.len() == 20 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            counts.len(),
+            20,
+            "all delivered after the restart: {counts:?}\n{}",
+            cluster.logs()
+        );
+        // Give a would-be duplicate delivery time to show up.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let counts = count_bodies(&pull_all(&reader, topic).await);
+        assert!(
+            counts.values().all(|&n| n == 1),
+            "every message exactly once: {counts:?}\n{}",
+            cluster.logs()
+        );
+        reader.shutdown().await.expect("reader shutdown");
+    });
+}

@@ -1,0 +1,211 @@
+//! Shared by the delivery-semantics suites (retry/DLQ, delay, broadcast/ordered): a
+//! nameserver plus one broker, and `rocketmq-client-rust` producers and consumers
+//! pointed at them. Included with `#[path]` so each suite stays its own test binary.
+
+#![allow(dead_code, deprecated)]
+
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use cheetah_string::CheetahString;
+use e2e::NameServer;
+use e2e::broker_harness::BrokerProcess;
+use e2e::nameserver::Options;
+use rocketmq_client_rust::{
+    ClientConfig, ClientRuntime, ClientRuntimeConfig, DefaultMQProducer, DefaultMQPullConsumer,
+    DefaultMQPushConsumer, TelemetryHandle,
+};
+use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
+use rocketmq_model::common::message::MessageTrait;
+use rocketmq_model::common::message::message_ext::MessageExt;
+use rocketmq_model::common::message::message_single::Message;
+use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
+
+static RUNTIME_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
+    RuntimeOwner::plan(RuntimeConfig::server_default("e2e-delivery"))
+        .expect("runtime config")
+        .build()
+        .expect("runtime owner")
+});
+
+pub fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
+    ClientRuntime::try_new(
+        RUNTIME_OWNER.root_context().component(scope),
+        ClientRuntimeConfig::default(),
+        TelemetryHandle::noop(),
+    )
+    .expect("client runtime")
+}
+
+/// A nameserver and one broker registered with it; the store lives in `dir` and
+/// survives broker restarts.
+pub struct Cluster {
+    pub ns: NameServer,
+    pub broker: BrokerProcess,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start(extra: &[(&str, &str)]) -> Self {
+        let ns = NameServer::start(Options::default());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = BrokerProcess::start_in(dir.path(), Some(ns.port), extra);
+        Self {
+            ns,
+            broker,
+            _dir: dir,
+        }
+    }
+
+    pub fn namesrv(&self) -> String {
+        format!("127.0.0.1:{}", self.ns.port)
+    }
+
+    pub fn logs(&self) -> String {
+        format!(
+            "--- broker log ---\n{}\n--- nameserver log ---\n{}",
+            self.broker.log(),
+            self.ns.log()
+        )
+    }
+
+    /// The broker's Prometheus text.
+    pub async fn metrics(&self) -> String {
+        let (status, body) = e2e::http::get(self.broker.http_port, "/metrics")
+            .await
+            .expect("GET /metrics");
+        assert_eq!(status, 200);
+        body
+    }
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+pub async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+}
+
+pub async fn producer(namesrv: &str, group: &'static str) -> DefaultMQProducer {
+    let mut p = DefaultMQProducer::builder(client_runtime(group))
+        .producer_group(group.to_owned())
+        .name_server_addr(namesrv.to_owned())
+        .send_msg_timeout(5_000)
+        .build();
+    within("producer start", Duration::from_secs(30), p.start())
+        .await
+        .expect("producer start");
+    p
+}
+
+pub fn client_config(namesrv: &str, instance: &str) -> ClientConfig {
+    ClientConfig::builder()
+        .namesrv_addr(namesrv.to_owned())
+        .instance_name(instance.to_owned())
+        .build()
+        .expect("client config")
+}
+
+/// A push consumer reading from the first offset, one message per listener call;
+/// `instance` keeps several consumers of one group in one process distinct clients.
+pub fn push_consumer(
+    namesrv: &str,
+    group: &str,
+    instance: &'static str,
+    configure: impl FnOnce(
+        rocketmq_client_rust::DefaultMQPushConsumerBuilder,
+    ) -> rocketmq_client_rust::DefaultMQPushConsumerBuilder,
+) -> DefaultMQPushConsumer {
+    let builder = DefaultMQPushConsumer::builder(client_runtime(instance))
+        .client_config(client_config(namesrv, instance))
+        .consumer_group(group.to_owned())
+        .name_server_addr(namesrv.to_owned())
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .consume_thread_min(1)
+        .consume_thread_max(2)
+        .consume_message_batch_max_size(1)
+        .pull_batch_size(8);
+    configure(builder).build()
+}
+
+pub async fn pull_consumer(namesrv: &str, group: &str) -> DefaultMQPullConsumer {
+    let consumer = DefaultMQPullConsumer::builder(client_runtime("pull"))
+        .consumer_group(group.to_owned())
+        .name_server_addr(namesrv.to_owned())
+        .consumer_pull_timeout(Duration::from_secs(5))
+        .build()
+        .expect("pull consumer");
+    consumer.start().await.expect("pull consumer start");
+    consumer
+}
+
+/// Every message currently stored in `topic` (all queues, from each queue's minimum),
+/// through the pull consumer; an error (no route yet) reads as nothing.
+pub async fn pull_all(consumer: &DefaultMQPullConsumer, topic: &str) -> Vec<MessageExt> {
+    let Ok(queues) = consumer.fetch_subscribe_message_queues(topic).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for q in &queues {
+        let (Ok(min), Ok(max)) = (consumer.min_offset(q).await, consumer.max_offset(q).await)
+        else {
+            continue;
+        };
+        let mut offset = min;
+        while offset < max {
+            let Ok(result) = consumer.pull(q, "*", offset, 32).await else {
+                break;
+            };
+            let next = result.next_begin_offset() as i64;
+            out.extend(result.msg_found_list().unwrap_or_default().iter().cloned());
+            if next <= offset {
+                break;
+            }
+            offset = next;
+        }
+    }
+    out
+}
+
+pub fn msg(topic: &str, tag: &str, body: &[u8]) -> Message {
+    Message::builder()
+        .topic(topic)
+        .tags(tag)
+        .body_slice(body)
+        .build_unchecked()
+}
+
+pub fn body_of(m: &MessageExt) -> String {
+    String::from_utf8_lossy(&m.body().map(|b| b.to_vec()).unwrap_or_default()).into_owned()
+}
+
+pub fn prop(m: &MessageExt, name: &str) -> Option<String> {
+    m.property(&CheetahString::from(name.to_owned()))
+        .map(|v| v.to_string())
+}
+
+/// Waits until `cond` holds, polling every 100 ms; `state` describes what was seen.
+pub async fn eventually(
+    what: &str,
+    limit: Duration,
+    mut cond: impl FnMut() -> bool,
+    state: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; state: {}",
+            state()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
