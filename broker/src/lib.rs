@@ -30,6 +30,7 @@ pub mod state;
 pub mod store_adapter;
 pub mod store_api;
 pub mod topics;
+pub mod transaction;
 
 /// Milliseconds since the Unix epoch (RocketMQ's `System.currentTimeMillis()`).
 pub fn now_ms() -> i64 {

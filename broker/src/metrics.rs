@@ -53,6 +53,7 @@ pub struct Metrics {
     commitlog_min: Gauge,
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
+    pub transactions: crate::transaction::metrics::TransactionMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
     boot: Instant,
@@ -87,6 +88,7 @@ impl Metrics {
             commitlog_min: Gauge::default(),
             commitlog_max: Gauge::default(),
             group_diff: Family::default(),
+            transactions: Default::default(),
             put_total: AtomicU64::new(0),
             get_total: AtomicU64::new(0),
             boot: Instant::now(),
@@ -153,6 +155,7 @@ impl Metrics {
             "Messages a consumer group has not committed yet, per queue",
             m.group_diff.clone(),
         );
+        m.transactions.register(&mut r);
         Self { registry: r, ..m }
     }
 
