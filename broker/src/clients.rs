@@ -173,6 +173,21 @@ impl ClientManager {
             .unwrap_or_default()
     }
 
+    /// A live connection of the producer group, the one that heart-beat last
+    /// (`ProducerManager.getAvailableChannel`; the newest is the likeliest to be alive).
+    pub fn producer_channel(&self, group: &str) -> Option<Channel> {
+        let t = self.tables.read();
+        let members = t.producers.get(group)?;
+        let mut by_recency: Vec<_> = members.iter().collect();
+        by_recency.sort_by_key(|(_, info)| std::cmp::Reverse(info.last_update));
+        by_recency.into_iter().find_map(|(conn, _)| {
+            t.channels
+                .get(conn)
+                .filter(|c| !c.close.is_cancelled())
+                .cloned()
+        })
+    }
+
     pub fn producer_group_names(&self) -> Vec<String> {
         self.tables.read().producers.keys().cloned().collect()
     }

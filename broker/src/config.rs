@@ -132,6 +132,12 @@ broker_config! {
     /// Frame cap, `com.rocketmq.remoting.frameMaxLength`.
     frame_max_length: u32 = "frameMaxLength" => 16 * 1024 * 1024;
     channel_expired_timeout: u64 = "channelExpiredTimeout" => 120_000;
+    /// Period of the transaction checker, ms (`TransactionalMessageCheckService`).
+    transaction_check_interval: u64 = "transactionCheckInterval" => 60_000;
+    /// A half message younger than this (ms) is not checked yet.
+    transaction_time_out: u64 = "transactionTimeOut" => 6_000;
+    /// Check-backs before a half message is moved to `TRANS_CHECK_MAX_TIME_TOPIC`.
+    transaction_check_max: i32 = "transactionCheckMax" => 15;
 }
 
 impl BrokerConfig {

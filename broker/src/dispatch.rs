@@ -58,6 +58,7 @@ pub async fn dispatch(
         rq::GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),
+        rq::END_TRANSACTION => crate::transaction::end::end_transaction(broker, &request).await,
         _ => Ok(Reply::Response(
             RemotingCommand::error_response(
                 &request,

@@ -33,6 +33,7 @@ pub mod store_api;
 #[cfg(test)]
 pub(crate) mod test_fixture;
 pub mod topics;
+pub mod transaction;
 
 /// Milliseconds since the Unix epoch (RocketMQ's `System.currentTimeMillis()`).
 pub fn now_ms() -> i64 {

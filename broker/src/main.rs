@@ -111,6 +111,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tokio::spawn(server::flush_offsets(Arc::clone(&broker))),
         tokio::spawn(server::expire_clients(Arc::clone(&broker))),
         tokio::spawn(broker::schedule::run(Arc::clone(&broker))),
+        tokio::spawn(broker::transaction::checker::run(Arc::clone(&broker))),
     ];
     let b = &broker.config.broker;
     tracing::info!(remoting = %local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");

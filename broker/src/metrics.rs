@@ -67,6 +67,7 @@ pub struct Metrics {
     commitlog_min: Gauge,
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
+    pub transactions: crate::transaction::metrics::TransactionMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
     boot: Instant,
@@ -105,6 +106,7 @@ impl Metrics {
             commitlog_min: Gauge::default(),
             commitlog_max: Gauge::default(),
             group_diff: Family::default(),
+            transactions: Default::default(),
             put_total: AtomicU64::new(0),
             get_total: AtomicU64::new(0),
             boot: Instant::now(),
@@ -191,6 +193,7 @@ impl Metrics {
             "Delayed messages delivered to their real topic, by delay level",
             m.delay_delivered.clone(),
         );
+        m.transactions.register(&mut r);
         Self { registry: r, ..m }
     }
 

@@ -20,6 +20,7 @@ use crate::offsets::OffsetManager;
 use crate::schedule::ScheduleService;
 use crate::store_api::MessageStoreApi;
 use crate::topics::TopicManager;
+use crate::transaction::Transactions;
 
 pub struct Broker {
     pub config: Config,
@@ -37,6 +38,7 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     pub store: Arc<dyn MessageStoreApi>,
     pub pull_hold: PullHold,
+    pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
     pub in_flight: Arc<Semaphore>,
     /// True once recovery finished and the listener is up (`/readyz`).
@@ -78,6 +80,7 @@ impl Broker {
             metrics,
             store,
             pull_hold: PullHold::default(),
+            transactions: Transactions::default(),
             in_flight,
             ready: AtomicBool::new(false),
             shutdown: CancellationToken::new(),

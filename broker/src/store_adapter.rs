@@ -130,6 +130,14 @@ impl MessageArrivalListener for Listener {
 
 impl MessageStoreApi for StoreAdapter {
     fn put_message(&self, m: PutMessage) -> BoxFuture<'static, PutResult> {
+        self.put_transaction_end(m, PhysicalOffset(0))
+    }
+
+    fn put_transaction_end(
+        &self,
+        m: PutMessage,
+        prepared: PhysicalOffset,
+    ) -> BoxFuture<'static, PutResult> {
         let msg = BrokerMessage {
             topic: m.topic,
             queue_id: m.queue_id,
@@ -141,7 +149,7 @@ impl MessageStoreApi for StoreAdapter {
             born_host: m.born_host,
             store_host: m.store_host,
             reconsume_times: m.reconsume_times,
-            prepared_transaction_offset: PhysicalOffset(0),
+            prepared_transaction_offset: prepared,
             wait_store_msg_ok: m.wait_store_ok,
         };
         self.store.put_message(&msg).map(put_result).boxed()

@@ -128,6 +128,14 @@ pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64) + Send + Sync
 pub trait MessageStoreApi: Send + Sync + 'static {
     fn put_message(&self, msg: PutMessage) -> BoxFuture<'static, PutResult>;
     fn put_batch(&self, batch: PutBatch) -> BoxFuture<'static, PutResult>;
+    /// Like [`Self::put_message`] with the record's `preparedTransactionOffset` set: the
+    /// committed copy of a transaction's half message points at the half's CommitLog
+    /// offset (`EndTransactionProcessor`).
+    fn put_transaction_end(
+        &self,
+        msg: PutMessage,
+        prepared: PhysicalOffset,
+    ) -> BoxFuture<'static, PutResult>;
     /// Reads up to `max_msgs` messages of the queue from `offset` that pass `filter`.
     fn get_message(
         &self,

@@ -12,7 +12,7 @@ use protocol::header::{
     SEND_RESPONSE_MSG_REGION, SEND_RESPONSE_TRACE_ON, SendMessageRequestHeader,
     SendMessageResponseHeader,
 };
-use protocol::message::properties::{self, CLUSTER, TRAN_MSG, WAIT};
+use protocol::message::properties::{self, CLUSTER, WAIT};
 use protocol::message::{MessageSysFlag, Properties};
 use store::BrokerRole;
 
@@ -93,9 +93,8 @@ pub async fn send_message(
         }
     }
 
-    if properties::find(&properties, TRAN_MSG).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-        // Transactional half messages are not implemented yet; RocketMQ's answer for a
-        // broker that rejects them.
+    let half = !batch && crate::transaction::half::is_half(&properties);
+    if half && b.reject_transaction_message {
         return error(
             request,
             response::NO_PERMISSION,
@@ -141,22 +140,27 @@ pub async fn send_message(
             })
             .await
     } else {
-        broker
-            .store
-            .put_message(PutMessage {
-                topic: topic.clone(),
-                queue_id,
-                flag: h.flag,
-                body: request.body.clone(),
-                properties: store_properties(&properties, &b.broker_cluster_name),
-                sys_flag: sys_flag.bits(),
-                born_timestamp: h.born_timestamp,
-                born_host: conn.peer,
-                store_host,
-                reconsume_times,
-                wait_store_ok,
-            })
-            .await
+        let mut put = PutMessage {
+            topic: topic.clone(),
+            queue_id,
+            flag: h.flag,
+            body: request.body.clone(),
+            properties: store_properties(&properties, &b.broker_cluster_name),
+            sys_flag: sys_flag.bits(),
+            born_timestamp: h.born_timestamp,
+            born_host: conn.peer,
+            store_host,
+            reconsume_times,
+            wait_store_ok,
+        };
+        if half {
+            crate::transaction::half::to_half(&mut put);
+        }
+        let result = broker.store.put_message(put).await;
+        if half && result.status == PutStatus::PutOk {
+            broker.metrics.transactions.half_sent();
+        }
+        result
     };
     Ok(answer(broker, request, &topic, queue_id, body_len, result).into())
 }

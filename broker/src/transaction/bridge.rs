@@ -1,0 +1,195 @@
+//! The transaction code's access to the store (`TransactionalMessageBridge`): reading
+//! half and op records, and appending op records, committed copies, re-appended half
+//! messages and discarded ones.
+
+use bytes::Bytes;
+use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, RecordView, decode};
+
+use super::{HALF_TOPIC, OP_TOPIC, QUEUE_ID, half};
+use crate::filter::MessageFilter;
+use crate::names::perm;
+use crate::state::Broker;
+use crate::store_api::{GetStatus, PutMessage, PutResult, PutStatus};
+
+/// Op records read per store call (RocketMQ pulls 32 at a time).
+const OP_BATCH: i32 = 32;
+
+/// One whole stored record and a validated view of it.
+pub struct StoredRecord {
+    pub bytes: Bytes,
+}
+
+impl StoredRecord {
+    /// `None` when the bytes are not a valid record.
+    pub fn new(bytes: Bytes) -> Option<Self> {
+        decode(&bytes, false).ok()?;
+        Some(Self { bytes })
+    }
+
+    pub fn view(&self) -> RecordView<'_> {
+        // Validated in `new`; a record that decoded once decodes again.
+        match decode(&self.bytes, false) {
+            Ok(v) => v,
+            Err(_) => unreachable!("record validated at construction"),
+        }
+    }
+
+    pub fn body(&self) -> Bytes {
+        self.bytes.slice_ref(self.view().body())
+    }
+}
+
+/// Makes sure the transaction system topics exist in the topic table, as RocketMQ
+/// creates them on first use (one queue, read + write).
+pub fn ensure_topic(broker: &Broker, topic: &str) {
+    broker
+        .topics
+        .get_or_create_system(topic, 1, perm::READ | perm::WRITE, 0);
+}
+
+/// The record at `offset` of the half queue; `None` when it is gone or not there yet.
+pub fn read_half(broker: &Broker, offset: QueueOffset) -> Option<StoredRecord> {
+    let r = broker
+        .store
+        .get_message(HALF_TOPIC, QUEUE_ID, offset, 1, &MessageFilter::All);
+    if r.status != GetStatus::Found {
+        return None;
+    }
+    r.messages.into_iter().next().and_then(StoredRecord::new)
+}
+
+/// The record stored at a CommitLog offset (`lookMessageByOffset`).
+pub fn read_at(broker: &Broker, offset: PhysicalOffset) -> Option<StoredRecord> {
+    broker
+        .store
+        .view_message(offset)
+        .and_then(StoredRecord::new)
+}
+
+/// Op records from `from` on, at most `limit`: `(op offset, half offset it marks)`.
+pub fn read_ops(
+    broker: &Broker,
+    from: QueueOffset,
+    limit: usize,
+) -> Vec<(QueueOffset, Option<QueueOffset>)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    while out.len() < limit {
+        let r = broker
+            .store
+            .get_message(OP_TOPIC, QUEUE_ID, next, OP_BATCH, &MessageFilter::All);
+        if r.status != GetStatus::Found || r.messages.is_empty() {
+            break;
+        }
+        for bytes in &r.messages {
+            if let Ok(view) = decode(bytes, false) {
+                out.push((view.queue_offset(), half::parse_op_body(view.body())));
+            }
+        }
+        if r.next_begin_offset <= next {
+            break;
+        }
+        next = r.next_begin_offset;
+    }
+    out
+}
+
+fn store_host(broker: &Broker) -> std::net::SocketAddr {
+    crate::handlers::send::store_host(broker)
+}
+
+/// `putOpMessage`: marks `half_offset` decided.
+pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutResult {
+    ensure_topic(broker, OP_TOPIC);
+    let host = store_host(broker);
+    broker
+        .store
+        .put_message(PutMessage {
+            topic: OP_TOPIC.to_owned(),
+            queue_id: QUEUE_ID,
+            flag: 0,
+            body: Bytes::from(half::op_body(half_offset)),
+            properties: half::op_properties(),
+            sys_flag: 0,
+            born_timestamp: crate::now_ms(),
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            wait_store_ok: false,
+        })
+        .await
+}
+
+/// A new record from a stored one: same body, flag, born time and host, reconsume
+/// times; new topic, queue, properties and sysFlag.
+pub fn derived(
+    broker: &Broker,
+    record: &StoredRecord,
+    topic: &str,
+    queue_id: i32,
+    properties: String,
+    sys_flag: MessageSysFlag,
+) -> PutMessage {
+    let v = record.view();
+    PutMessage {
+        topic: topic.to_owned(),
+        queue_id,
+        flag: v.flag(),
+        body: record.body(),
+        properties,
+        sys_flag: sys_flag.bits(),
+        born_timestamp: v.born_timestamp(),
+        born_host: v.born_host(),
+        store_host: store_host(broker),
+        reconsume_times: v.reconsume_times(),
+        wait_store_ok: false,
+    }
+}
+
+/// `putBackHalfMsgQueue` / `putImmunityMsgBackToHalfQueue`: the half message again at
+/// the end of the half queue, with `properties`.
+pub async fn put_back(broker: &Broker, record: &StoredRecord, properties: String) -> PutResult {
+    let flag = record.view().sys_flag();
+    let msg = derived(broker, record, HALF_TOPIC, QUEUE_ID, properties, flag);
+    broker.store.put_message(msg).await
+}
+
+/// `DefaultTransactionalMessageCheckListener.resolveDiscardMsg`.
+pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutResult {
+    ensure_topic(broker, super::CHECK_MAX_TOPIC);
+    let v = record.view();
+    let msg = derived(
+        broker,
+        record,
+        super::CHECK_MAX_TOPIC,
+        QUEUE_ID,
+        v.properties().to_owned(),
+        v.sys_flag(),
+    );
+    broker.store.put_message(msg).await
+}
+
+/// True when the store kept the record (`sendFinalMessage` treats the flush and slave
+/// timeouts as stored).
+pub fn stored(r: &PutResult) -> bool {
+    matches!(
+        r.status,
+        PutStatus::PutOk
+            | PutStatus::FlushDiskTimeout
+            | PutStatus::FlushSlaveTimeout
+            | PutStatus::SlaveNotAvailable
+    ) && r.appended.is_some()
+}
+
+/// True when the real topic already holds a message with this `UNIQ_KEY` (an earlier
+/// commit of the same transaction, found through the index).
+pub fn committed_in_index(broker: &Broker, real_topic: &str, uniq_key: &str) -> bool {
+    let found = broker
+        .store
+        .query_message(real_topic, uniq_key, 32, 0, i64::MAX);
+    found.messages.iter().any(|bytes| {
+        decode(bytes, false).is_ok_and(|v| {
+            v.topic() == real_topic && half::uniq_key(v.properties()) == Some(uniq_key)
+        })
+    })
+}

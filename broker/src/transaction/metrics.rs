@@ -1,0 +1,57 @@
+//! Transaction metrics, registered into the broker's registry by `crate::metrics`.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Default)]
+pub struct TransactionMetrics {
+    /// Half messages the checker has not seen decided, as of its last round (plus sends
+    /// and minus decisions since).
+    pub half_outstanding: Gauge,
+    pub check_backs: Counter,
+    pub commits: Counter,
+    pub rollbacks: Counter,
+    /// Half messages moved to `TRANS_CHECK_MAX_TIME_TOPIC`.
+    pub discarded: Counter,
+}
+
+impl TransactionMetrics {
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "rocketmq_transaction_half_outstanding",
+            "Transactional half messages not decided yet",
+            self.half_outstanding.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_check_backs",
+            "CHECK_TRANSACTION_STATE requests sent to producers",
+            self.check_backs.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_commits",
+            "Transactions committed (message stored in its real topic)",
+            self.commits.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_rollbacks",
+            "Transactions rolled back",
+            self.rollbacks.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_discarded",
+            "Half messages moved to TRANS_CHECK_MAX_TIME_TOPIC after transactionCheckMax checks",
+            self.discarded.clone(),
+        );
+    }
+
+    pub fn half_sent(&self) {
+        self.half_outstanding.inc();
+    }
+
+    pub fn decided(&self) {
+        if self.half_outstanding.get() > 0 {
+            self.half_outstanding.dec();
+        }
+    }
+}
