@@ -95,7 +95,8 @@ macro_rules! broker_config {
 broker_config! {
     broker_cluster_name: String = "brokerClusterName" => "DefaultCluster".to_owned();
     broker_name: String = "brokerName" => "broker-a".to_owned();
-    /// 0 = master; slaves (> 0) are not supported by this broker yet.
+    /// 0 = master, > 0 = slave. Under NOTIFY_BROKER_ROLE_CHANGED it is this broker's
+    /// identity; it registers as 0 while master.
     broker_id: i64 = "brokerId" => 0;
     /// `;`-separated `host:port` list; host names are re-resolved on every registration.
     namesrv_addr: Option<String> = "namesrvAddr" => std::env::var("NAMESRV_ADDR").ok();
@@ -105,7 +106,15 @@ broker_config! {
     /// Address published to nameservers and written into message ids as the store host.
     broker_ip1: String = "brokerIP1" => "127.0.0.1".to_owned();
     broker_ip2: Option<String> = "brokerIP2" => None;
-    ha_listen_port: u16 = "haListenPort" => 10912;
+    /// 0 means `listenPort + 1`, as `BrokerStartup` derives it.
+    ha_listen_port: u16 = "haListenPort" => 0;
+    /// The master's HA address for a slave (`host:port`); otherwise learned from the
+    /// registration answer or NOTIFY_BROKER_ROLE_CHANGED.
+    ha_master_address: Option<String> = "haMasterAddress" => None;
+    /// Shared secret of the broker group for the HA handshake (not a RocketMQ key).
+    ha_secret: String = "haSecret" => String::new();
+    /// Period of the slave's metadata sync from the master, ms.
+    slave_sync_interval: u64 = "slaveSyncInterval" => 10_000;
     /// HTTP port for /metrics, /healthz and /readyz (not a RocketMQ key).
     metrics_port: u16 = "metricsPort" => 5557;
     broker_permission: i32 = "brokerPermission" => 6;
@@ -146,9 +155,18 @@ impl BrokerConfig {
         format!("{}:{}", self.broker_ip1, self.listen_port)
     }
 
+    /// `haListenPort`, defaulting to `listenPort + 1`.
+    pub fn ha_port(&self) -> u16 {
+        if self.ha_listen_port == 0 {
+            self.listen_port.wrapping_add(1)
+        } else {
+            self.ha_listen_port
+        }
+    }
+
     pub fn ha_server_addr(&self) -> String {
         let host = self.broker_ip2.as_deref().unwrap_or(&self.broker_ip1);
-        format!("{host}:{}", self.ha_listen_port)
+        format!("{host}:{}", self.ha_port())
     }
 
     /// The nameserver addresses of `namesrvAddr`, blanks dropped.

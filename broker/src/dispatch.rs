@@ -59,6 +59,11 @@ pub async fn dispatch(
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),
         rq::END_TRANSACTION => crate::transaction::end::end_transaction(broker, &request).await,
+        rq::GET_BROKER_HA_STATUS => crate::ha::admin::ha_status(broker, &request),
+        rq::GET_BROKER_EPOCH_CACHE => crate::ha::admin::epoch_cache(broker, &request),
+        rq::NOTIFY_BROKER_ROLE_CHANGED => {
+            crate::ha::admin::notify_role_changed(broker, &request).await
+        }
         _ => Ok(Reply::Response(
             RemotingCommand::error_response(
                 &request,

@@ -14,6 +14,7 @@ pub mod consume_rate;
 pub mod dispatch;
 pub mod filter;
 pub mod groups;
+pub mod ha;
 pub mod handlers;
 pub mod live_config;
 pub mod locks;

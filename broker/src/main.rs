@@ -88,7 +88,14 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .context("store recovery task")?
         .context("cannot open the message store")?;
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let store = Arc::new(store);
+    let ha_settings = broker::ha::HaSettings::from_config(&config);
+    let ha = broker::ha::Ha::new(
+        ha_settings,
+        Arc::clone(&store),
+        config.broker.ha_master_address.clone(),
+    );
+    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(store));
     let broker =
         Broker::open(config, Arc::clone(&store), metrics).context("cannot load broker metadata")?;
     let weak: Weak<Broker> = Arc::downgrade(&broker);
@@ -98,6 +105,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
     }));
     let _ = http.broker.set(Arc::clone(&broker));
+    let _ = broker.ha.set(Arc::clone(&ha));
+    let ha_tasks = broker::ha::start(&broker, &ha);
 
     let listener = server::bind(&broker).await?;
     let local = listener.local_addr()?;
@@ -126,7 +135,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     broker.shutdown.cancel();
     let _ = accept.await;
-    for t in tasks {
+    for t in tasks.into_iter().chain(ha_tasks) {
         let _ = t.await;
     }
     registrar.unregister_all(&broker).await;

@@ -49,12 +49,34 @@ pub struct LevelLabels {
     pub level: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SlaveLabels {
+    pub slave: String,
+}
+
+/// Replication gauges, refreshed from the HA state at every scrape.
+#[derive(Default)]
+struct HaGauges {
+    role: Gauge,
+    epoch: Gauge,
+    confirm_offset: Gauge,
+    connections: Gauge,
+    in_sync: Gauge,
+    slave_lag: Family<SlaveLabels, Gauge>,
+    behind_master: Gauge,
+    forged_acks: Gauge,
+    refused_handshakes: Gauge,
+    truncated_bytes: Gauge,
+    fenced: Gauge,
+}
+
 pub struct Metrics {
     registry: Registry,
     retry_messages: Family<GroupLabels, Counter>,
     dlq_messages: Family<GroupLabels, Counter>,
     delay_waiting: Family<LevelLabels, Gauge>,
     delay_delivered: Family<LevelLabels, Counter>,
+    ha: HaGauges,
     latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
     put_messages: Family<TopicLabels, Counter>,
     put_bytes: Family<TopicLabels, Counter>,
@@ -112,7 +134,67 @@ impl Metrics {
             boot: Instant::now(),
             boot_ms: crate::now_ms(),
             registry: Registry::default(),
+            ha: HaGauges::default(),
         };
+        for (name, help, gauge) in [
+            (
+                "rocketmq_ha_role",
+                "Role: 0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE",
+                &m.ha.role,
+            ),
+            (
+                "rocketmq_ha_epoch",
+                "Current replication epoch",
+                &m.ha.epoch,
+            ),
+            (
+                "rocketmq_ha_confirm_offset",
+                "CommitLog offset known to be on the in-sync replicas",
+                &m.ha.confirm_offset,
+            ),
+            (
+                "rocketmq_ha_connections",
+                "Slaves connected to this master's HA port",
+                &m.ha.connections,
+            ),
+            (
+                "rocketmq_ha_in_sync_slaves",
+                "Connected slaves within haSlaveFallbehindMax",
+                &m.ha.in_sync,
+            ),
+            (
+                "rocketmq_ha_behind_master_bytes",
+                "Slave: master CommitLog end minus this replica's end",
+                &m.ha.behind_master,
+            ),
+            (
+                "rocketmq_ha_forged_acks",
+                "HA acks beyond the master's max offset (connection dropped)",
+                &m.ha.forged_acks,
+            ),
+            (
+                "rocketmq_ha_refused_handshakes",
+                "HA connections refused (wrong group, secret or epoch)",
+                &m.ha.refused_handshakes,
+            ),
+            (
+                "rocketmq_ha_truncated_bytes",
+                "CommitLog bytes cut when rejoining a new master",
+                &m.ha.truncated_bytes,
+            ),
+            (
+                "rocketmq_ha_fenced",
+                "1 when writes are refused because a newer epoch exists",
+                &m.ha.fenced,
+            ),
+        ] {
+            r.register(name, help, gauge.clone());
+        }
+        r.register(
+            "rocketmq_ha_slave_lag_bytes",
+            "Master CommitLog end minus the slave's acknowledged offset, per slave",
+            m.ha.slave_lag.clone(),
+        );
         r.register(
             "rocketmq_request_latency_seconds",
             "Time to handle a request, by request code",
@@ -287,6 +369,41 @@ impl Metrics {
         )
     }
 
+    fn refresh_ha(&self, ha: &crate::ha::Ha) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let info = ha.runtime_info();
+        let g = &self.ha;
+        g.role.set(match ha.role() {
+            store::BrokerRole::AsyncMaster => 0,
+            store::BrokerRole::SyncMaster => 1,
+            store::BrokerRole::Slave => 2,
+        });
+        g.epoch.set(i64::from(info.epoch));
+        g.confirm_offset.set(info.confirm_offset);
+        g.connections.set(info.ha_connection_info.len() as i64);
+        g.in_sync.set(i64::from(info.in_sync_slave_nums));
+        g.slave_lag.clear();
+        for c in &info.ha_connection_info {
+            g.slave_lag
+                .get_or_create(&SlaveLabels {
+                    slave: c.addr.clone(),
+                })
+                .set(c.diff);
+        }
+        g.behind_master.set(if info.master {
+            0
+        } else {
+            (info.master_commit_log_max_offset - info.max_offset).max(0)
+        });
+        let c = &ha.counters;
+        g.forged_acks.set(c.forged_acks.load(Relaxed) as i64);
+        g.refused_handshakes
+            .set(c.refused_handshakes.load(Relaxed) as i64);
+        g.truncated_bytes
+            .set(c.truncated_bytes.load(Relaxed) as i64);
+        g.fenced.set(i64::from(info.fenced));
+    }
+
     /// Refreshes the gauges read from the store and offsets, then encodes everything.
     fn render(&self, broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
         if let Some(b) = broker {
@@ -300,6 +417,9 @@ impl Metrics {
                     level: level.to_string(),
                 };
                 self.delay_waiting.get_or_create(&l).set(waiting);
+            }
+            if let Some(ha) = b.ha.get() {
+                self.refresh_ha(ha);
             }
             self.group_diff.clear();
             for group in b.groups.snapshot().subscription_group_table.keys() {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use protocol::RemotingCommand;
 use protocol::body::RegisterBrokerBody;
 use protocol::code::{request, response};
-use protocol::header::{RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader};
+use protocol::header::{
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+};
 
 use crate::names::perm;
 use crate::remoting_client::RemotingClient;
@@ -60,7 +62,7 @@ impl Registrar {
             broker_addr: b.broker_addr(),
             cluster_name: b.broker_cluster_name.clone(),
             ha_server_addr: b.ha_server_addr(),
-            broker_id: b.broker_id,
+            broker_id: registered_id(broker),
             compressed: false,
             body_crc32: crc,
         };
@@ -74,7 +76,15 @@ impl Registrar {
         let mut ok = 0;
         for (addr, result) in results {
             match result {
-                Ok(r) if r.code == response::SUCCESS => ok += 1,
+                Ok(r) if r.code == response::SUCCESS => {
+                    ok += 1;
+                    // `registerBrokerAll`: a slave learns its master from the answer.
+                    if let (Some(ha), Ok(h)) =
+                        (broker.ha.get(), r.header::<RegisterBrokerResponseHeader>())
+                    {
+                        ha.on_registration_answer(h.ha_server_addr, h.master_addr);
+                    }
+                }
                 Ok(r) => {
                     tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "register broker refused")
                 }
@@ -90,7 +100,7 @@ impl Registrar {
             broker_name: b.broker_name.clone(),
             broker_addr: b.broker_addr(),
             cluster_name: b.broker_cluster_name.clone(),
-            broker_id: b.broker_id,
+            broker_id: registered_id(broker),
         };
         let cmd = RemotingCommand::request(request::UNREGISTER_BROKER, &header);
         let timeout = Duration::from_millis(b.register_broker_timeout_mills);
@@ -101,6 +111,16 @@ impl Registrar {
             }
         }
     }
+}
+
+/// The id registered: replication's (0 while master) when running, else `brokerId`.
+fn registered_id(broker: &Broker) -> i64 {
+    broker
+        .ha
+        .get()
+        .map_or(broker.config.broker.broker_id, |ha| {
+            ha.registered_broker_id()
+        })
 }
 
 /// Registers now, then periodically and on topic changes, until shutdown.
@@ -117,6 +137,12 @@ pub async fn run(broker: Arc<Broker>, registrar: Arc<Registrar>) {
             _ = broker.shutdown.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
             _ = broker.topics.changed.notified() => {}
+            _ = async {
+                match broker.ha.get() {
+                    Some(ha) => ha.register_now.notified().await,
+                    None => std::future::pending().await,
+                }
+            } => {}
         }
     }
 }

@@ -45,6 +45,8 @@ pub struct Broker {
     pub ready: AtomicBool,
     pub shutdown: CancellationToken,
     next_conn: AtomicU64,
+    /// Replication, once started (absent in tests that build a broker without it).
+    pub ha: std::sync::OnceLock<Arc<crate::ha::Ha>>,
 }
 
 impl Broker {
@@ -85,6 +87,7 @@ impl Broker {
             ready: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_conn: AtomicU64::new(1),
+            ha: std::sync::OnceLock::new(),
             live,
             consume_rate: ConsumeRate::default(),
             config,
@@ -93,6 +96,17 @@ impl Broker {
 
     pub fn next_conn_id(&self) -> ConnId {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The current role: replication's when running, else the configured one.
+    pub fn role(&self) -> store::BrokerRole {
+        self.ha
+            .get()
+            .map_or(self.config.store.broker_role, |ha| ha.role())
+    }
+
+    pub fn is_slave(&self) -> bool {
+        self.role() == store::BrokerRole::Slave
     }
 
     pub fn is_ready(&self) -> bool {

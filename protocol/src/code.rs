@@ -120,6 +120,10 @@ codes! {
         ADD_WRITE_PERM_OF_BROKER = 327,
         GET_ALL_PRODUCER_INFO = 328,
         DELETE_EXPIRED_COMMITLOG = 329,
+        // RocketMQ 5.x controller-mode codes this broker implements (`RequestCode.java` 5.x).
+        GET_BROKER_HA_STATUS = 907,
+        GET_BROKER_EPOCH_CACHE = 1007,
+        NOTIFY_BROKER_ROLE_CHANGED = 1008,
     }
 }
 
@@ -182,7 +186,8 @@ mod tests {
         assert_eq!(request::name(310), Some("SEND_MESSAGE_V2"));
         assert_eq!(response::name(3), Some("REQUEST_CODE_NOT_SUPPORTED"));
         assert_eq!(request::name(9999), None);
-        // Every row of RequestCode.java in 4.9.8 plus GET_BROKER_CLUSTER_ACL_CONFIG (<= 4.9.7).
-        assert_eq!(request::ALL.len(), 96);
+        // Every row of RequestCode.java in 4.9.8 plus GET_BROKER_CLUSTER_ACL_CONFIG (<= 4.9.7)
+        // plus the three 5.x replication codes.
+        assert_eq!(request::ALL.len(), 99);
     }
 }

@@ -185,6 +185,18 @@ store_config! {
     message_delay_level: String = "messageDelayLevel" =>
         "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".to_owned();
     flush_delay_offset_interval: u64 = "flushDelayOffsetInterval" => 10_000;
+    /// A SYNC_MASTER slave further behind than this many bytes does not count
+    /// (SLAVE_NOT_AVAILABLE at once).
+    ha_slave_fallbehind_max: u64 = "haSlaveFallbehindMax" => 256 * 1024 * 1024;
+    /// Most CommitLog bytes per HA transfer frame.
+    ha_transfer_batch_size: u32 = "haTransferBatchSize" => 32 * 1024;
+    /// ms without traffic after which either HA side sends a heartbeat.
+    ha_send_heartbeat_interval: u64 = "haSendHeartbeatInterval" => 5_000;
+    /// ms without reads after which either HA side closes the connection.
+    ha_housekeeping_interval: u64 = "haHousekeepingInterval" => 20_000;
+    /// Hide ConsumeQueue entries beyond the confirm offset from consumers: `true`,
+    /// `false`, or empty for "on when the role is SYNC_MASTER".
+    confirm_offset_visibility: String = "confirmOffsetVisibility" => String::new();
 }
 
 /// RocketMQ's `OS_PAGE_SIZE`: the unit of flush accounting.
@@ -223,6 +235,15 @@ impl MessageStoreConfig {
 
     pub fn abort_path(&self) -> PathBuf {
         self.store_path_root_dir.join("abort")
+    }
+
+    /// Epoch history of this replica (`EpochFileCache`).
+    pub fn epoch_file_path(&self) -> PathBuf {
+        self.store_path_root_dir.join("epochFile")
+    }
+
+    pub fn confirm_offset_path(&self) -> PathBuf {
+        self.store_path_root_dir.join("confirmOffset")
     }
 
     pub fn lock_path(&self) -> PathBuf {

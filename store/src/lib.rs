@@ -10,10 +10,12 @@ pub mod config;
 pub mod error;
 pub mod flush;
 pub mod fs;
+pub mod ha;
 pub mod lock;
 pub mod mapped_file;
 pub mod message_store;
 pub mod put_result;
+pub mod replication;
 pub mod retention;
 
 pub use config::{BrokerRole, FlushDiskType, MessageStoreConfig};

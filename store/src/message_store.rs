@@ -58,6 +58,10 @@ pub struct MessageStore {
     recovered: Recovered,
     disk_full: Arc<AtomicBool>,
     shut_down: AtomicBool,
+    /// The role now (starts as `brokerRole`; replication changes it).
+    pub(crate) role: crate::replication::RoleCell,
+    pub(crate) epochs: crate::ha::EpochFile,
+    pub(crate) confirm: crate::ha::ConfirmOffset,
     /// Released by shutdown, so another store may open the directory afterwards.
     lock: parking_lot::Mutex<Option<StoreLock>>,
 }
@@ -89,6 +93,10 @@ impl MessageStore {
         let abort = AbortMarker::new(&config.abort_path());
         let last_exit_ok = !abort.exists();
 
+        let epochs = crate::ha::EpochFile::open(&config.epoch_file_path())
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let confirm = crate::ha::ConfirmOffset::open(&config.confirm_offset_path())
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let commit_log = Arc::new(CommitLog::open(&config, Arc::clone(&fs))?);
         let checkpoint = Arc::new(StoreCheckpoint::open(&config.checkpoint_path())?);
         let reader: Arc<dyn CommitLogReader> = Arc::clone(&commit_log) as Arc<dyn CommitLogReader>;
@@ -146,6 +154,8 @@ impl MessageStore {
             Arc::clone(&retention),
             Duration::from_millis(config.clean_resource_interval.max(1)),
         )?;
+        confirm.clamp_to(recovered.end);
+        let role = crate::replication::RoleCell::new(config.broker_role);
         Ok(Self {
             config,
             commit_log,
@@ -159,6 +169,9 @@ impl MessageStore {
             recovered,
             disk_full,
             shut_down: AtomicBool::new(false),
+            role,
+            epochs,
+            confirm,
             lock: parking_lot::Mutex::new(Some(lock)),
         })
     }
@@ -193,7 +206,7 @@ impl MessageStore {
     pub fn write_refusal(&self) -> Option<WriteRefusal> {
         if self.shut_down.load(Ordering::Acquire) {
             Some(WriteRefusal::ShutDown)
-        } else if self.config.broker_role == BrokerRole::Slave {
+        } else if self.role.get() == BrokerRole::Slave {
             Some(WriteRefusal::SlaveRole)
         } else if self.disk_full.load(Ordering::Acquire) {
             Some(WriteRefusal::DiskFull)
@@ -309,6 +322,9 @@ impl MessageStore {
                 .set_physic_msg_timestamp(outcome.store_timestamp);
         }
         self.checkpoint.flush()?;
+        if let Err(e) = self.confirm.persist() {
+            tracing::warn!(error = %e, "persisting the confirm offset failed");
+        }
         self.commit_log.shutdown();
         if caught_up
             && self.dispatcher.dispatch_behind_bytes() == 0

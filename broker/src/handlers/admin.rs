@@ -13,7 +13,6 @@ use protocol::header::{
     GetConsumerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
 };
 use serde::Serialize;
-use store::BrokerRole;
 use store::config_files::SubscriptionGroupConfig;
 
 use super::{HandlerResult, error, success};
@@ -32,7 +31,7 @@ fn is_system_topic(topic: &str, broker: &Broker) -> bool {
 
 pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: CreateTopicRequestHeader = request.header()?;
-    if broker.config.store.broker_role == BrokerRole::Slave {
+    if broker.is_slave() {
         return error(
             request,
             response::SYSTEM_ERROR,
@@ -100,7 +99,7 @@ pub fn all_topic_config(broker: &Arc<Broker>, request: &RemotingCommand) -> Hand
 }
 
 pub fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    if broker.config.store.broker_role == BrokerRole::Slave {
+    if broker.is_slave() {
         return error(
             request,
             response::SYSTEM_ERROR,

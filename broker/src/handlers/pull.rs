@@ -8,7 +8,6 @@ use protocol::RemotingCommand;
 use protocol::body::MessageModel;
 use protocol::code::response;
 use protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
-use store::BrokerRole;
 
 use super::{HandlerResult, Reply};
 use crate::connection::Conn;
@@ -205,10 +204,7 @@ fn process(
     };
 
     // The piggy-backed commit is applied once, on the first pass (`brokerAllowSuspend`).
-    if allow_suspend
-        && flag.has_commit_offset()
-        && broker.config.store.broker_role != BrokerRole::Slave
-    {
+    if allow_suspend && flag.has_commit_offset() && !broker.is_slave() {
         broker
             .offsets
             .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
@@ -218,8 +214,18 @@ fn process(
     }
 
     let header = PullMessageResponseHeader {
-        // No slaves yet: always read from the master.
-        suggest_which_broker_id: 0,
+        // `PullMessageProcessor`: a consumer reading data no longer in memory is sent to
+        // a slave (`whichBrokerWhenConsumeSlowly`, 1) when this master has one.
+        suggest_which_broker_id: if result.suggest_pull_from_slave
+            && broker
+                .ha
+                .get()
+                .is_some_and(|ha| !ha.is_slave() && ha.acks.count() > 0)
+        {
+            1
+        } else {
+            0
+        },
         next_begin_offset: result.next_begin_offset,
         min_offset: result.min_offset,
         max_offset: result.max_offset,

@@ -14,7 +14,6 @@ use protocol::header::{
 };
 use protocol::message::properties::{self, CLUSTER, WAIT};
 use protocol::message::{MessageSysFlag, Properties};
-use store::BrokerRole;
 
 use super::{HandlerResult, error};
 use crate::connection::Conn;
@@ -35,7 +34,7 @@ pub async fn send_message(
     let batch = request.code == rq::SEND_BATCH_MESSAGE || h.batch;
     let b = &broker.config.broker;
 
-    if broker.config.store.broker_role == BrokerRole::Slave {
+    if broker.is_slave() || broker.ha.get().is_some_and(|ha| ha.is_fenced()) {
         return error(
             request,
             response::SERVICE_NOT_AVAILABLE,
@@ -161,6 +160,10 @@ pub async fn send_message(
             broker.metrics.transactions.half_sent();
         }
         result
+    };
+    let result = match broker.ha.get() {
+        Some(ha) => ha.after_put(result, wait_store_ok).await,
+        None => result,
     };
     Ok(answer(broker, request, &topic, queue_id, body_len, result).into())
 }

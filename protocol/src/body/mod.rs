@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod consumer_list;
 pub mod data_version;
 pub mod fastjson;
+pub mod ha;
 pub mod heartbeat;
 pub mod kv_table;
 mod lenient;

@@ -6,10 +6,12 @@
 mod append;
 mod message;
 mod recover;
+mod replica;
 mod signal;
 
 pub use message::{BatchItem, BatchMessage, BrokerMessage};
 pub use recover::Recovered;
+pub use replica::PlaceError;
 pub use signal::AppendSignal;
 
 use std::collections::HashMap;

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) listener: RwLock<Option<Arc<dyn MessageArrivalListener>>>,
     pub(crate) running: AtomicBool,
     reput_offset: AtomicI64,
+    /// Units whose record ends beyond this are not served (confirm offset visibility).
+    pub(crate) visible_limit: AtomicI64,
 }
 
 impl Shared {
@@ -86,6 +88,7 @@ impl Dispatcher {
             listener: RwLock::new(None),
             running: AtomicBool::new(false),
             reput_offset: AtomicI64::new(0),
+            visible_limit: AtomicI64::new(i64::MAX),
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -140,6 +143,23 @@ impl Dispatcher {
         self.shared.consume_queues.delete_below(commitlog_min)?;
         self.shared.index.delete_below(commitlog_min)?;
         Ok(())
+    }
+
+    /// Serve only units whose record ends at or before `limit` (`None`: no limit).
+    pub fn set_visible_limit(&self, limit: Option<PhysicalOffset>) {
+        self.shared
+            .visible_limit
+            .store(limit.map_or(i64::MAX, |l| l.0), Ordering::Release);
+    }
+
+    /// Replication truncation: drops ConsumeQueue units and IndexFiles beyond `offset`
+    /// (the caller stopped dispatch and cut the CommitLog). Returns where dispatch must
+    /// restart so the deleted index files are rebuilt.
+    pub fn truncate_beyond(&self, offset: PhysicalOffset) -> Result<PhysicalOffset, StoreError> {
+        self.shared.consume_queues.truncate_dirty(offset)?;
+        let rebuild = self.shared.index.truncate_beyond(offset)?;
+        let from = rebuild.map_or(offset, |r| r.min(offset));
+        Ok(from.min(self.shared.reput_offset()))
     }
 
     pub fn set_arrival_listener(&self, listener: Arc<dyn MessageArrivalListener>) {

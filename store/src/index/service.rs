@@ -275,6 +275,27 @@ impl IndexService {
         Ok(before - files.len())
     }
 
+    /// Replication truncation: deletes, newest first, every file holding an entry for a
+    /// record at or beyond `offset`. Returns where re-dispatch must start to rebuild
+    /// what those files held below `offset` (`None` when nothing was deleted).
+    pub fn truncate_beyond(
+        &self,
+        offset: PhysicalOffset,
+    ) -> Result<Option<PhysicalOffset>, IndexError> {
+        let mut files = self.files.write();
+        let mut rebuild = None;
+        while let Some(last) = files.last() {
+            if last.end_phy_offset() < offset {
+                break;
+            }
+            rebuild = Some(last.begin_phy_offset());
+            last.delete()?;
+            files.pop();
+        }
+        *self.last_indexed.lock() = last_indexed_of(&files);
+        Ok(rebuild)
+    }
+
     /// endTimestamp of the newest file (0 without files).
     pub fn last_end_timestamp(&self) -> i64 {
         self.files.read().last().map_or(0, |f| f.end_timestamp())

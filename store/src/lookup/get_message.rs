@@ -122,8 +122,17 @@ impl Dispatcher {
         let mut next_file_start: Option<PhysicalOffset> = None;
         let mut scanned = 0usize;
         let mut last_physical = PhysicalOffset(0);
+        let visible_limit = shared
+            .visible_limit
+            .load(std::sync::atomic::Ordering::Acquire);
+        let mut hidden = false;
         for (queue_offset, unit) in window.iter() {
             if scanned >= max_scan {
+                break;
+            }
+            if unit.physical_offset.0.saturating_add(i64::from(unit.size)) > visible_limit {
+                // Not yet on the in-sync replicas: a failover could take it back.
+                hidden = true;
                 break;
             }
             last_physical = unit.physical_offset;
@@ -162,6 +171,10 @@ impl Dispatcher {
             next_file_start = None;
         }
         out.next_begin_offset = QueueOffset(offset.0 + scanned as i64);
+        if hidden && scanned == 0 {
+            // Nothing visible yet: answer as "no new message" so the pull is held.
+            out.status = OffsetOverflowOne;
+        }
         out.suggest_pulling_from_slave = max_physical.0 - last_physical.0 > memory_budget;
         out
     }

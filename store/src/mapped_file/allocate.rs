@@ -98,6 +98,14 @@ impl Allocator {
         }
     }
 
+    /// Deletes the prepared file, if one is ready.
+    pub(super) fn discard(&self) {
+        let ready = self.shared.state.lock().ready.take();
+        if let Some((_, Ok(stale))) = ready {
+            let _ = self.shared.fs.remove_file(stale.path());
+        }
+    }
+
     /// Stops the worker. A prepared but unused file stays on disk: it is all zeros past
     /// the end of the data, which recovery treats as end of data and removes.
     pub(super) fn shutdown(&self) {

@@ -285,6 +285,14 @@ impl MappedFileQueue {
         deleted
     }
 
+    /// Deletes a preallocated file that no longer follows the last file (after a
+    /// truncation), so no gap is left on disk.
+    pub fn discard_prepared(&self) {
+        if let Some(allocator) = &self.allocator {
+            allocator.discard();
+        }
+    }
+
     /// Stops background allocation.
     pub fn shutdown(&self) {
         if let Some(allocator) = &self.allocator {

@@ -1,0 +1,226 @@
+//! The master side (`HAService.AcceptSocketService` + `HAConnection`): the HA listener,
+//! and per slave a transfer task and an ack reader. Wire format after the handshake
+//! (see [`super::handshake`]) is RocketMQ 4.9's: the slave sends 8-byte big-endian
+//! offsets; the master sends frames of a 12-byte header (physical offset i64, size i32)
+//! and `size` raw CommitLog bytes, stopping at file ends; a frame of size 0 is a
+//! heartbeat.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use protocol::message::PhysicalOffset;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use super::Ha;
+use super::handshake::{self, HandshakeError};
+
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Binds `haListenPort` (retrying while the port is taken) and serves slaves.
+pub async fn run_listener(ha: Arc<Ha>, shutdown: CancellationToken) {
+    let addr = ha.settings.listen;
+    let listener = loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) => {
+                tracing::error!(%addr, error = %e, "cannot listen on haListenPort; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+                }
+            }
+        }
+    };
+    tracing::info!(%addr, "HA listener up");
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let ha = Arc::clone(&ha);
+                let stop = shutdown.child_token();
+                tokio::spawn(async move {
+                    if let Err(e) = serve_slave(&ha, stream, peer.to_string(), stop).await {
+                        tracing::warn!(slave = %peer, error = %e, "HA connection closed");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "HA accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error(transparent)]
+    Handshake(#[from] HandshakeError),
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("this broker is a slave; it does not serve replicas")]
+    NotMaster,
+    #[error("slave acknowledged {ack} beyond the master's max offset {max}: dropped")]
+    ForgedAck { ack: i64, max: i64 },
+    #[error("slave reported offset {0}, which this master does not hold")]
+    BadStart(i64),
+    #[error("no report from the slave within the housekeeping interval")]
+    Silent,
+}
+
+async fn serve_slave(
+    ha: &Arc<Ha>,
+    mut stream: TcpStream,
+    peer: String,
+    stop: CancellationToken,
+) -> Result<(), ConnError> {
+    if ha.is_slave() {
+        return Err(ConnError::NotMaster);
+    }
+    let _ = stream.set_nodelay(true);
+    let s = &ha.settings;
+    let hello = match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        handshake::accept(&mut stream, &s.group, &s.secret, ha.epoch()),
+    )
+    .await
+    {
+        Err(_) => return Err(ConnError::HandshakeTimeout),
+        Ok(Err(e)) => {
+            ha.counters
+                .refused_handshakes
+                .fetch_add(1, Ordering::Relaxed);
+            if let HandshakeError::StaleMaster { slave, .. } = e {
+                ha.fence(slave);
+            }
+            return Err(e.into());
+        }
+        Ok(Ok(hello)) => hello,
+    };
+    let (mut rd, wr) = stream.into_split();
+    let first = match tokio::time::timeout(s.housekeeping, rd.read_i64()).await {
+        Ok(r) => r?,
+        Err(_) => return Err(ConnError::Silent),
+    };
+    let log = ha.store.commit_log();
+    let max = log.max_offset().0;
+    if first > max {
+        ha.counters.forged_acks.fetch_add(1, Ordering::Relaxed);
+        return Err(ConnError::ForgedAck { ack: first, max });
+    }
+    // A slave with nothing starts at the beginning of the master's last file.
+    let start = if first == 0 {
+        max - max % log.file_size() as i64
+    } else {
+        first
+    };
+    if first < 0 || (first > 0 && first < log.min_offset().0) {
+        return Err(ConnError::BadStart(first));
+    }
+    tracing::info!(slave = %peer, broker_id = hello.broker_id, epoch = hello.epoch, from = start, "slave connected");
+    let id = ha.acks.register(peer, first);
+    ha.on_ack();
+    let cancel = stop.child_token();
+    let writer = tokio::spawn(transfer(
+        Arc::clone(ha),
+        wr,
+        PhysicalOffset(start),
+        cancel.clone(),
+    ));
+    let result = read_acks(ha, rd, id, &cancel).await;
+    cancel.cancel();
+    ha.acks.remove(id);
+    let _ = writer.await;
+    result
+}
+
+/// `HAConnection.ReadSocketService`: every 8-byte report is the slave's max offset.
+async fn read_acks(
+    ha: &Ha,
+    mut rd: OwnedReadHalf,
+    id: u64,
+    cancel: &CancellationToken,
+) -> Result<(), ConnError> {
+    loop {
+        let ack = tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            r = tokio::time::timeout(ha.settings.housekeeping, rd.read_i64()) => match r {
+                Ok(r) => r?,
+                Err(_) => return Err(ConnError::Silent),
+            },
+        };
+        // RocketMQ #1155/#3015: an ack for bytes the master never wrote would let
+        // SYNC_MASTER report unreplicated writes as replicated.
+        let max = ha.store.max_phy_offset().0;
+        if ack > max || ack < 0 {
+            ha.counters.forged_acks.fetch_add(1, Ordering::Relaxed);
+            return Err(ConnError::ForgedAck { ack, max });
+        }
+        ha.acks.update(id, ack);
+        ha.on_ack();
+    }
+}
+
+/// `HAConnection.WriteSocketService`: streams the CommitLog from `at`.
+async fn transfer(
+    ha: Arc<Ha>,
+    mut wr: OwnedWriteHalf,
+    mut at: PhysicalOffset,
+    cancel: CancellationToken,
+) {
+    let log = Arc::clone(ha.store.commit_log());
+    let batch = ha.settings.batch_size;
+    let heartbeat = ha.settings.heartbeat;
+    let mut buf = BytesMut::with_capacity(12 + batch);
+    let mut last_write = Instant::now();
+    loop {
+        if cancel.is_cancelled() {
+            return;
+        }
+        let window = log.read_to_file_end(at).filter(|w| !w.is_empty());
+        let size = match &window {
+            Some(w) => w.len().min(batch),
+            None if at < log.min_offset() => {
+                tracing::warn!(%at, "slave needs data this master no longer holds");
+                cancel.cancel();
+                return;
+            }
+            None => 0,
+        };
+        if size == 0 && last_write.elapsed() < heartbeat {
+            let signal = log.append_signal();
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::timeout(heartbeat.saturating_sub(last_write.elapsed()), signal.wait_beyond(at)) => {}
+            }
+            continue;
+        }
+        buf.clear();
+        buf.extend_from_slice(&at.0.to_be_bytes());
+        buf.extend_from_slice(&(size as i32).to_be_bytes());
+        if let Some(w) = &window {
+            buf.extend_from_slice(&w[..size]);
+        }
+        let written = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = wr.write_all(&buf) => r,
+        };
+        if let Err(e) = written {
+            tracing::debug!(error = %e, "HA transfer write failed");
+            cancel.cancel();
+            return;
+        }
+        at = PhysicalOffset(at.0 + size as i64);
+        last_write = Instant::now();
+    }
+}

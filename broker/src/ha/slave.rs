@@ -1,0 +1,251 @@
+//! The slave side (`HAService.HAClient`): follows the master's HA stream. Before each
+//! connection it asks the master for its epoch history (GET_BROKER_EPOCH_CACHE) and cuts
+//! its own CommitLog, ConsumeQueues and IndexFiles back to the last point both logs share
+//! (a former master's divergent tail); then it reports its max offset, places every
+//! frame through the store's validating [`store::ha::ReplicaWriter`] and reports again
+//! after each batch or every heartbeat interval.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use protocol::RemotingCommand;
+use protocol::body::ha::{EpochEntryCache, HaRuntimeInfo};
+use protocol::code::{request, response};
+use protocol::message::PhysicalOffset;
+use store::BrokerRole;
+use store::ha::{EpochEntry, ReplicaError, last_consistent_point};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use super::Ha;
+use super::handshake::{self, HandshakeError};
+use crate::remoting_client::{ClientError, RemotingClient};
+
+/// A frame body larger than this is refused before allocating (the master sends at most
+/// `haTransferBatchSize`, itself capped at 4 MiB).
+const MAX_FRAME: usize = 8 << 20;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SlaveError {
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Handshake(#[from] HandshakeError),
+    #[error("timed out ({0})")]
+    Timeout(&'static str),
+    #[error("master closed the connection")]
+    Closed,
+    #[error("frame of {0} bytes")]
+    FrameSize(i64),
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
+    #[error("master {addr}: {reason}")]
+    Master { addr: String, reason: String },
+    #[error(transparent)]
+    Remoting(#[from] ClientError),
+    #[error("truncation failed: {0}")]
+    Truncate(String),
+}
+
+/// Runs until shutdown: while this broker is a slave with a known master, follows it.
+pub async fn run(ha: Arc<Ha>, shutdown: CancellationToken) {
+    let mut changes = ha.subscribe_changes();
+    loop {
+        changes.borrow_and_update();
+        let target = ha.target();
+        let active = ha.role() == BrokerRole::Slave
+            && (target.master_ha_addr.is_some() || target.master_addr.is_some());
+        if active {
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = changes.changed() => { deactivate(&ha); continue; }
+                r = follow(&ha, target.master_ha_addr.clone(), target.master_addr.clone()) => r,
+            };
+            deactivate(&ha);
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "replication from the master stopped; retrying");
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep(RETRY) => {}
+        }
+    }
+}
+
+fn deactivate(ha: &Ha) {
+    ha.client.activated.store(false, Ordering::Release);
+}
+
+async fn follow(
+    ha: &Arc<Ha>,
+    ha_addr: Option<String>,
+    master_addr: Option<String>,
+) -> Result<(), SlaveError> {
+    if let Some(master) = &master_addr {
+        reconcile(ha, master).await?;
+    }
+    let ha_addr = match ha_addr {
+        Some(a) => a,
+        None => {
+            let master = master_addr.unwrap_or_default();
+            ask_ha_addr(&master).await?
+        }
+    };
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&ha_addr))
+        .await
+        .map_err(|_| SlaveError::Timeout("connect"))??;
+    let _ = stream.set_nodelay(true);
+    let s = &ha.settings;
+    let my_epoch = ha.store.epochs().current_epoch();
+    let master_epoch = tokio::time::timeout(
+        Duration::from_secs(5),
+        handshake::connect(&mut stream, &s.group, &s.secret, s.broker_id, my_epoch),
+    )
+    .await
+    .map_err(|_| SlaveError::Timeout("handshake"))??;
+    tracing::info!(master = %ha_addr, master_epoch, "following the master");
+    *ha.client.master_addr.lock() = ha_addr;
+    ha.client.activated.store(true, Ordering::Release);
+    stream_from(ha, stream).await
+}
+
+/// Reads frames, places them, reports progress.
+async fn stream_from(ha: &Arc<Ha>, stream: TcpStream) -> Result<(), SlaveError> {
+    let (mut rd, mut wr) = stream.into_split();
+    let mut writer = ha.store.replica_writer();
+    let mut reported = writer.written_offset();
+    wr.write_i64(reported.0).await?;
+    let heartbeat = ha.settings.heartbeat;
+    let housekeeping = ha.settings.housekeeping;
+    let mut last_report = Instant::now();
+    let mut last_read = Instant::now();
+    let mut buf = BytesMut::with_capacity(256 * 1024);
+    loop {
+        {
+            let _gate = ha.replica_gate.lock().await;
+            if ha.role() != BrokerRole::Slave {
+                return Ok(());
+            }
+            while buf.len() >= 12 {
+                let offset = i64::from_be_bytes(buf[..8].try_into().unwrap_or_default());
+                let size = i32::from_be_bytes(buf[8..12].try_into().unwrap_or_default());
+                if size < 0 || size as usize > MAX_FRAME {
+                    return Err(SlaveError::FrameSize(size.into()));
+                }
+                let size = size as usize;
+                if buf.len() < 12 + size {
+                    buf.reserve(12 + size - buf.len());
+                    break;
+                }
+                buf.advance(12);
+                let body = buf.split_to(size);
+                ha.client
+                    .master_max
+                    .fetch_max(offset + size as i64, Ordering::AcqRel);
+                if size > 0 {
+                    writer.accept(PhysicalOffset(offset), &body)?;
+                }
+            }
+        }
+        let written = writer.written_offset();
+        if written != reported || last_report.elapsed() >= heartbeat {
+            wr.write_i64(written.0).await?;
+            reported = written;
+            last_report = Instant::now();
+        }
+        if last_read.elapsed() > housekeeping {
+            return Err(SlaveError::Timeout("no data from the master"));
+        }
+        let wait = heartbeat
+            .saturating_sub(last_report.elapsed())
+            .max(Duration::from_millis(1));
+        match tokio::time::timeout(wait, rd.read_buf(&mut buf)).await {
+            Ok(Ok(0)) => return Err(SlaveError::Closed),
+            Ok(Ok(_)) => {
+                last_read = Instant::now();
+                ha.client
+                    .last_read_ms
+                    .store(crate::now_ms(), Ordering::Release);
+            }
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => {}
+        }
+    }
+}
+
+async fn invoke(master: &str, code: i32) -> Result<RemotingCommand, SlaveError> {
+    let client = RemotingClient::new(master);
+    let cmd = RemotingCommand::request(code, &());
+    let r = client.invoke(cmd, Duration::from_secs(3)).await?;
+    if r.code != response::SUCCESS {
+        return Err(SlaveError::Master {
+            addr: master.to_owned(),
+            reason: format!("code {} {}", r.code, r.remark.unwrap_or_default()),
+        });
+    }
+    Ok(r)
+}
+
+/// The master's HA address, from its GET_BROKER_HA_STATUS answer.
+async fn ask_ha_addr(master: &str) -> Result<String, SlaveError> {
+    let r = invoke(master, request::GET_BROKER_HA_STATUS).await?;
+    let info: HaRuntimeInfo = protocol::body::decode(&r.body).map_err(|e| SlaveError::Master {
+        addr: master.to_owned(),
+        reason: e.to_string(),
+    })?;
+    Ok(info.ha_server_addr)
+}
+
+/// Cuts this replica back to the last (epoch, offset) it shares with the master and
+/// adopts the master's epoch history.
+async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
+    let r = invoke(master, request::GET_BROKER_EPOCH_CACHE).await?;
+    let cache: EpochEntryCache =
+        protocol::body::decode(&r.body).map_err(|e| SlaveError::Master {
+            addr: master.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let remote: Vec<EpochEntry> = cache
+        .epoch_list
+        .iter()
+        .map(|e| EpochEntry {
+            epoch: e.epoch,
+            start_offset: PhysicalOffset(e.start_offset),
+        })
+        .collect();
+    let store = Arc::clone(&ha.store);
+    let local = store.epochs().entries();
+    let local_end = store.max_phy_offset();
+    let point = last_consistent_point(&local, local_end, &remote, PhysicalOffset(cache.max_offset))
+        .unwrap_or(PhysicalOffset(0));
+    let _gate = ha.replica_gate.lock().await;
+    if point < local_end {
+        tracing::warn!(
+            keep = %point, end = %local_end,
+            "this replica holds a tail the master does not have; truncating it"
+        );
+        ha.counters.truncations.fetch_add(1, Ordering::Relaxed);
+        ha.counters
+            .truncated_bytes
+            .fetch_add((local_end.0 - point.0) as u64, Ordering::Relaxed);
+        let s = Arc::clone(&store);
+        tokio::task::spawn_blocking(move || s.truncate_beyond(point))
+            .await
+            .map_err(|e| SlaveError::Truncate(e.to_string()))?
+            .map_err(|e| SlaveError::Truncate(e.to_string()))?;
+    }
+    if store.epochs().entries() != remote {
+        store
+            .epochs()
+            .replace(remote)
+            .map_err(|e| SlaveError::Truncate(e.to_string()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! What replication asks of a running store (`DefaultMessageStore` of RocketMQ 5.x in
+//! controller mode): the current role, the epoch history and confirm offset, a writer
+//! for the master's stream, visibility of ConsumeQueue entries up to the confirm offset,
+//! and cutting every file back to an offset for a former master that rejoins as slave.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use protocol::message::PhysicalOffset;
+
+use crate::config::BrokerRole;
+use crate::error::StoreError;
+use crate::ha::{ConfirmOffset, EpochFile, ReplicaWriter};
+use crate::message_store::MessageStore;
+
+/// A [`BrokerRole`] that can change while the store runs.
+#[derive(Debug)]
+pub struct RoleCell(AtomicU8);
+
+impl RoleCell {
+    pub fn new(role: BrokerRole) -> Self {
+        Self(AtomicU8::new(Self::code(role)))
+    }
+
+    fn code(role: BrokerRole) -> u8 {
+        match role {
+            BrokerRole::AsyncMaster => 0,
+            BrokerRole::SyncMaster => 1,
+            BrokerRole::Slave => 2,
+        }
+    }
+
+    pub fn get(&self) -> BrokerRole {
+        match self.0.load(Ordering::Acquire) {
+            0 => BrokerRole::AsyncMaster,
+            1 => BrokerRole::SyncMaster,
+            _ => BrokerRole::Slave,
+        }
+    }
+
+    pub fn set(&self, role: BrokerRole) {
+        self.0.store(Self::code(role), Ordering::Release);
+    }
+}
+
+impl MessageStore {
+    pub fn role(&self) -> BrokerRole {
+        self.role.get()
+    }
+
+    /// Changes the role. Becoming a master first waits for dispatch to catch up with
+    /// everything replicated so far and rebuilds the next queue offsets from the
+    /// ConsumeQueues (a slave's appends never assigned any).
+    pub fn set_role(&self, role: BrokerRole) {
+        if role != BrokerRole::Slave && self.role.get() == BrokerRole::Slave {
+            self.dispatcher
+                .wait_caught_up(std::time::Duration::from_secs(30));
+            self.commit_log
+                .set_queue_offsets(self.dispatcher.queue_max_offsets());
+        }
+        self.role.set(role);
+    }
+
+    pub fn epochs(&self) -> &EpochFile {
+        &self.epochs
+    }
+
+    pub fn confirm_offset(&self) -> &ConfirmOffset {
+        &self.confirm
+    }
+
+    /// A writer placing the master's stream into this store's CommitLog.
+    pub fn replica_writer(&self) -> ReplicaWriter {
+        ReplicaWriter::new(
+            std::sync::Arc::clone(&self.commit_log),
+            self.config.check_crc_on_recover,
+            self.config.max_message_size,
+        )
+    }
+
+    /// Consumers are served ConsumeQueue entries only up to `limit` (`None`: all).
+    pub fn set_visible_limit(&self, limit: Option<PhysicalOffset>) {
+        self.dispatcher.set_visible_limit(limit);
+    }
+
+    /// Cuts the CommitLog, the ConsumeQueues and the IndexFiles back to `offset` while
+    /// the store runs (`truncateDirtyFiles`), for a former master whose tail its new
+    /// master does not have. Dispatch is stopped meanwhile and restarted from the lowest
+    /// offset whose index entries must be rebuilt; the epoch history and the confirm
+    /// offset are cut too. Writes must already be refused (slave role). Blocks until
+    /// dispatch has caught up again.
+    pub fn truncate_beyond(&self, offset: PhysicalOffset) -> Result<(), StoreError> {
+        let offset = offset.max(PhysicalOffset(0));
+        if offset >= self.commit_log.max_offset() {
+            return Ok(());
+        }
+        tracing::warn!(
+            from = %offset,
+            to = %self.commit_log.max_offset(),
+            "truncating the CommitLog tail the master does not have"
+        );
+        self.dispatcher.shutdown()?;
+        self.commit_log.truncate_live(offset)?;
+        let reput_from = self.dispatcher.truncate_beyond(offset)?;
+        self.commit_log
+            .set_queue_offsets(self.dispatcher.queue_max_offsets());
+        self.epochs
+            .truncate_beyond(offset)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.confirm.clamp_to(offset);
+        self.dispatcher.start(reput_from)
+    }
+}
+
+#[cfg(test)]
+#[path = "replication_tests.rs"]
+mod tests;
