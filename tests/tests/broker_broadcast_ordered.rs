@@ -280,3 +280,121 @@ fn per_key_order_holds_while_a_consumer_joins_and_leaves() {
         producer.shutdown().await;
     });
 }
+
+fn heartbeat(client_id: &str, group: &str) -> protocol::RemotingCommand {
+    use protocol::body::{
+        ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel,
+    };
+    let data = HeartbeatData {
+        client_id: client_id.to_owned(),
+        producer_data_set: Vec::new(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: group.to_owned(),
+            consume_type: ConsumeType::ConsumePassively,
+            message_model: MessageModel::Clustering,
+            consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
+            subscription_data_set: Vec::new(),
+            unit_mode: false,
+        }],
+    };
+    protocol::RemotingCommand::bare_request(protocol::code::request::HEART_BEAT)
+        .with_body(protocol::body::encode(&data))
+}
+
+fn lock(client_id: &str, group: &str, queues: &[i32]) -> protocol::RemotingCommand {
+    use protocol::body::{LockBatchRequestBody, MessageQueue};
+    let body = LockBatchRequestBody {
+        consumer_group: group.to_owned(),
+        client_id: client_id.to_owned(),
+        only_this_broker: false,
+        mq_set: queues
+            .iter()
+            .map(|&queue_id| MessageQueue {
+                topic: "LockTopic".into(),
+                broker_name: "broker-e2e".into(),
+                queue_id,
+            })
+            .collect(),
+    };
+    protocol::RemotingCommand::bare_request(protocol::code::request::LOCK_BATCH_MQ)
+        .with_body(protocol::body::encode(&body))
+}
+
+/// Queue ids the LOCK_BATCH_MQ answer grants.
+async fn granted(client: &e2e::Client, request: protocol::RemotingCommand) -> Vec<i32> {
+    let out = client.request(request).await.expect("lock request");
+    assert_eq!(out.code, protocol::code::response::SUCCESS);
+    let body: protocol::body::LockBatchResponseBody =
+        protocol::body::decode(&out.body).expect("lock body");
+    body.lock_ok_mq_set.iter().map(|q| q.queue_id).collect()
+}
+
+/// The broker side of orderly rebalancing over real connections: a queue locked by one
+/// consumer is refused to another, and freed at once when the holder's connection
+/// drops (a crashed client) or it unregisters, instead of after the 60 s expiry.
+#[test]
+fn queue_locks_follow_their_holders_connection() {
+    let cluster = Cluster::start(&[]);
+    let group = "lock-group";
+    let rt = runtime();
+    rt.block_on(async {
+        let port = cluster.broker.port;
+        let a = e2e::Client::connect(port).await.expect("connect a");
+        let b = e2e::Client::connect(port).await.expect("connect b");
+        for (client, id) in [(&a, "10.0.0.1@a"), (&b, "10.0.0.2@b")] {
+            let out = client
+                .request(heartbeat(id, group))
+                .await
+                .expect("heartbeat");
+            assert_eq!(out.code, protocol::code::response::SUCCESS);
+        }
+        assert_eq!(
+            granted(&a, lock("10.0.0.1@a", group, &[0, 1])).await,
+            [0, 1]
+        );
+        assert_eq!(granted(&b, lock("10.0.0.2@b", group, &[1, 2])).await, [2]);
+        // The holder renews; the other is still refused.
+        assert_eq!(
+            granted(&a, lock("10.0.0.1@a", group, &[0, 1])).await,
+            [0, 1]
+        );
+        assert!(
+            granted(&b, lock("10.0.0.2@b", group, &[0]))
+                .await
+                .is_empty()
+        );
+
+        // A crash: the connection goes away without UNLOCK_BATCH_MQ.
+        a.close().await;
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            got = granted(&b, lock("10.0.0.2@b", group, &[0, 1, 2])).await;
+            if got.len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(got, [0, 1, 2], "{}", cluster.logs());
+
+        // UNREGISTER_CLIENT releases too.
+        let c = e2e::Client::connect(port).await.expect("connect c");
+        c.request(heartbeat("10.0.0.3@c", group))
+            .await
+            .expect("heartbeat");
+        let unregister = e2e::broker_harness::with_fields(
+            protocol::code::request::UNREGISTER_CLIENT,
+            &[
+                ("clientID", "10.0.0.2@b".to_owned()),
+                ("consumerGroup", group.to_owned()),
+            ],
+        );
+        let out = b.request(unregister).await.expect("unregister");
+        assert_eq!(out.code, protocol::code::response::SUCCESS);
+        assert_eq!(
+            granted(&c, lock("10.0.0.3@c", group, &[0, 1, 2])).await,
+            [0, 1, 2]
+        );
+        b.close().await;
+        c.close().await;
+    });
+}
