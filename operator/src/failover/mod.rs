@@ -22,6 +22,7 @@
 pub mod election;
 pub mod executor;
 pub mod machine;
+pub mod model;
 pub mod observe;
 pub mod status;
 
