@@ -15,6 +15,7 @@
 import argparse
 import copy
 import glob
+import json
 import os
 import sys
 
@@ -203,6 +204,32 @@ def check_rbac(obj, name):
             fail(name, "cluster-wide list/watch of secrets")
 
 
+RUNBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "runbooks")
+
+
+def check_monitoring(obj, where):
+    """Every alert links an existing runbook page; the dashboard is valid JSON."""
+    if obj.get("kind") == "PrometheusRule":
+        for group in obj["spec"]["groups"]:
+            for rule in group["rules"]:
+                url = (rule.get("annotations") or {}).get("runbook_url", "")
+                page = url.rsplit("/", 1)[-1]
+                if not page.endswith(".md") or not os.path.isfile(os.path.join(RUNBOOKS, page)):
+                    fail(where, f"alert {rule.get('alert')}: runbook_url {url!r} names no page in docs/runbooks")
+                if not rule.get("expr", "").strip():
+                    fail(where, f"alert {rule.get('alert')}: empty expr")
+    if obj.get("kind") == "ConfigMap":
+        for key, value in (obj.get("data") or {}).items():
+            if key.endswith(".json"):
+                try:
+                    dash = json.loads(value)
+                except json.JSONDecodeError as e:
+                    fail(where, f"{key} is not JSON: {e}")
+                    continue
+                if not dash.get("panels"):
+                    fail(where, f"{key} has no panels")
+
+
 def check_chart(chart_dir, crd_schemas, value_sets):
     report = helm.lint(chart_dir, strict=True, kube_version=f"v{KUBE_VERSION}")
     for m in report.get("messages", []):
@@ -225,6 +252,7 @@ def check_chart(chart_dir, crd_schemas, value_sets):
             for obj in docs_of(text, path):
                 kinds.add(obj["kind"])
                 validate_object(obj, f"chart[{name}] {path}", crd_schemas)
+                check_monitoring(obj, f"chart[{name}] {path}")
         for required in ("Deployment", "ServiceAccount", "Service"):
             if required not in kinds:
                 fail(f"chart[{name}]", f"renders no {required}")
@@ -251,6 +279,8 @@ def main():
         "namespaced-ha": {"replicaCount": 2, "watchNamespace": "team-a",
                           "metrics": {"serviceMonitor": {"enabled": True}}},
         "example": {"example": {"enabled": True}},
+        "monitoring": {"monitoring": {"prometheusRule": {"enabled": True},
+                                      "grafanaDashboard": {"enabled": True}}},
     }
     check_chart(args.chart, crd_schemas, value_sets)
 

@@ -47,6 +47,37 @@ pub struct GroupLabels {
     pub broker_name: String,
 }
 
+/// One broker group and how its failover ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailoverLabels {
+    pub resource_namespace: String,
+    pub broker: String,
+    pub broker_name: String,
+    /// `clean`, `unclean`, `reverted`, `blocked`, `cancelled`.
+    pub outcome: &'static str,
+}
+
+/// One broker group and one failover phase.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub resource_namespace: String,
+    pub broker: String,
+    pub broker_name: String,
+    pub phase: &'static str,
+}
+
+/// Every phase a group can be in, for the one-hot phase gauge.
+pub const FAILOVER_PHASES: &[&str] = &[
+    "Idle",
+    "Detected",
+    "Fencing",
+    "Electing",
+    "Promoting",
+    "Repointing",
+    "Completed",
+    "Blocked",
+];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub kind: &'static str,
@@ -64,7 +95,12 @@ pub struct Metrics {
     pub dispatch_behind_bytes: Family<MemberLabels, Gauge>,
     /// Master epoch of each group; bumps on every failover or switchover.
     pub epoch: Family<GroupLabels, Gauge>,
-    pub failovers: Family<GroupLabels, Counter>,
+    /// Failovers and switchovers that ended, by outcome.
+    pub failovers: Family<FailoverLabels, Counter>,
+    /// Detection to end of each failover, by outcome.
+    pub failover_duration: Family<FailoverLabels, Histogram>,
+    /// 1 for the phase each group is in, 0 for the others.
+    pub failover_phase: Family<PhaseLabels, Gauge>,
     pub events: Family<EventLabels, Counter>,
     pub leader: Gauge,
     ready: AtomicBool,
@@ -82,7 +118,11 @@ impl Default for Metrics {
         let replication_lag_bytes = Family::<MemberLabels, Gauge>::default();
         let dispatch_behind_bytes = Family::<MemberLabels, Gauge>::default();
         let epoch = Family::<GroupLabels, Gauge>::default();
-        let failovers = Family::<GroupLabels, Counter>::default();
+        let failovers = Family::<FailoverLabels, Counter>::default();
+        let failover_duration = Family::<FailoverLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0])
+        });
+        let failover_phase = Family::<PhaseLabels, Gauge>::default();
         let events = Family::<EventLabels, Counter>::default();
         let leader = Gauge::default();
         registry.register(
@@ -122,8 +162,18 @@ impl Default for Metrics {
         );
         registry.register(
             "failovers",
-            "Master changes performed per broker group",
+            "Failovers and switchovers that ended, per broker group and outcome",
             failovers.clone(),
+        );
+        registry.register(
+            "failover_duration_seconds",
+            "Time from detection to the end of a failover, per broker group and outcome",
+            failover_duration.clone(),
+        );
+        registry.register(
+            "failover_phase",
+            "1 for the failover phase each broker group is in",
+            failover_phase.clone(),
         );
         registry.register(
             "events",
@@ -145,6 +195,8 @@ impl Default for Metrics {
             dispatch_behind_bytes,
             epoch,
             failovers,
+            failover_duration,
+            failover_phase,
             events,
             leader,
             ready: AtomicBool::new(false),
@@ -169,6 +221,20 @@ impl Metrics {
         self.failures
             .get_or_create(&ErrorLabels { kind, error })
             .inc();
+    }
+
+    /// Sets the one-hot phase gauge of a group.
+    pub fn set_failover_phase(&self, group: &GroupLabels, phase: &'static str) {
+        for p in FAILOVER_PHASES {
+            self.failover_phase
+                .get_or_create(&PhaseLabels {
+                    resource_namespace: group.resource_namespace.clone(),
+                    broker: group.broker.clone(),
+                    broker_name: group.broker_name.clone(),
+                    phase: p,
+                })
+                .set(i64::from(*p == phase));
+        }
     }
 
     pub fn set_ready(&self, ready: bool) {

@@ -35,6 +35,9 @@ pub const ANNOTATION_CONFIG_HASH: &str = "rmq-rs.dev/config-hash";
 pub const ANNOTATION_RESTART: &str = "rmq-rs.dev/restart";
 /// `"true"`: the operator leaves the object alone (status shows ReconciliationPaused).
 pub const ANNOTATION_PAUSE: &str = "rmq-rs.dev/pause-reconciliation";
+/// On a Broker: a pod name; the operator switches that pod's group over to it and removes
+/// the annotation when done.
+pub const ANNOTATION_SWITCHOVER: &str = "rmq-rs.dev/switchover";
 /// `"false"` on a Topic: stop managing the topic; deletion leaves it on the brokers.
 pub const ANNOTATION_MANAGED: &str = "rmq-rs.dev/managed";
 

@@ -92,6 +92,7 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
         let inputs = BrokerInputs {
             namesrv_addr,
             master_ordinals: vec![0; b.spec.groups.max(0) as usize],
+            fenced: Vec::new(),
         };
         let o = broker::build(b, &inputs, settings);
         docs.push(serde_yaml::to_value(&o.headless_service)?);

@@ -3,7 +3,9 @@
 //! A pod is outdated when its `controller-revision-hash` differs from the StatefulSet's
 //! `updateRevision` (the template changed: config hash, image, resources, restart
 //! annotation). One pod at a time, only while the rest of the group is ready; slaves
-//! before the master, so the master restarts once, last, with its slaves in sync.
+//! before the master, so the master restarts once, last, with its slaves in sync. A
+//! master with slaves is not restarted directly: it first hands over to an in-sync slave
+//! (a switchover through the failover machine) and is restarted as a slave afterwards.
 
 /// What the reconciler observed about one pod of the group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,9 @@ pub enum RestartStep {
     Wait { reason: String },
     /// Delete this pod; the StatefulSet recreates it from the current template.
     Restart { pod: String, reason: String },
+    /// The outdated master is next: switch over to an in-sync slave first. If no slave
+    /// can take over, the caller restarts `master` in place.
+    Switchover { master: String },
 }
 
 /// The next step for a group with `replicas` pods whose master has `master_ordinal`.
@@ -68,6 +73,9 @@ pub fn next_step(
     candidates.sort_by_key(|p| (p.ordinal == master_ordinal, std::cmp::Reverse(p.ordinal)));
     match candidates.first() {
         None => RestartStep::UpToDate,
+        Some(p) if p.ordinal == master_ordinal && pods.len() > 1 => RestartStep::Switchover {
+            master: p.name.clone(),
+        },
         Some(p) => RestartStep::Restart {
             pod: p.name.clone(),
             reason: if p.ordinal == master_ordinal {
@@ -101,18 +109,24 @@ mod tests {
             pod(2, true, "old"),
         ];
         let mut order = Vec::new();
+        let mut master = 0;
         loop {
-            match next_step(&pods, 3, Some("new"), 0) {
+            match next_step(&pods, 3, Some("new"), master) {
                 RestartStep::Restart { pod: name, .. } => {
                     let p = pods.iter_mut().find(|p| p.name == name).unwrap();
                     p.revision = Some("new".to_owned());
                     order.push(name);
                 }
+                // The switchover moves the master to a slave that is already updated.
+                RestartStep::Switchover { master: m } => {
+                    order.push(format!("switchover {m}"));
+                    master = 2;
+                }
                 RestartStep::UpToDate => break,
                 RestartStep::Wait { reason } => panic!("unexpected wait: {reason}"),
             }
         }
-        assert_eq!(order, ["b-0-2", "b-0-1", "b-0-0"]);
+        assert_eq!(order, ["b-0-2", "b-0-1", "switchover b-0-0", "b-0-0"]);
     }
 
     #[test]
@@ -142,6 +156,15 @@ mod tests {
         assert!(matches!(
             next_step(&pods, 2, Some("new"), 0),
             RestartStep::Wait { .. }
+        ));
+    }
+
+    #[test]
+    fn a_lone_master_restarts_in_place() {
+        let pods = vec![pod(0, true, "old")];
+        assert!(matches!(
+            next_step(&pods, 1, Some("new"), 0),
+            RestartStep::Restart { .. }
         ));
     }
 

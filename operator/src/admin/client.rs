@@ -12,6 +12,7 @@ use protocol::{ExtFields, RemotingCodec, RemotingCommand};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
+use super::ha::{self, EpochCache, HaStatus, RoleChange};
 use super::{Admin, AdminError, ClusterInfo, RuntimeInfo, TopicConfig, lenient_json};
 use crate::builders::config_file::render_properties;
 
@@ -88,7 +89,9 @@ impl RemotingAdmin {
         if reply.code != response::SUCCESS {
             return Err(AdminError::Refused {
                 addr: addr.to_owned(),
-                request: request::name(code).unwrap_or("UNKNOWN"),
+                request: request::name(code)
+                    .or_else(|| ha::code::name(code))
+                    .unwrap_or("UNKNOWN"),
                 code: reply.code,
                 remark: reply.remark.unwrap_or_default(),
             });
@@ -230,6 +233,52 @@ impl Admin for RemotingAdmin {
                 request::UPDATE_BROKER_CONFIG,
                 ExtFields::new(),
                 body,
+            )
+            .await
+            .map(drop)
+        })
+    }
+
+    fn ha_status<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<HaStatus, AdminError>> {
+        Box::pin(async move {
+            let reply = self
+                .call_ok(
+                    broker,
+                    ha::code::GET_BROKER_HA_STATUS,
+                    ExtFields::new(),
+                    Vec::new(),
+                )
+                .await?;
+            lenient_json::from_slice(&reply.body).map_err(|e| bad_body(broker, "HaStatus", e))
+        })
+    }
+
+    fn epoch_cache<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<EpochCache, AdminError>> {
+        Box::pin(async move {
+            let reply = self
+                .call_ok(
+                    broker,
+                    ha::code::GET_BROKER_EPOCH_CACHE,
+                    ExtFields::new(),
+                    Vec::new(),
+                )
+                .await?;
+            lenient_json::from_slice(&reply.body)
+                .map_err(|e| bad_body(broker, "EpochEntryCache", e))
+        })
+    }
+
+    fn notify_role_changed<'a>(
+        &'a self,
+        broker: &'a str,
+        change: &'a RoleChange,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        Box::pin(async move {
+            self.call_ok(
+                broker,
+                ha::code::NOTIFY_BROKER_ROLE_CHANGED,
+                change.ext_fields(),
+                Vec::new(),
             )
             .await
             .map(drop)

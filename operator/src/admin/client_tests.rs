@@ -153,3 +153,53 @@ async fn refusals_timeouts_and_bad_bodies_are_errors() {
     let err = admin.cluster_info("127.0.0.1:1").await.unwrap_err();
     assert!(matches!(err, AdminError::Connect { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn ha_status_and_epoch_cache_round_trip() {
+    let (addr, seen) = peer(|req| {
+        let body: &[u8] = match req.code {
+            907 => br#"{"master":true,"role":"ASYNC_MASTER","epoch":2,"brokerId":0,"maxOffset":77,"confirmOffset":70,"haConnectionInfo":[]}"#,
+            1007 => br#"{"brokerName":"b-0","epochList":[{"epoch":2,"startOffset":0,"endOffset":77}],"maxOffset":77}"#,
+            _ => return None,
+        };
+        Some(RemotingCommand::response_to(req, response::SUCCESS).with_body(body.to_vec()))
+    })
+    .await;
+    let admin = client();
+    let ha = admin.ha_status(&addr).await.unwrap();
+    assert_eq!((ha.master, ha.epoch, ha.max_offset), (true, 2, 77));
+    let cache = admin.epoch_cache(&addr).await.unwrap();
+    assert_eq!(cache.last_epoch(), Some(2));
+    let codes: Vec<i32> = seen.lock().unwrap().iter().map(|r| r.code).collect();
+    assert_eq!(codes, [907, 1007]);
+}
+
+#[tokio::test]
+async fn role_change_sends_the_header_and_reports_refusal_by_name() {
+    let (addr, seen) = peer(|req| {
+        let epoch: i64 = req.ext_fields.get("masterEpoch")?.parse().ok()?;
+        Some(if epoch < 5 {
+            RemotingCommand::response_to(req, response::SYSTEM_ERROR).with_remark("stale epoch")
+        } else {
+            RemotingCommand::response_to(req, response::SUCCESS)
+        })
+    })
+    .await;
+    let admin = client();
+    let mut change = RoleChange {
+        master_address: "m:10911".to_owned(),
+        master_epoch: 5,
+        sync_state_set_epoch: 5,
+        master_broker_id: 2,
+    };
+    admin.notify_role_changed(&addr, &change).await.unwrap();
+    let req = seen.lock().unwrap()[0].clone();
+    assert_eq!(req.code, 1008);
+    assert_eq!(req.ext_fields.get("masterBrokerId"), Some("2"));
+    change.master_epoch = 4;
+    let err = admin.notify_role_changed(&addr, &change).await.unwrap_err();
+    assert!(
+        matches!(&err, AdminError::Refused { request: "NOTIFY_BROKER_ROLE_CHANGED", remark, .. } if remark == "stale epoch"),
+        "{err}"
+    );
+}

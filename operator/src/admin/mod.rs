@@ -3,6 +3,7 @@
 //! it is self-contained so it can move into a shared client library later.
 
 pub mod client;
+pub mod ha;
 pub mod lenient_json;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 pub use client::RemotingAdmin;
+pub use ha::{EpochCache, HaStatus, RoleChange};
 
 #[derive(Debug, Error)]
 pub enum AdminError {
@@ -146,6 +148,16 @@ pub trait Admin: Send + Sync {
         &'a self,
         broker: &'a str,
         properties: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
+    /// GET_BROKER_HA_STATUS: role, epoch, offsets and replication connections.
+    fn ha_status<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<HaStatus, AdminError>>;
+    /// GET_BROKER_EPOCH_CACHE: the broker's epoch file.
+    fn epoch_cache<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<EpochCache, AdminError>>;
+    /// NOTIFY_BROKER_ROLE_CHANGED: makes the broker master or slave at an epoch.
+    fn notify_role_changed<'a>(
+        &'a self,
+        broker: &'a str,
+        change: &'a RoleChange,
     ) -> BoxFuture<'a, Result<(), AdminError>>;
 }
 

@@ -21,8 +21,8 @@ use kube::Resource;
 
 use super::Settings;
 use super::config_file::{
-    CONFIG_DIR, DATA_DIR, LOG_DIR, broker_conf, broker_conf_key, config_hash, member_identities,
-    without_namesrv_addr,
+    CONFIG_DIR, DATA_DIR, LOG_DIR, broker_conf, broker_conf_key, config_hash, fenced_identities,
+    member_identities, restart_relevant,
 };
 use super::nameserver::{empty_dir, mount};
 use super::pod::{
@@ -44,6 +44,9 @@ pub const ROLE_SLAVE: &str = "slave";
 pub struct BrokerInputs {
     pub namesrv_addr: String,
     pub master_ordinals: Vec<i32>,
+    /// Groups whose master is fenced mid-failover: every member is configured as a slave
+    /// (see [`fenced_identities`]). Missing entries mean not fenced.
+    pub fenced: Vec<bool>,
 }
 
 impl BrokerInputs {
@@ -53,6 +56,14 @@ impl BrokerInputs {
             .and_then(|g| self.master_ordinals.get(g))
             .copied()
             .unwrap_or(0)
+    }
+
+    pub fn master_fenced(&self, group: i32) -> bool {
+        usize::try_from(group)
+            .ok()
+            .and_then(|g| self.fenced.get(g))
+            .copied()
+            .unwrap_or(false)
     }
 }
 
@@ -103,7 +114,8 @@ pub fn build(broker: &Broker, inputs: &BrokerInputs, settings: &Settings) -> Bro
     }
 }
 
-fn build_group(
+/// One group's objects (the failover executor rewrites a single group's ConfigMap).
+pub fn build_group(
     broker: &Broker,
     names: &BrokerNames,
     group: i32,
@@ -120,7 +132,11 @@ fn build_group(
         .clone()
         .unwrap_or_else(|| settings.broker_image.clone());
 
-    let members = member_identities(spec.replicas_per_group, inputs.master_ordinal(group));
+    let members = if inputs.master_fenced(group) {
+        fenced_identities(spec.replicas_per_group, inputs.master_ordinal(group))
+    } else {
+        member_identities(spec.replicas_per_group, inputs.master_ordinal(group))
+    };
     let confs: BTreeMap<String, String> = members
         .iter()
         .map(|m| {
@@ -136,7 +152,7 @@ fn build_group(
         .collect();
     let hash_input: Vec<String> = confs
         .iter()
-        .flat_map(|(k, v)| [k.clone(), without_namesrv_addr(v)])
+        .flat_map(|(k, v)| [k.clone(), restart_relevant(v)])
         .chain([image.clone()])
         .collect();
     let hash = config_hash(hash_input.iter().map(String::as_str));

@@ -40,6 +40,24 @@ pub fn member_identities(replicas: i32, master_ordinal: i32) -> Vec<MemberIdenti
         .collect()
 }
 
+/// Identities while the group's master is fenced mid-failover and no successor is
+/// promoted yet: the fenced master takes the spare id `replicas`, so no member's
+/// configuration says brokerId 0 (the id RocketMQ 4.x routes writes to) and a pod
+/// restarted now comes back as a slave.
+pub fn fenced_identities(replicas: i32, master_ordinal: i32) -> Vec<MemberIdentity> {
+    member_identities(replicas, master_ordinal)
+        .into_iter()
+        .map(|m| MemberIdentity {
+            broker_id: if m.broker_id == 0 {
+                i64::from(replicas)
+            } else {
+                m.broker_id
+            },
+            ..m
+        })
+        .collect()
+}
+
 /// Java-properties text with keys in sorted order. Escapes follow
 /// `java.util.Properties.store` except that `=`, `:`, `#` and `!` stay literal inside values
 /// (`load` only splits on the first separator), so `namesrvAddr=a:9876;b:9876` reads as
@@ -153,12 +171,18 @@ pub fn config_hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     format!("{h:016x}")
 }
 
-/// Drops `namesrvAddr` before hashing: the operator pushes a changed nameserver list to
-/// running brokers (UPDATE_BROKER_CONFIG, which RocketMQ applies live through
-/// `updateNameServerAddressList`), so scaling nameservers never restarts brokers.
-pub fn without_namesrv_addr(conf: &str) -> String {
+/// Drops the keys the operator changes on running brokers before hashing, so changing
+/// them never restarts a pod: `namesrvAddr` (pushed with UPDATE_BROKER_CONFIG, which
+/// RocketMQ applies live through `updateNameServerAddressList`) and `brokerId` /
+/// `brokerRole` (a failover changes roles live with NOTIFY_BROKER_ROLE_CHANGED; the file
+/// only matters at the next start).
+pub fn restart_relevant(conf: &str) -> String {
     conf.lines()
-        .filter(|l| !l.starts_with("namesrvAddr="))
+        .filter(|l| {
+            !l.starts_with("namesrvAddr=")
+                && !l.starts_with("brokerId=")
+                && !l.starts_with("brokerRole=")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -201,8 +225,17 @@ mod tests {
     }
 
     #[test]
-    fn namesrv_addr_is_excluded_from_the_hash_input() {
-        let conf = "brokerId=0\nnamesrvAddr=a:9876\nlistenPort=10911\n";
-        assert_eq!(without_namesrv_addr(conf), "brokerId=0\nlistenPort=10911");
+    fn live_keys_are_excluded_from_the_hash_input() {
+        let conf = "brokerId=0\nbrokerRole=SLAVE\nnamesrvAddr=a:9876\nlistenPort=10911\n";
+        assert_eq!(restart_relevant(conf), "listenPort=10911");
+    }
+
+    #[test]
+    fn a_fenced_master_takes_a_spare_id() {
+        let ids: Vec<_> = fenced_identities(3, 1)
+            .iter()
+            .map(|m| m.broker_id)
+            .collect();
+        assert_eq!(ids, [1, 3, 2]);
     }
 }

@@ -124,8 +124,8 @@ impl FlushDiskType {
     }
 }
 
-/// When and how a group's master is replaced. Executed by a later release; the policy is
-/// recorded now so clusters created today keep their intent.
+/// When and how a group's master is replaced (see `docs/runbooks/`). A planned switchover
+/// is requested with the annotation `rmq-rs.dev/switchover: <target pod>` on the Broker.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailoverSpec {
@@ -226,6 +226,13 @@ pub struct GroupStatus {
     /// Incremented on every change of master; fences a demoted master's stale writes.
     #[serde(default)]
     pub epoch: i64,
+    /// The master's commit-log max offset when last observed; measures replica lag and
+    /// the bytes an unclean failover loses while the master is unreachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_max_offset: Option<i64>,
+    /// The master's confirm offset (highest offset on every in-sync replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_offset: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<MemberStatus>,
     #[serde(default)]
@@ -243,6 +250,13 @@ pub struct MemberStatus {
     /// the admin protocol could not be reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication_lag_bytes: Option<i64>,
+    /// Whether the master last reported this member in sync (GET_BROKER_HA_STATUS);
+    /// kept while the master is unreachable, since that is when it matters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_sync: Option<bool>,
+    /// The member's epoch as it reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
     /// `dispatchBehindBytes` from GET_BROKER_RUNTIME_INFO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_behind_bytes: Option<i64>,
@@ -258,21 +272,60 @@ pub enum MemberRole {
     Slave,
 }
 
-/// Progress of a failover or switchover of one group.
+/// Progress of a failover or switchover of one group, written by the failover state
+/// machine (`operator::failover`). A failover in progress resumes from here after an
+/// operator restart.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailoverStatus {
     #[serde(default)]
     pub phase: FailoverPhase,
+    /// What started the current (or last) failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<FailoverTrigger>,
+    /// The master being replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+    /// The member elected (or requested) as the new master.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
+    /// The epoch this failover installs; larger than every epoch any member has seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    /// Members fenced at `epoch` (demoted through NOTIFY_BROKER_ROLE_CHANGED, or their pod
+    /// deleted when unreachable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fenced: Vec<String>,
+    /// Machine-readable reason of the current phase (for `Blocked`: `NoEligibleReplica`,
+    /// `TargetNotEligible`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// RFC 3339 time the current failover began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// RFC 3339 time the current phase was entered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<String>,
+    /// RFC 3339 time the last failover completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    /// Commit-log bytes the last unclean failover discarded (the old master's offset
+    /// minus the promoted replica's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_lost: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum FailoverTrigger {
+    /// The master was unready for `failover.unavailableFor` (policy Automatic), or a
+    /// switchover request replaced it under policy Manual.
+    MasterUnavailable,
+    /// The `rmq-rs.dev/switchover` annotation named a target pod.
+    Switchover,
+    /// A rolling restart reached the master: it hands over to an in-sync slave first.
+    RollingRestart,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

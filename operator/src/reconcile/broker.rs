@@ -14,15 +14,22 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::apply::{apply, apply_dynamic, delete_if_exists, patch_metadata, patch_status};
-use super::broker_status::{ObservedPod, Rollout, broker_conditions, group_status, master_ordinal};
-use super::{Context, Error, PROGRESS_POLL, RESYNC};
+use super::broker_failover::{
+    GroupRun, clear_switchover_annotation, drive_group, switchover_target,
+};
+use super::broker_status::{
+    GroupObservation, ObservedPod, Rollout, broker_conditions, group_status, master_fenced,
+    master_ordinal, pod_ordinal,
+};
+use super::{Context, Error, FAILOVER_POLL, PROGRESS_POLL, RESYNC};
 use crate::admin::RuntimeInfo;
 use crate::builders::broker::{BrokerInputs, ROLE_MASTER, ROLE_SLAVE, build};
 use crate::builders::monitoring::{
     broker_rules, prometheus_rule_resource, service_monitor, service_monitor_resource,
 };
 use crate::conditions::{self, Desired};
-use crate::crd::{Broker, BrokerStatus, NameServer};
+use crate::crd::{Broker, BrokerStatus, FailoverTrigger, NameServer};
+use crate::failover::{Request, State, status};
 use crate::metrics::MemberLabels;
 use crate::names::{
     ANNOTATION_PAUSE, BROKER_PORT, BrokerNames, LABEL_ROLE, NameServerNames, annotation_is,
@@ -99,15 +106,61 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         .join(";");
 
     let groups = broker.spec.groups.max(0);
-    let master_ordinals: Vec<i32> = (0..groups)
-        .map(|g| master_ordinal(previous.groups.get(g as usize)))
-        .collect();
-    let inputs = BrokerInputs {
-        namesrv_addr: namesrv_addr.clone(),
-        master_ordinals: master_ordinals.clone(),
-    };
-    let objects = build(&broker, &inputs, &ctx.settings);
+    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
 
+    // Failover first: the objects below are rendered from where it leaves each group.
+    let annotated = switchover_target(&broker, &names);
+    if let Some(Err(pod)) = &annotated {
+        clear_switchover_annotation(&ctx, &broker).await?;
+        ctx.events
+            .publish(
+                KIND,
+                &oref,
+                true,
+                "SwitchoverRejected",
+                "Failover",
+                format!("{pod} is not a pod of this Broker"),
+            )
+            .await;
+    }
+    let mut runs = Vec::with_capacity(groups as usize);
+    for g in 0..groups {
+        let prev = previous.groups.get(g as usize);
+        let state = status::from_status(prev, &names.pod(g, master_ordinal(prev)));
+        let request = match &annotated {
+            Some(Ok((group, pod))) if *group == g => Some(Request {
+                trigger: FailoverTrigger::Switchover,
+                target: Some(pod.clone()),
+            }),
+            _ => None,
+        };
+        if broker.spec.replicas_per_group < 2 {
+            runs.push(GroupRun {
+                state,
+                ha: BTreeMap::new(),
+                error: None,
+            });
+            continue;
+        }
+        runs.push(
+            drive_group(
+                &ctx,
+                &broker,
+                &names,
+                &namesrv_addr,
+                g,
+                prev,
+                state,
+                request,
+            )
+            .await,
+        );
+    }
+
+    // Listed after the failover pass, which may have deleted pods.
+    let observed = list_pods(&pod_api, &names).await?;
+
+    let objects = build(&broker, &inputs_for(&namesrv_addr, &runs), &ctx.settings);
     apply(&ctx.client, &objects.headless_service).await?;
     let mut statefulsets = Vec::with_capacity(objects.groups.len());
     for (g, group) in objects.groups.iter().enumerate() {
@@ -129,38 +182,10 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         }
     }
     apply_monitoring(&broker, &names, &ctx).await?;
+    label_roles(&ctx, namespace, &observed, &runs).await?;
 
-    // Observe the pods, keep their role labels in line with the recorded masters.
-    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    let pods = pod_api
-        .list(&ListParams::default().labels(&selector_string(&names.selector())))
-        .await?;
-    let observed: Vec<ObservedPod> = pods
-        .items
-        .iter()
-        .filter_map(|p| ObservedPod::from_pod(p, &names))
-        .collect();
-    for pod in &observed {
-        let Some(&master) = master_ordinals.get(pod.group as usize) else {
-            continue;
-        };
-        let role = if pod.ordinal == master {
-            ROLE_MASTER
-        } else {
-            ROLE_SLAVE
-        };
-        if pod.labels.get(LABEL_ROLE).map(String::as_str) != Some(role) && !pod.terminating {
-            patch_metadata::<Pod>(
-                &ctx.client,
-                namespace,
-                &pod.name,
-                json!({ "labels": { LABEL_ROLE: role } }),
-            )
-            .await?;
-        }
-    }
-
-    // Rolling restart: at most one pod of the whole cluster per reconcile.
+    // Rolling restart: at most one pod of the whole cluster per reconcile; never in a
+    // group whose failover is running; a master hands over to a slave first.
     let mut rollout = Rollout::default();
     for (g, sts) in statefulsets.iter().enumerate() {
         let group_pods: Vec<_> = observed
@@ -183,11 +208,19 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         if rollout.restarted.is_some() {
             continue;
         }
+        if !runs[g].state.phase.at_rest() {
+            rollout.waiting.get_or_insert(format!(
+                "failover of {} in progress",
+                names.broker_name(g as i32)
+            ));
+            continue;
+        }
+        let master = pod_ordinal(&runs[g].state.master);
         match next_step(
             &group_pods,
             broker.spec.replicas_per_group,
             update_revision,
-            master_ordinals[g],
+            master,
         ) {
             RestartStep::UpToDate => {}
             RestartStep::Wait { reason } => {
@@ -196,6 +229,43 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
             RestartStep::Restart { pod, reason } => {
                 restart_pod(&ctx, &broker, &pod_api, &pod, &reason).await?;
                 rollout.restarted = Some(pod);
+            }
+            RestartStep::Switchover { master: pod } => {
+                let prev = previous.groups.get(g);
+                let request = Some(Request {
+                    trigger: FailoverTrigger::RollingRestart,
+                    target: None,
+                });
+                let state = runs[g].state.clone();
+                let run = drive_group(
+                    &ctx,
+                    &broker,
+                    &names,
+                    &namesrv_addr,
+                    g as i32,
+                    prev,
+                    state,
+                    request,
+                )
+                .await;
+                let handed_over = run.state.master != pod;
+                let settled = run.state.phase.at_rest();
+                runs[g] = run;
+                if settled && !handed_over && runs[g].error.is_none() {
+                    restart_pod(
+                        &ctx,
+                        &broker,
+                        &pod_api,
+                        &pod,
+                        "no in-sync slave to hand over to; master restarted in place",
+                    )
+                    .await?;
+                    rollout.restarted = Some(pod);
+                } else {
+                    rollout
+                        .waiting
+                        .get_or_insert(format!("{pod} hands over to a slave before it restarts"));
+                }
             }
         }
     }
@@ -214,17 +284,22 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         .map(|g| {
             let pods: Vec<ObservedPod> =
                 observed.iter().filter(|p| p.group == g).cloned().collect();
+            let run = &runs[g as usize];
             group_status(
                 &names,
                 g,
                 broker.spec.replicas_per_group,
-                &pods,
-                &runtime,
+                GroupObservation {
+                    pods: &pods,
+                    runtime: &runtime,
+                    ha: &run.ha,
+                },
+                &run.state,
                 previous.groups.get(g as usize),
             )
         })
         .collect();
-    record_member_metrics(&ctx, &names, &group_statuses);
+    record_member_metrics(&ctx, &names, &group_statuses, &runs);
 
     let desired = broker_conditions(&group_statuses, &rollout);
     let status = BrokerStatus {
@@ -238,6 +313,14 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
     if status != previous {
         patch_status::<Broker, _>(&ctx.client, namespace, name, &status).await?;
     }
+    // The status above records how far each failover got; its error now fails the
+    // reconcile (and retries with backoff).
+    let failing_over = runs
+        .iter()
+        .any(|r| !r.state.phase.at_rest() || master_unready(&r.state, &observed));
+    if let Some(e) = runs.into_iter().find_map(|r| r.error) {
+        return Err(e);
+    }
     if became_ready {
         ctx.events
             .publish(
@@ -250,13 +333,71 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
             )
             .await;
     }
-    Ok(
-        if conditions::is_true(&status.conditions, conditions::READY) {
-            Action::requeue(RESYNC)
+    Ok(if failing_over && broker.spec.replicas_per_group > 1 {
+        Action::requeue(FAILOVER_POLL)
+    } else if conditions::is_true(&status.conditions, conditions::READY) {
+        Action::requeue(RESYNC)
+    } else {
+        Action::requeue(PROGRESS_POLL)
+    })
+}
+
+async fn list_pods(pod_api: &Api<Pod>, names: &BrokerNames) -> Result<Vec<ObservedPod>, Error> {
+    let pods = pod_api
+        .list(&ListParams::default().labels(&selector_string(&names.selector())))
+        .await?;
+    Ok(pods
+        .items
+        .iter()
+        .filter_map(|p| ObservedPod::from_pod(p, names))
+        .collect())
+}
+
+fn master_unready(state: &State, pods: &[ObservedPod]) -> bool {
+    !pods.iter().any(|p| p.name == state.master && p.ready)
+}
+
+/// Builder inputs from where each group's failover stands.
+fn inputs_for(namesrv_addr: &str, runs: &[GroupRun]) -> BrokerInputs {
+    BrokerInputs {
+        namesrv_addr: namesrv_addr.to_owned(),
+        master_ordinals: runs.iter().map(|r| pod_ordinal(&r.state.master)).collect(),
+        fenced: runs.iter().map(|r| master_fenced(&r.state)).collect(),
+    }
+}
+
+/// Keeps the role labels (which the group Services select) on the recorded masters. A
+/// fenced master loses its label at once, so the Service stops sending it clients.
+async fn label_roles(
+    ctx: &Context,
+    namespace: &str,
+    pods: &[ObservedPod],
+    runs: &[GroupRun],
+) -> Result<(), Error> {
+    for pod in pods {
+        let Some(run) = runs.get(pod.group as usize) else {
+            continue;
+        };
+        let role = if pod.name == run.state.master && !master_fenced(&run.state) {
+            ROLE_MASTER
         } else {
-            Action::requeue(PROGRESS_POLL)
-        },
-    )
+            ROLE_SLAVE
+        };
+        if pod.labels.get(LABEL_ROLE).map(String::as_str) != Some(role) && !pod.terminating {
+            let patched = patch_metadata::<Pod>(
+                &ctx.client,
+                namespace,
+                &pod.name,
+                json!({ "labels": { LABEL_ROLE: role } }),
+            )
+            .await;
+            match patched {
+                Err(Error::Kube(kube::Error::Api(s))) if s.code == 404 => {}
+                other => other?,
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn restart_pod(
@@ -343,16 +484,21 @@ async fn collect_runtime_info(
     out
 }
 
-fn record_member_metrics(ctx: &Context, names: &BrokerNames, groups: &[crate::crd::GroupStatus]) {
-    for g in groups {
+fn record_member_metrics(
+    ctx: &Context,
+    names: &BrokerNames,
+    groups: &[crate::crd::GroupStatus],
+    runs: &[GroupRun],
+) {
+    for (g, run) in groups.iter().zip(runs) {
+        let labels = crate::metrics::GroupLabels {
+            resource_namespace: names.namespace.clone(),
+            broker: names.cluster.clone(),
+            broker_name: g.broker_name.clone(),
+        };
+        ctx.metrics.epoch.get_or_create(&labels).set(g.epoch);
         ctx.metrics
-            .epoch
-            .get_or_create(&crate::metrics::GroupLabels {
-                resource_namespace: names.namespace.clone(),
-                broker: names.cluster.clone(),
-                broker_name: g.broker_name.clone(),
-            })
-            .set(g.epoch);
+            .set_failover_phase(&labels, run.state.phase.name());
         for m in &g.members {
             let labels = MemberLabels {
                 resource_namespace: names.namespace.clone(),

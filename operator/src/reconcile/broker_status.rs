@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::admin::RuntimeInfo;
-use crate::builders::config_file::member_identities;
+use crate::admin::{HaStatus, RuntimeInfo};
+use crate::builders::config_file::{MemberIdentity, fenced_identities, member_identities};
 use crate::conditions::{self, Desired};
 use crate::crd::{FailoverPhase, GroupStatus, MemberRole, MemberStatus};
+use crate::failover::observe::{self, PodFacts};
+use crate::failover::{State, status};
 use crate::names::{ANNOTATION_CONFIG_HASH, BrokerNames, LABEL_REVISION};
 use crate::restart_plan::PodView;
 
@@ -23,6 +25,9 @@ pub struct ObservedPod {
     pub config_hash: Option<String>,
     pub terminating: bool,
     pub labels: BTreeMap<String, String>,
+    /// When the Ready condition last turned false (epoch ms); `None` while ready.
+    pub unready_since_ms: Option<i64>,
+    pub ip: Option<String>,
 }
 
 impl ObservedPod {
@@ -31,11 +36,16 @@ impl ObservedPod {
         let name = pod.metadata.name.clone()?;
         let rest = name.strip_prefix(&format!("{}-", names.cluster))?;
         let (group, ordinal) = rest.split_once('-')?;
-        let ready = pod
+        let ready_condition = pod
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
+        let unready_since_ms = ready_condition
+            .filter(|c| c.status != "True")
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.as_millisecond());
         let labels = pod.metadata.labels.clone().unwrap_or_default();
         Some(Self {
             group: group.parse().ok()?,
@@ -50,6 +60,8 @@ impl ObservedPod {
                 .cloned(),
             terminating: pod.metadata.deletion_timestamp.is_some(),
             labels,
+            unready_since_ms,
+            ip: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
             name,
         })
     }
@@ -69,64 +81,122 @@ impl ObservedPod {
 pub fn master_ordinal(previous: Option<&GroupStatus>) -> i32 {
     previous
         .and_then(|g| g.master_pod.as_deref())
-        .and_then(|p| p.rsplit('-').next())
+        .map_or(0, pod_ordinal)
+}
+
+/// The ordinal at the end of a pod name (`<cluster>-<group>-<ordinal>`), 0 if none.
+pub fn pod_ordinal(pod: &str) -> i32 {
+    pod.rsplit('-')
+        .next()
         .and_then(|o| o.parse().ok())
         .unwrap_or(0)
 }
 
-/// One group's status. `runtime` is keyed by pod name; members without an entry get no
-/// lag figures.
+/// Whether the group's configuration must show no master: its master is fenced and the
+/// failover has not moved it yet.
+pub fn master_fenced(state: &State) -> bool {
+    !state.phase.at_rest() && state.fenced.contains(&state.master)
+}
+
+/// brokerIds of the members for a failover state.
+pub fn identities(replicas: i32, state: &State) -> Vec<MemberIdentity> {
+    let master = pod_ordinal(&state.master);
+    if master_fenced(state) {
+        fenced_identities(replicas, master)
+    } else {
+        member_identities(replicas, master)
+    }
+}
+
+/// What the reconciler saw of one group.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupObservation<'a> {
+    pub pods: &'a [ObservedPod],
+    /// GET_BROKER_RUNTIME_INFO by pod name.
+    pub runtime: &'a BTreeMap<String, RuntimeInfo>,
+    /// GET_BROKER_HA_STATUS by pod name.
+    pub ha: &'a BTreeMap<String, HaStatus>,
+}
+
+/// One group's status after the failover machine's step produced `state`. Members
+/// without runtime or HA answers get no lag figures.
 pub fn group_status(
     names: &BrokerNames,
     group: i32,
     replicas: i32,
-    pods: &[ObservedPod],
-    runtime: &BTreeMap<String, RuntimeInfo>,
+    seen: GroupObservation<'_>,
+    state: &State,
     previous: Option<&GroupStatus>,
 ) -> GroupStatus {
-    let master = master_ordinal(previous);
-    let master_pod = names.pod(group, master);
-    let master_offset = runtime
-        .get(&master_pod)
-        .and_then(RuntimeInfo::commit_log_max_offset);
-    let members = member_identities(replicas, master)
+    let master_pod = state.master.clone();
+    let master_offset = observe::master_offset(&master_pod, seen.ha, previous).or_else(|| {
+        seen.runtime
+            .get(&master_pod)
+            .and_then(RuntimeInfo::commit_log_max_offset)
+    });
+    let facts: Vec<PodFacts> = (0..replicas)
+        .map(|o| PodFacts {
+            pod: names.pod(group, o),
+            broker_id: 0,
+            exists: true,
+            ready: true,
+            unready_since_ms: None,
+            ip: seen
+                .pods
+                .iter()
+                .find(|p| p.name == names.pod(group, o))
+                .and_then(|p| p.ip.clone()),
+        })
+        .collect();
+    let in_sync = observe::in_sync_set(&master_pod, &facts, seen.ha, previous);
+    let members = identities(replicas, state)
         .into_iter()
         .map(|m| {
             let pod = names.pod(group, m.ordinal);
-            let observed = pods.iter().find(|p| p.name == pod);
-            let info = runtime.get(&pod);
-            let lag = if m.broker_id == 0 {
-                info.map(|_| 0)
+            let observed = seen.pods.iter().find(|p| p.name == pod);
+            let info = seen.runtime.get(&pod);
+            let ha = seen.ha.get(&pod);
+            let own_offset = ha
+                .map(|h| h.max_offset)
+                .or_else(|| info.and_then(RuntimeInfo::commit_log_max_offset));
+            let lag = if pod == master_pod {
+                own_offset.map(|_| 0)
             } else {
-                match (
-                    master_offset,
-                    info.and_then(RuntimeInfo::commit_log_max_offset),
-                ) {
+                match (master_offset, own_offset) {
                     (Some(master), Some(own)) => Some((master - own).max(0)),
                     _ => None,
                 }
             };
             MemberStatus {
-                pod,
-                broker_id: m.broker_id,
                 role: if m.broker_id == 0 {
                     MemberRole::Master
                 } else {
                     MemberRole::Slave
                 },
+                broker_id: m.broker_id,
                 ready: observed.is_some_and(|p| p.ready),
                 replication_lag_bytes: lag,
+                in_sync: (pod != master_pod).then(|| in_sync.get(&pod).copied().unwrap_or(false)),
+                epoch: ha.map(|h| h.epoch),
                 dispatch_behind_bytes: info.and_then(RuntimeInfo::dispatch_behind_bytes),
                 config_hash: observed.and_then(|p| p.config_hash.clone()),
+                pod,
             }
         })
         .collect();
     GroupStatus {
         broker_name: names.broker_name(group),
-        master_pod: Some(master_pod),
-        epoch: previous.map_or(0, |g| g.epoch),
+        master_pod: Some(master_pod.clone()),
+        epoch: state.epoch,
+        master_max_offset: master_offset,
+        confirm_offset: seen
+            .ha
+            .get(&master_pod)
+            .filter(|h| h.master)
+            .map(|h| h.confirm_offset)
+            .or_else(|| previous.and_then(|g| g.confirm_offset)),
         members,
-        failover: previous.map(|g| g.failover.clone()).unwrap_or_default(),
+        failover: status::to_status(state),
     }
 }
 
@@ -280,6 +350,8 @@ mod tests {
             config_hash: Some("h".to_owned()),
             terminating: false,
             labels: BTreeMap::new(),
+            unready_since_ms: None,
+            ip: None,
         }
     }
 
@@ -298,7 +370,12 @@ mod tests {
             ("c-0-0".to_owned(), info(1000, 3)),
             ("c-0-1".to_owned(), info(900, 0)),
         ]);
-        let g = group_status(&names, 0, 2, &pods, &runtime, None);
+        let seen = GroupObservation {
+            pods: &pods,
+            runtime: &runtime,
+            ha: &BTreeMap::new(),
+        };
+        let g = group_status(&names, 0, 2, seen, &State::idle("c-0-0", 0), None);
         assert_eq!(g.master_pod.as_deref(), Some("c-0-0"));
         assert_eq!(g.members[0].replication_lag_bytes, Some(0));
         assert_eq!(g.members[0].dispatch_behind_bytes, Some(3));
@@ -324,7 +401,12 @@ mod tests {
     fn unready_master_degrades_the_cluster() {
         let names = BrokerNames::new("c", "ns");
         let pods = [observed("c-0-0", 0, false), observed("c-0-1", 1, true)];
-        let g = group_status(&names, 0, 2, &pods, &BTreeMap::new(), None);
+        let seen = GroupObservation {
+            pods: &pods,
+            runtime: &BTreeMap::new(),
+            ha: &BTreeMap::new(),
+        };
+        let g = group_status(&names, 0, 2, seen, &State::idle("c-0-0", 0), None);
         let conds = broker_conditions(&[g], &Rollout::default());
         let degraded = conds
             .iter()
@@ -332,5 +414,35 @@ mod tests {
             .unwrap();
         assert!(degraded.status);
         assert!(degraded.message.contains("c-0"));
+    }
+
+    #[test]
+    fn a_fenced_group_has_no_master_until_repointed() {
+        let names = BrokerNames::new("c", "ns");
+        let pods = [observed("c-0-0", 0, false), observed("c-0-1", 1, true)];
+        let mut state = State::idle("c-0-0", 1);
+        state.phase = crate::failover::Phase::Electing;
+        state.fenced = vec!["c-0-0".to_owned()];
+        let seen = GroupObservation {
+            pods: &pods,
+            runtime: &BTreeMap::new(),
+            ha: &BTreeMap::new(),
+        };
+        let g = group_status(&names, 0, 2, seen, &state, None);
+        let ids: Vec<_> = g.members.iter().map(|m| (m.role, m.broker_id)).collect();
+        assert_eq!(ids, [(MemberRole::Slave, 2), (MemberRole::Slave, 1)]);
+        assert_eq!(g.failover.phase, FailoverPhase::Electing);
+        let conds = broker_conditions(&[g], &Rollout::default());
+        let failover = conds
+            .iter()
+            .find(|c| c.type_ == conditions::FAILOVER_IN_PROGRESS)
+            .unwrap();
+        assert!(failover.status);
+
+        state.phase = crate::failover::Phase::Completed;
+        state.master = "c-0-1".to_owned();
+        let g = group_status(&names, 0, 2, seen, &state, None);
+        let ids: Vec<_> = g.members.iter().map(|m| (m.role, m.broker_id)).collect();
+        assert_eq!(ids, [(MemberRole::Slave, 1), (MemberRole::Master, 0)]);
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod broker;
+pub mod broker_failover;
 pub mod broker_status;
 pub mod context;
 pub mod nameserver;
@@ -27,6 +28,8 @@ pub enum Error {
     MissingField(&'static str),
     #[error("serialization: {0}")]
     Serialize(#[from] serde_json::Error),
+    #[error("failover: {0}")]
+    Failover(#[from] crate::failover::executor::ExecError),
 }
 
 impl Error {
@@ -37,6 +40,7 @@ impl Error {
             Error::Admin(_) => "admin",
             Error::MissingField(_) => "invalid_object",
             Error::Serialize(_) => "serialize",
+            Error::Failover(_) => "failover",
         }
     }
 }
@@ -52,6 +56,9 @@ pub fn backoff(failures: u32) -> Duration {
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// Requeue while something is in progress (pods starting, a rolling restart).
 pub const PROGRESS_POLL: Duration = Duration::from_secs(10);
+/// Requeue while a failover is running or a master is unready: detection and each phase
+/// should not wait for the next pod event.
+pub const FAILOVER_POLL: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {

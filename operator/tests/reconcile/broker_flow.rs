@@ -13,12 +13,12 @@ use crate::fake_admin::FakeAdmin;
 use crate::fake_api::FakeApi;
 use crate::{NS, context, example, refetch, seed};
 
-fn pod_host(pod: &str) -> String {
+pub fn pod_host(pod: &str) -> String {
     format!("{pod}.rmq-ha-broker-headless.{NS}.svc.cluster.local:10911")
 }
 
 /// A pod as the StatefulSet controller would create it from `sts`'s template.
-fn pod_from(sts: &StatefulSet, ordinal: i32, revision: &str, ready: bool) -> Pod {
+pub fn pod_from(sts: &StatefulSet, ordinal: i32, revision: &str, ready: bool) -> Pod {
     let name = format!("{}-{ordinal}", sts.metadata.name.as_deref().unwrap());
     let template = sts
         .spec
@@ -50,14 +50,14 @@ fn pod_from(sts: &StatefulSet, ordinal: i32, revision: &str, ready: bool) -> Pod
     }
 }
 
-struct Cluster {
-    api: FakeApi,
-    admin: FakeAdmin,
-    broker: Broker,
+pub struct Cluster {
+    pub api: FakeApi,
+    pub admin: FakeAdmin,
+    pub broker: Broker,
 }
 
 impl Cluster {
-    async fn started() -> Self {
+    pub async fn started() -> Self {
         let api = FakeApi::new();
         let admin = FakeAdmin::new();
         let nameserver: NameServer = example("ha.yaml", "NameServer", "rmq-ha");
@@ -85,17 +85,17 @@ impl Cluster {
         c
     }
 
-    fn ctx(&self) -> std::sync::Arc<operator::reconcile::Context> {
+    pub fn ctx(&self) -> std::sync::Arc<operator::reconcile::Context> {
         context(&self.api, &self.admin)
     }
 
-    async fn reconcile(&self) -> kube::runtime::controller::Action {
+    pub async fn reconcile(&self) -> kube::runtime::controller::Action {
         reconcile(refetch(&self.api, &self.broker), self.ctx())
             .await
             .unwrap()
     }
 
-    fn status(&self) -> operator::crd::BrokerStatus {
+    pub fn status(&self) -> operator::crd::BrokerStatus {
         refetch(&self.api, &self.broker).status.clone().unwrap()
     }
 }
@@ -333,7 +333,7 @@ async fn unready_master_degrades() {
     assert!(degraded.message.contains("rmq-ha-1"));
 }
 
-fn template_hash(api: &FakeApi, group: i32) -> String {
+pub fn template_hash(api: &FakeApi, group: i32) -> String {
     let sts = api
         .get::<StatefulSet>(NS, &format!("rmq-ha-{group}"))
         .unwrap();

@@ -5,7 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use operator::admin::{Admin, AdminError, BrokerData, ClusterInfo, RuntimeInfo, TopicConfig};
+use operator::admin::ha::{EpochEntry, HaRole};
+use operator::admin::{
+    Admin, AdminError, BrokerData, ClusterInfo, EpochCache, HaStatus, RoleChange, RuntimeInfo,
+    TopicConfig,
+};
 
 #[derive(Default)]
 struct State {
@@ -13,6 +17,8 @@ struct State {
     runtime: BTreeMap<String, RuntimeInfo>,
     /// Topics per broker address.
     topics: BTreeMap<String, BTreeMap<String, TopicConfig>>,
+    /// GET_BROKER_HA_STATUS answers by address; NOTIFY_BROKER_ROLE_CHANGED edits them.
+    ha: BTreeMap<String, HaStatus>,
     /// Addresses that refuse connections.
     down: BTreeSet<String>,
     calls: Vec<String>,
@@ -75,6 +81,15 @@ impl FakeAdmin {
             .get(addr)?
             .get(topic)
             .cloned()
+    }
+
+    /// A broker that answers GET_BROKER_HA_STATUS.
+    pub fn set_ha(&self, addr: &str, ha: HaStatus) {
+        self.state.lock().unwrap().ha.insert(addr.to_owned(), ha);
+    }
+
+    pub fn ha(&self, addr: &str) -> Option<HaStatus> {
+        self.state.lock().unwrap().ha.get(addr).cloned()
     }
 
     pub fn take_calls(&self) -> Vec<String> {
@@ -176,6 +191,71 @@ impl Admin for FakeAdmin {
                 format!("update_broker_config {broker} {}", props.join(",")),
                 broker,
             )?);
+            Ok(())
+        })
+    }
+
+    fn ha_status<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<HaStatus, AdminError>> {
+        Box::pin(async move {
+            let st = self.enter(format!("ha_status {broker}"), broker)?;
+            st.ha.get(broker).cloned().ok_or(AdminError::Closed {
+                addr: broker.to_owned(),
+            })
+        })
+    }
+
+    fn epoch_cache<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<EpochCache, AdminError>> {
+        Box::pin(async move {
+            let st = self.enter(format!("epoch_cache {broker}"), broker)?;
+            let ha = st.ha.get(broker).ok_or(AdminError::Closed {
+                addr: broker.to_owned(),
+            })?;
+            Ok(EpochCache {
+                broker_id: ha.broker_id,
+                epoch_list: vec![EpochEntry {
+                    epoch: ha.epoch,
+                    start_offset: 0,
+                    end_offset: ha.max_offset,
+                }],
+                max_offset: ha.max_offset,
+                ..EpochCache::default()
+            })
+        })
+    }
+
+    /// Applies the role change the way the broker does: a lower epoch is refused; the
+    /// broker whose id is `masterBrokerId` becomes master, the others slaves.
+    fn notify_role_changed<'a>(
+        &'a self,
+        broker: &'a str,
+        change: &'a RoleChange,
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
+        Box::pin(async move {
+            let mut st = self.enter(
+                format!(
+                    "notify_role_changed {broker} epoch={} masterBrokerId={} masterAddress={}",
+                    change.master_epoch, change.master_broker_id, change.master_address
+                ),
+                broker,
+            )?;
+            let ha = st.ha.get_mut(broker).ok_or(AdminError::Closed {
+                addr: broker.to_owned(),
+            })?;
+            if change.master_epoch < ha.epoch {
+                return Err(AdminError::Refused {
+                    addr: broker.to_owned(),
+                    request: "NOTIFY_BROKER_ROLE_CHANGED",
+                    code: 1,
+                    remark: "stale epoch".to_owned(),
+                });
+            }
+            ha.epoch = change.master_epoch;
+            ha.master = ha.broker_id == change.master_broker_id;
+            ha.role = if ha.master {
+                HaRole::SyncMaster
+            } else {
+                HaRole::Slave
+            };
             Ok(())
         })
     }

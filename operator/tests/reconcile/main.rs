@@ -4,6 +4,7 @@
 mod broker_flow;
 mod cel;
 mod crds;
+mod failover_flow;
 mod fake_admin;
 mod fake_api;
 mod leader_flow;

@@ -1,0 +1,352 @@
+//! Failover scenarios: the machine and the executor against the simulated group.
+
+use futures::executor::block_on;
+
+use super::executor::{Recorder, execute};
+use super::machine::{Action, BlockedReason, Phase, Policy, State, step};
+use super::sim::{Sim, policy, switchover};
+use crate::crd::{FailoverPolicy, FailoverTrigger};
+use crate::metrics::{GroupLabels, Metrics};
+
+pub fn labels() -> GroupLabels {
+    GroupLabels {
+        resource_namespace: "ns".to_owned(),
+        broker: "c".to_owned(),
+        broker_name: "c-0".to_owned(),
+    }
+}
+
+/// Steps until the phase stops changing (at most `max` steps); returns every action.
+pub fn drive(sim: &Sim, state: &mut State, policy: Policy, metrics: &Metrics) -> Vec<Action> {
+    let mut all = Vec::new();
+    for _ in 0..12 {
+        let obs = sim.observations(policy, &state.master);
+        let (next, actions) = step(state, &obs);
+        let recorder = Recorder {
+            metrics,
+            group: labels(),
+        };
+        block_on(execute(&actions, sim, sim, &recorder)).expect("actions apply");
+        sim.render_configs(&next);
+        let moved = next.phase != state.phase || actions.iter().any(Action::acts);
+        *state = next;
+        all.extend(actions);
+        if !moved {
+            break;
+        }
+    }
+    all
+}
+
+fn reasons(actions: &[Action]) -> Vec<&'static str> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect()
+}
+
+fn no_violations(sim: &Sim) {
+    let w = sim.world();
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+#[test]
+fn automatic_failover_waits_unavailable_for_then_promotes_the_best_in_sync_slave() {
+    let sim = Sim::group(3, 1000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.world().brokers[2].max_offset = 990;
+    sim.kill(0);
+
+    let actions = drive(&sim, &mut state, p, &metrics);
+    assert_eq!(state.phase, Phase::Detected);
+    assert_eq!(reasons(&actions), ["MasterUnavailable"]);
+    sim.advance(4_999);
+    assert!(drive(&sim, &mut state, p, &metrics).is_empty());
+
+    sim.advance(1);
+    let actions = drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        reasons(&actions),
+        [
+            "FailoverFencing",
+            "FailoverElecting",
+            "FailoverPromoting",
+            "FailoverRepointing",
+            "FailoverCompleted"
+        ]
+    );
+    assert_eq!(state.phase, Phase::Completed);
+    assert_eq!((state.master.as_str(), state.epoch), ("g-1", 2));
+    assert_eq!(state.fenced, ["g-0"]);
+    let w = sim.world();
+    assert_eq!(w.labelled_master.as_deref(), Some("g-1"));
+    assert_eq!(w.promotions, [("g-1".to_owned(), 2)]);
+    // The dead master's pod was deleted (it did not answer), the other slave follows.
+    assert_eq!(w.deleted, ["g-0"]);
+    assert!(!w.brokers[2].master && w.brokers[2].epoch == 2);
+    drop(w);
+    no_violations(&sim);
+    let text = metrics.encode();
+    assert!(text.contains(r#"outcome="clean"} 1"#), "{text}");
+}
+
+#[test]
+fn a_partitioned_master_is_fenced_by_deleting_its_pod_before_anyone_is_promoted() {
+    let sim = Sim::group(2, 500);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.partition(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(10_000);
+    let actions = drive(&sim, &mut state, p, &metrics);
+    let delete = actions
+        .iter()
+        .position(|a| matches!(a, Action::DeletePod { pod } if pod == "g-0"));
+    let promote = actions
+        .iter()
+        .position(|a| matches!(a, Action::Promote { pod, .. } if pod == "g-1"));
+    assert!(delete.unwrap() < promote.unwrap());
+    no_violations(&sim);
+}
+
+#[test]
+fn manual_policy_waits_for_a_request_naming_the_target() {
+    let sim = Sim::group(3, 1000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Manual, false);
+    let mut state = State::idle("g-0", 1);
+    sim.kill(0);
+    for _ in 0..5 {
+        sim.advance(60_000);
+        let actions = drive(&sim, &mut state, p, &metrics);
+        assert!(
+            actions
+                .iter()
+                .all(|a| matches!(a, Action::Event { .. } | Action::Finished { .. })),
+            "{actions:?}"
+        );
+    }
+    assert_eq!(state.phase, Phase::Detected);
+    sim.world().request = Some(switchover(Some("g-2")));
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-2")
+    );
+    assert!(sim.world().request.is_none(), "request removed when done");
+    no_violations(&sim);
+}
+
+#[test]
+fn planned_switchover_demotes_first_waits_for_catch_up_and_keeps_the_old_master_as_slave() {
+    let sim = Sim::group(2, 1000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Manual, false);
+    let mut state = State::idle("g-0", 1);
+    sim.world().brokers[1].max_offset = 900;
+    sim.world().request = Some(switchover(Some("g-1")));
+    drive(&sim, &mut state, p, &metrics);
+    // Fenced by role change (it answers), not deleted; the target is 100 bytes behind.
+    assert_eq!(state.phase, Phase::Electing);
+    {
+        let w = sim.world();
+        assert!(!w.brokers[0].master && w.brokers[0].alive && w.deleted.is_empty());
+    }
+    sim.world().brokers[1].max_offset = 1000;
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-1")
+    );
+    assert_eq!(state.bytes_lost, None);
+    let w = sim.world();
+    assert!(w.brokers[1].master && !w.brokers[0].master);
+    assert_eq!(w.brokers[0].epoch, 2, "old master follows at the new epoch");
+    drop(w);
+    no_violations(&sim);
+}
+
+#[test]
+fn a_switchover_target_that_never_catches_up_hands_back_to_the_old_master() {
+    let sim = Sim::group(2, 1000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Manual, false);
+    let mut state = State::idle("g-0", 1);
+    sim.world().brokers[1].max_offset = 999;
+    sim.world().request = Some(switchover(Some("g-1")));
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(30_000);
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-0")
+    );
+    assert_eq!(state.epoch, 2);
+    assert!(metrics.encode().contains(r#"outcome="reverted"} 1"#));
+    no_violations(&sim);
+}
+
+#[test]
+fn no_eligible_replica_blocks_until_the_old_master_returns() {
+    let sim = Sim::group(2, 5000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.world().brokers[1].max_offset = 1000;
+    sim.world().brokers[1].in_sync = false;
+    sim.kill(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(5_000);
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        state.phase,
+        Phase::Blocked(BlockedReason::NoEligibleReplica)
+    );
+    assert!(sim.world().promotions.is_empty());
+    // The old master restarts (as a fenced slave) with everything it had.
+    sim.revive(0);
+    assert!(!sim.world().brokers[0].master);
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-0")
+    );
+    assert!(
+        state.epoch >= 3,
+        "re-fenced at a new epoch: {}",
+        state.epoch
+    );
+    no_violations(&sim);
+}
+
+#[test]
+fn allow_unclean_promotes_a_lagging_replica_and_records_the_loss() {
+    let sim = Sim::group(2, 5000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, true);
+    sim.world().brokers[1].max_offset = 3000;
+    sim.world().brokers[1].in_sync = false;
+    sim.kill(0);
+    // The master's offset is known from the status recorded before it died.
+    let observe = |sim: &Sim| {
+        let mut o = sim.observations(p, "g-0");
+        o.master_offset = Some(5000);
+        o
+    };
+    let recorder = Recorder {
+        metrics: &metrics,
+        group: labels(),
+    };
+    let mut state = State::idle("g-0", 1);
+    let mut last = Vec::new();
+    for advance in [0, 5_000, 0, 0, 0] {
+        sim.advance(advance);
+        let (next, actions) = step(&state, &observe(&sim));
+        block_on(execute(&actions, &sim, &sim, &recorder)).unwrap();
+        state = next;
+        last = actions;
+    }
+    assert_eq!(state.phase, Phase::Promoting);
+    assert_eq!(state.bytes_lost, Some(2000));
+    assert!(matches!(&last[0], Action::Promote { pod, .. } if pod == "g-1"));
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-1")
+    );
+    assert!(metrics.encode().contains(r#"outcome="unclean"} 1"#));
+    no_violations(&sim);
+}
+
+#[test]
+fn a_request_for_an_unknown_pod_or_the_master_is_rejected_and_removed() {
+    let sim = Sim::group(2, 10);
+    let p = policy(FailoverPolicy::Manual, false);
+    let state = State::idle("g-0", 1);
+    for target in ["g-0", "other-0"] {
+        sim.world().request = Some(switchover(Some(target)));
+        let (next, actions) = step(&state, &sim.observations(p, "g-0"));
+        assert_eq!(next, state);
+        assert!(actions.contains(&Action::ClearRequest));
+    }
+}
+
+#[test]
+fn an_ineligible_target_blocks_without_fencing_the_healthy_master() {
+    let sim = Sim::group(2, 10_000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Manual, false);
+    let mut state = State::idle("g-0", 1);
+    sim.world().brokers[1].max_offset = 10;
+    sim.world().request = Some(switchover(Some("g-1")));
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        state.phase,
+        Phase::Blocked(BlockedReason::TargetNotEligible)
+    );
+    assert!(sim.world().brokers[0].master, "still serving");
+    // Withdrawing the request cancels.
+    sim.world().request = None;
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(state.phase, Phase::Idle);
+}
+
+#[test]
+fn a_master_that_recovers_before_fencing_cancels_the_failover() {
+    let sim = Sim::group(2, 10);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.partition(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(1_000);
+    sim.revive(0);
+    let actions = drive(&sim, &mut state, p, &metrics);
+    assert_eq!(state.phase, Phase::Idle);
+    assert_eq!(reasons(&actions), ["FailoverCancelled"]);
+}
+
+#[test]
+fn a_candidate_lost_mid_promotion_is_fenced_again_at_a_higher_epoch() {
+    let sim = Sim::group(3, 100);
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.kill(0);
+    let (s, _) = step(&state, &sim.observations(p, "g-0"));
+    state = s;
+    sim.advance(5_000);
+    for _ in 0..2 {
+        let (s, _) = step(&state, &sim.observations(p, "g-0"));
+        state = s;
+    }
+    assert_eq!(state.phase, Phase::Electing);
+    let (s, actions) = step(&state, &sim.observations(p, "g-0"));
+    assert_eq!(s.phase, Phase::Promoting);
+    assert!(
+        !actions.iter().any(Action::acts),
+        "chosen, not yet promoted"
+    );
+    let (s, actions) = step(&s, &sim.observations(p, "g-0"));
+    let Action::Promote { pod, epoch, .. } = &actions[0] else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(*epoch, 2);
+    let pod = pod.clone();
+    let i: usize = pod[2..].parse().unwrap();
+    sim.partition(i);
+    let (s, actions) = step(&s, &sim.observations(p, "g-0"));
+    assert_eq!(s.phase, Phase::Fencing);
+    assert_eq!(s.target_epoch, Some(3));
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::DeletePod { pod: p } if *p == pod))
+    );
+    assert_eq!(s.trigger, Some(FailoverTrigger::MasterUnavailable));
+}

@@ -1,0 +1,405 @@
+//! The failover machine inside the Broker reconciler: observations from the API server
+//! and GET_BROKER_HA_STATUS, and [`KubeGroup`], the executor's [`GroupApi`] over the API
+//! server.
+
+use std::collections::BTreeMap;
+
+use futures::future::{BoxFuture, join_all};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::apply::{apply, patch_metadata, patch_status};
+use super::broker::KIND;
+use super::broker_status::{ObservedPod, identities, pod_ordinal};
+use super::{Context, Error};
+use crate::admin::HaStatus;
+use crate::builders::broker::{BrokerInputs, ROLE_MASTER, ROLE_SLAVE, build_group};
+use crate::crd::{Broker, FailoverTrigger, GroupStatus};
+use crate::failover::executor::{ExecError, GroupApi, Recorder, execute};
+use crate::failover::observe::{PodFacts, observations};
+use crate::failover::{Request, State, step};
+use crate::metrics::GroupLabels;
+use crate::names::{ANNOTATION_SWITCHOVER, BROKER_PORT, BrokerNames, LABEL_ROLE, selector_string};
+
+/// Steps taken in one reconcile at most; a failover needs six from Idle to Completed.
+const MAX_STEPS: usize = 8;
+
+/// One group of one Broker, as the executor sees it.
+pub struct KubeGroup<'a> {
+    pub ctx: &'a Context,
+    pub broker: &'a Broker,
+    pub names: &'a BrokerNames,
+    pub group: i32,
+    pub namesrv_addr: &'a str,
+    /// The master before this step (fenced rendering is relative to it).
+    pub master: String,
+}
+
+fn kube_error(e: Error) -> ExecError {
+    ExecError::Api(e.to_string())
+}
+
+impl KubeGroup<'_> {
+    fn namespace(&self) -> &str {
+        &self.names.namespace
+    }
+
+    /// Writes the group's ConfigMap for `state`'s roles.
+    async fn write_config(&self, state: &State) -> Result<(), ExecError> {
+        let g = usize::try_from(self.group).unwrap_or(0);
+        let mut master_ordinals = vec![0; g + 1];
+        let mut fenced = vec![false; g + 1];
+        master_ordinals[g] = pod_ordinal(&state.master);
+        fenced[g] = super::broker_status::master_fenced(state);
+        let inputs = BrokerInputs {
+            namesrv_addr: self.namesrv_addr.to_owned(),
+            master_ordinals,
+            fenced,
+        };
+        let objects = build_group(
+            self.broker,
+            self.names,
+            self.group,
+            &inputs,
+            &self.ctx.settings,
+        );
+        apply(&self.ctx.client, &objects.config_map)
+            .await
+            .map(drop)
+            .map_err(kube_error)
+    }
+}
+
+impl GroupApi for KubeGroup<'_> {
+    fn address(&self, pod: &str) -> String {
+        format!(
+            "{}:{BROKER_PORT}",
+            self.names.pod_host(
+                self.group,
+                pod_ordinal(pod),
+                &self.ctx.settings.cluster_domain
+            )
+        )
+    }
+
+    fn delete_pod<'a>(&'a self, pod: &'a str) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(async move {
+            // The recreated pod must not start as master: fence its configuration first.
+            let fenced = State {
+                master: self.master.clone(),
+                phase: crate::failover::Phase::Fencing,
+                fenced: vec![self.master.clone()],
+                ..State::default()
+            };
+            self.write_config(&fenced).await?;
+            let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), self.namespace());
+            match api.delete(pod, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(kube_error(e.into())),
+            }
+        })
+    }
+
+    fn repoint<'a>(&'a self, master: &'a str) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(async move {
+            self.write_config(&State::idle(master, 0)).await?;
+            for o in 0..self.broker.spec.replicas_per_group.max(0) {
+                let pod = self.names.pod(self.group, o);
+                let role = if pod == master {
+                    ROLE_MASTER
+                } else {
+                    ROLE_SLAVE
+                };
+                let patched = patch_metadata::<Pod>(
+                    &self.ctx.client,
+                    self.namespace(),
+                    &pod,
+                    json!({ "labels": { LABEL_ROLE: role } }),
+                )
+                .await;
+                match patched {
+                    Ok(()) => {}
+                    Err(Error::Kube(kube::Error::Api(s))) if s.code == 404 => {}
+                    Err(e) => return Err(kube_error(e)),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn clear_request<'a>(&'a self) -> BoxFuture<'a, Result<(), ExecError>> {
+        Box::pin(async move {
+            clear_switchover_annotation(self.ctx, self.broker)
+                .await
+                .map_err(kube_error)
+        })
+    }
+
+    fn publish<'a>(
+        &'a self,
+        warning: bool,
+        reason: &'a str,
+        message: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let note = format!("{}: {message}", self.names.broker_name(self.group));
+            self.ctx
+                .events
+                .publish(
+                    KIND,
+                    &self.broker.object_ref(&()),
+                    warning,
+                    reason,
+                    "Failover",
+                    note,
+                )
+                .await;
+        })
+    }
+}
+
+pub async fn clear_switchover_annotation(ctx: &Context, broker: &Broker) -> Result<(), Error> {
+    patch_metadata::<Broker>(
+        &ctx.client,
+        &broker.namespace().unwrap_or_default(),
+        &broker.name_any(),
+        json!({ "annotations": { ANNOTATION_SWITCHOVER: null } }),
+    )
+    .await
+}
+
+/// The group and pod a switchover annotation names, if it names a pod of this Broker.
+pub fn switchover_target(
+    broker: &Broker,
+    names: &BrokerNames,
+) -> Option<Result<(i32, String), String>> {
+    let pod = broker
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_SWITCHOVER)?
+        .trim()
+        .to_owned();
+    let parsed = pod
+        .strip_prefix(&format!("{}-", names.cluster))
+        .and_then(|rest| rest.split_once('-'))
+        .and_then(|(g, o)| Some((g.parse::<i32>().ok()?, o.parse::<i32>().ok()?)));
+    Some(match parsed {
+        Some((g, o))
+            if (0..broker.spec.groups).contains(&g)
+                && (0..broker.spec.replicas_per_group).contains(&o) =>
+        {
+            Ok((g, pod))
+        }
+        _ => Err(pod),
+    })
+}
+
+/// The failover state of one group after a reconcile's steps, with what was observed.
+pub struct GroupRun {
+    pub state: State,
+    pub ha: BTreeMap<String, HaStatus>,
+    pub error: Option<Error>,
+}
+
+/// GET_BROKER_HA_STATUS of every running member, concurrently (one admin timeout at most).
+pub async fn collect_ha(
+    ctx: &Context,
+    names: &BrokerNames,
+    pods: &[ObservedPod],
+) -> BTreeMap<String, HaStatus> {
+    let calls = pods.iter().filter(|p| !p.terminating).map(|p| async move {
+        let addr = format!(
+            "{}:{BROKER_PORT}",
+            names.pod_host(p.group, p.ordinal, &ctx.settings.cluster_domain)
+        );
+        let answer = ctx.admin.ha_status(&addr).await;
+        if let Err(e) = &answer {
+            tracing::debug!(pod = %p.name, error = %e, "no HA status");
+        }
+        (p.name.clone(), answer.ok())
+    });
+    join_all(calls)
+        .await
+        .into_iter()
+        .filter_map(|(pod, ha)| Some((pod, ha?)))
+        .collect()
+}
+
+async fn list_group_pods(
+    ctx: &Context,
+    names: &BrokerNames,
+    group: i32,
+) -> Result<Vec<ObservedPod>, Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &names.namespace);
+    let pods = api
+        .list(&ListParams::default().labels(&selector_string(&names.group_selector(group))))
+        .await?;
+    Ok(pods
+        .items
+        .iter()
+        .filter_map(|p| ObservedPod::from_pod(p, names))
+        .filter(|p| p.group == group)
+        .collect())
+}
+
+fn pod_facts(
+    replicas: i32,
+    state: &State,
+    names: &BrokerNames,
+    group: i32,
+    pods: &[ObservedPod],
+) -> Vec<PodFacts> {
+    identities(replicas, state)
+        .into_iter()
+        .map(|m| {
+            let pod = names.pod(group, m.ordinal);
+            let seen = pods.iter().find(|p| p.name == pod);
+            PodFacts {
+                exists: seen.is_some_and(|p| !p.terminating),
+                ready: seen.is_some_and(|p| p.ready && !p.terminating),
+                unready_since_ms: seen.and_then(|p| p.unready_since_ms),
+                ip: seen.and_then(|p| p.ip.clone()),
+                broker_id: m.broker_id,
+                pod,
+            }
+        })
+        .collect()
+}
+
+/// Writes `state` into the Broker's `status.groups[group].failover` (the rest of the
+/// status is rewritten at the end of the reconcile).
+async fn checkpoint(
+    ctx: &Context,
+    broker: &Broker,
+    group: i32,
+    state: &State,
+) -> Result<(), Error> {
+    let mut groups = broker
+        .status
+        .as_ref()
+        .map(|s| s.groups.clone())
+        .unwrap_or_default();
+    let Some(g) = groups.get_mut(usize::try_from(group).unwrap_or(usize::MAX)) else {
+        return Ok(());
+    };
+    g.failover = crate::failover::status::to_status(state);
+    patch_status::<Broker, _>(
+        &ctx.client,
+        &broker.namespace().unwrap_or_default(),
+        &broker.name_any(),
+        &json!({ "groups": groups }),
+    )
+    .await
+}
+
+/// Steps one group's failover machine until its phase settles (or [`MAX_STEPS`]),
+/// executing each step's actions. The state returned is the last one whose actions all
+/// succeeded.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive_group(
+    ctx: &Context,
+    broker: &Broker,
+    names: &BrokerNames,
+    namesrv_addr: &str,
+    group: i32,
+    previous: Option<&GroupStatus>,
+    mut state: State,
+    mut request: Option<Request>,
+) -> GroupRun {
+    let replicas = broker.spec.replicas_per_group;
+    let mut ha = BTreeMap::new();
+    let recorder = Recorder {
+        metrics: &ctx.metrics,
+        group: GroupLabels {
+            resource_namespace: names.namespace.clone(),
+            broker: names.cluster.clone(),
+            broker_name: names.broker_name(group),
+        },
+    };
+    for _ in 0..MAX_STEPS {
+        let pods = match list_group_pods(ctx, names, group).await {
+            Ok(p) => p,
+            Err(e) => {
+                return GroupRun {
+                    state,
+                    ha,
+                    error: Some(e),
+                };
+            }
+        };
+        ha = collect_ha(ctx, names, &pods).await;
+        // Until a member has answered GET_BROKER_HA_STATUS nothing is known about the
+        // group's replication: a group still starting (or brokers without HA support)
+        // is never failed over.
+        let armed = previous.is_some_and(|g| g.members.iter().any(|m| m.epoch.is_some()))
+            || ha.get(&state.master).is_some_and(|h| h.master);
+        if state.phase.at_rest() && request.is_none() && !armed {
+            break;
+        }
+        let facts = pod_facts(replicas, &state, names, group, &pods);
+        let obs = observations(
+            &broker.spec.failover,
+            Timestamp::now().as_millisecond(),
+            &state.master,
+            &facts,
+            &ha,
+            previous,
+            request.clone(),
+        );
+        let (next, actions) = step(&state, &obs);
+        let api = KubeGroup {
+            ctx,
+            broker,
+            names,
+            group,
+            namesrv_addr,
+            master: state.master.clone(),
+        };
+        // A promotion goes out only once the choice of candidate is persisted (see
+        // `machine::Transition::electing`).
+        if actions
+            .iter()
+            .any(|a| matches!(a, crate::failover::Action::Promote { .. }))
+            && let Err(e) = checkpoint(ctx, broker, group, &state).await
+        {
+            return GroupRun {
+                state,
+                ha,
+                error: Some(e),
+            };
+        }
+        if let Err(e) = execute(&actions, &api, ctx.admin.as_ref(), &recorder).await {
+            return GroupRun {
+                state,
+                ha,
+                error: Some(e.into()),
+            };
+        }
+        // A removed annotation, or a rolling restart's request once taken up, is not
+        // offered again in this reconcile.
+        let taken = state.phase.at_rest() && !next.phase.at_rest();
+        if actions.contains(&crate::failover::Action::ClearRequest)
+            || (taken
+                && request
+                    .as_ref()
+                    .is_some_and(|r| r.trigger == FailoverTrigger::RollingRestart))
+        {
+            request = None;
+        }
+        let moved = next.phase != state.phase || actions.iter().any(|a| a.acts());
+        state = next;
+        if !moved {
+            break;
+        }
+    }
+    GroupRun {
+        state,
+        ha,
+        error: None,
+    }
+}
