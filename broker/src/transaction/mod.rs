@@ -50,3 +50,6 @@ impl Default for Transactions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
