@@ -14,7 +14,11 @@ use crate::handlers::{HandlerResult, error, success};
 use crate::state::Broker;
 
 fn not_running(request: &RemotingCommand) -> HandlerResult {
-    error(request, response::SYSTEM_ERROR, "replication is not running")
+    error(
+        request,
+        response::SYSTEM_ERROR,
+        "replication is not running",
+    )
 }
 
 pub fn ha_status(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
