@@ -97,7 +97,7 @@ impl FileDb {
             .filter_map(|l| l.split_once(' '))
             .filter(|(k, _)| *k == key)
             .map(|(_, d)| d.to_owned())
-            .last()
+            .next_back()
     }
 }
 
