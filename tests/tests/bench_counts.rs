@@ -47,6 +47,23 @@ fn wait_stored(ns_port: u16, want: u64) {
     }
 }
 
+/// `rocketmq_retry_messages_total{group}` from the broker's metrics endpoint.
+fn retries_counted(http_port: u16, group: &str) -> u64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (status, text) = rt
+        .block_on(e2e::http::get(http_port, "/metrics"))
+        .expect("metrics");
+    assert_eq!(status, 200);
+    let series = format!("rocketmq_retry_messages_total{{group=\"{group}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn counts(summary: &Value) -> (u64, u64) {
     (
         summary["totalOk"].as_u64().expect("totalOk"),
@@ -57,7 +74,7 @@ fn counts(summary: &Value) -> (u64, u64) {
 #[test]
 fn reported_counts_match_what_the_broker_stored() {
     let ns = NameServer::start(Options::default());
-    let _broker = TempBroker::start(Some(ns.port), &[]);
+    let broker = TempBroker::start(Some(ns.port), &[]);
     let deadline = Instant::now() + Duration::from_secs(15);
     while rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
         .as_array()
@@ -165,6 +182,41 @@ fn reported_counts_match_what_the_broker_stored() {
     );
     assert_eq!(counts(&s), (1203 + ok, 0), "{s}");
     assert_eq!(s["latencyMs"]["samples"].as_u64(), Some(1203 + ok));
+
+    // Handing back every 4th message: the broker counts exactly the send-backs the bench made.
+    let total = 1203 + ok;
+    let out = run(
+        "rmq-bench",
+        &[
+            "-n",
+            &format!("127.0.0.1:{}", ns.port),
+            "--json",
+            "-d",
+            "30",
+            "consumer",
+            "-t",
+            TOPIC,
+            "-g",
+            "bench_sendback",
+            "--from",
+            "earliest",
+            "--until-caught-up",
+            "--send-back-every",
+            "4",
+        ],
+    )
+    .ok();
+    assert_eq!(counts(&out.json()["summary"]), (total, 0), "{out:?}");
+    let handed_back = total / 4;
+    assert!(
+        out.stderr
+            .contains(&format!("handed back {handed_back} messages")),
+        "{out:?}"
+    );
+    assert_eq!(
+        retries_counted(broker.broker.http_port, "bench_sendback"),
+        handed_back
+    );
 
     // A bench against an unknown topic fails with a clear error and exit code 1.
     let ns_addr = format!("127.0.0.1:{}", ns.port);

@@ -4,8 +4,9 @@
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 use protocol::header::{
-    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageRequestHeader,
-    SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    CheckTransactionStateRequestHeader, ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
 };
 use protocol::message::batch::BatchEntry;
 use protocol::message::msg_id::parse_offset_msg_id;
@@ -13,7 +14,7 @@ use protocol::message::properties;
 use protocol::message::{MessageSysFlag, QueueOffset};
 use serde::Serialize;
 
-use super::message::OutgoingMessage;
+use super::message::{Message, OutgoingMessage};
 use super::{Client, ClientError, Peer, Result, bad_body};
 
 /// `defaultTopicQueueNums` the Java producer sends.
@@ -253,6 +254,30 @@ impl Client {
             RemotingCommand::request(request::END_TRANSACTION, &header),
         )
         .await
+    }
+
+    /// CONSUMER_SEND_MSG_BACK: hands a consumed message back for another attempt, as a
+    /// consumer does when its listener fails. Delay level 0 lets the broker pick
+    /// `3 + reconsumeTimes`.
+    pub async fn send_back(
+        &self,
+        broker: &Peer,
+        group: &str,
+        msg: &Message,
+        delay_level: i32,
+    ) -> Result<()> {
+        let header = ConsumerSendMsgBackRequestHeader {
+            offset: msg.physical_offset,
+            group: group.to_owned(),
+            delay_level,
+            origin_msg_id: Some(msg.msg_id.clone()),
+            origin_topic: Some(msg.topic.clone()),
+            unit_mode: false,
+            max_reconsume_times: None,
+            bname: None,
+        };
+        let cmd = RemotingCommand::request(request::CONSUMER_SEND_MSG_BACK, &header);
+        self.call_ok(broker, cmd).await.map(|_| ())
     }
 }
 

@@ -145,4 +145,9 @@ pub struct ConsumerArgs {
     /// Commit consumed offsets for the group with each pull.
     #[arg(long)]
     pub commit: bool,
+    /// Hand every Nth consumed message back with CONSUMER_SEND_MSG_BACK, as a consumer whose
+    /// listener fails would (0: never). Send-backs run beside the pulls, so comparing runs
+    /// with and without them shows what retries cost normal consumption.
+    #[arg(long, default_value_t = 0)]
+    pub send_back_every: u64,
 }

@@ -22,6 +22,7 @@ struct Ctx {
     args: ConsumerArgs,
     end: Option<Instant>,
     received: AtomicU64,
+    sent_back: AtomicU64,
     stats: Arc<Stats>,
 }
 
@@ -59,9 +60,11 @@ async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
                             let latency = payload::stamp(&m.body)
                                 .map(|due| Duration::from_micros(now.saturating_sub(due)));
                             ctx.stats.success(1, m.body.len() as u64, latency, "FOUND");
+                            let seen = ctx.received.fetch_add(1, Ordering::Relaxed) + 1;
+                            if a.send_back_every > 0 && seen % a.send_back_every == 0 {
+                                tokio::spawn(send_back(ctx.clone(), peer.clone(), m.clone()));
+                            }
                         }
-                        ctx.received
-                            .fetch_add(r.messages.len() as u64, Ordering::Relaxed);
                     }
                     PullStatus::NoNewMsg if a.until_caught_up => return Ok(()),
                     _ => {}
@@ -75,6 +78,16 @@ async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Hands `msg` back as a failed consumption (delay level 0: the broker's retry schedule).
+async fn send_back(ctx: Arc<Ctx>, peer: Peer, msg: rmq_cli::client::message::Message) {
+    match ctx.client.send_back(&peer, &ctx.args.group, &msg, 0).await {
+        Ok(()) => {
+            ctx.sent_back.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => ctx.stats.failure(1, &e),
+    }
 }
 
 /// The broker's next offset; never moves backwards.
@@ -125,6 +138,7 @@ pub async fn run(
         args,
         end: (run.duration_s > 0).then(|| Instant::now() + Duration::from_secs(run.duration_s)),
         received: AtomicU64::new(0),
+        sent_back: AtomicU64::new(0),
         stats,
     });
     let tasks: Vec<_> = queues
@@ -133,6 +147,12 @@ pub async fn run(
         .collect();
     for t in tasks {
         t.await.context("a puller task failed")??;
+    }
+    if ctx.args.send_back_every > 0 {
+        eprintln!(
+            "handed back {} messages with CONSUMER_SEND_MSG_BACK",
+            ctx.sent_back.load(Ordering::Relaxed)
+        );
     }
     Ok(())
 }
