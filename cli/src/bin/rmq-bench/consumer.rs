@@ -61,7 +61,7 @@ async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
                                 .map(|due| Duration::from_micros(now.saturating_sub(due)));
                             ctx.stats.success(1, m.body.len() as u64, latency, "FOUND");
                             let seen = ctx.received.fetch_add(1, Ordering::Relaxed) + 1;
-                            if a.send_back_every > 0 && seen % a.send_back_every == 0 {
+                            if a.send_back_every > 0 && seen.is_multiple_of(a.send_back_every) {
                                 tokio::spawn(send_back(ctx.clone(), peer.clone(), m.clone()));
                             }
                         }
