@@ -23,6 +23,8 @@ struct Ctx {
     end: Option<Instant>,
     received: AtomicU64,
     sent_back: AtomicU64,
+    /// Send-backs spawned and not yet answered; the run waits for them before reporting.
+    sending_back: AtomicU64,
     stats: Arc<Stats>,
 }
 
@@ -62,6 +64,7 @@ async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
                             ctx.stats.success(1, m.body.len() as u64, latency, "FOUND");
                             let seen = ctx.received.fetch_add(1, Ordering::Relaxed) + 1;
                             if a.send_back_every > 0 && seen.is_multiple_of(a.send_back_every) {
+                                ctx.sending_back.fetch_add(1, Ordering::AcqRel);
                                 tokio::spawn(send_back(ctx.clone(), peer.clone(), m.clone()));
                             }
                         }
@@ -88,6 +91,7 @@ async fn send_back(ctx: Arc<Ctx>, peer: Peer, msg: rmq_cli::client::message::Mes
         }
         Err(e) => ctx.stats.failure(1, &e),
     }
+    ctx.sending_back.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// The broker's next offset; never moves backwards.
@@ -139,6 +143,7 @@ pub async fn run(
         end: (run.duration_s > 0).then(|| Instant::now() + Duration::from_secs(run.duration_s)),
         received: AtomicU64::new(0),
         sent_back: AtomicU64::new(0),
+        sending_back: AtomicU64::new(0),
         stats,
     });
     let tasks: Vec<_> = queues
@@ -147,6 +152,10 @@ pub async fn run(
         .collect();
     for t in tasks {
         t.await.context("a puller task failed")??;
+    }
+    // Each send-back ends within the request timeout, answered or failed.
+    while ctx.sending_back.load(Ordering::Acquire) > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     if ctx.args.send_back_every > 0 {
         eprintln!(
