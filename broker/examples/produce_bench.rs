@@ -7,77 +7,15 @@
 //! ```
 //! Arguments: broker address, producers, seconds, body bytes (defaults as above).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::SinkExt;
-use futures::stream::StreamExt;
+use protocol::RemotingCommand;
 use protocol::code::{request, response};
-use protocol::{RemotingCodec, RemotingCommand};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::Framed;
 
-type Pending = Arc<parking_lot::Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
+mod common;
 
-/// One multiplexed connection shared by several producers. Requests go through a
-/// writer task that sends everything queued in one write, so the load generator spends
-/// little CPU per request and the broker, sharing the machine, is what gets measured.
-struct Conn {
-    outbox: mpsc::UnboundedSender<RemotingCommand>,
-    pending: Pending,
-    opaque: AtomicI32,
-}
-
-impl Conn {
-    async fn connect(addr: &str) -> anyhow::Result<Arc<Self>> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (mut sink, mut stream) = Framed::new(stream, RemotingCodec::default()).split();
-        let pending: Pending = Arc::default();
-        let p = Arc::clone(&pending);
-        tokio::spawn(async move {
-            while let Some(Ok(cmd)) = stream.next().await {
-                if let Some(tx) = p.lock().remove(&cmd.opaque) {
-                    let _ = tx.send(cmd);
-                }
-            }
-        });
-        let (outbox, mut queued) = mpsc::unbounded_channel::<RemotingCommand>();
-        tokio::spawn(async move {
-            while let Some(cmd) = queued.recv().await {
-                if sink.feed(cmd).await.is_err() {
-                    return;
-                }
-                while let Ok(cmd) = queued.try_recv() {
-                    if sink.feed(cmd).await.is_err() {
-                        return;
-                    }
-                }
-                if sink.flush().await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Arc::new(Self {
-            outbox,
-            pending,
-            opaque: AtomicI32::new(1),
-        }))
-    }
-
-    async fn call(&self, mut cmd: RemotingCommand) -> anyhow::Result<RemotingCommand> {
-        cmd.opaque = self.opaque.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().insert(cmd.opaque, tx);
-        self.outbox
-            .send(cmd)
-            .map_err(|_| anyhow::anyhow!("connection closed"))?;
-        Ok(tokio::time::timeout(Duration::from_secs(10), rx).await??)
-    }
-}
+use common::conn::Conn;
 
 fn send(topic: &str, queue_id: usize, body: &[u8]) -> RemotingCommand {
     let mut cmd = RemotingCommand::bare_request(request::SEND_MESSAGE_V2).with_body(body.to_vec());

@@ -1,0 +1,3 @@
+//! Code shared by the broker's load-generator examples.
+
+pub mod conn;
