@@ -5,140 +5,26 @@
 
 #![recursion_limit = "256"]
 
-use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+#[path = "support/rust_client.rs"]
+mod support;
 
-use cheetah_string::CheetahString;
-use e2e::NameServer;
-use e2e::broker_harness::BrokerProcess;
-use e2e::nameserver::Options;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use rocketmq_client_rust::{
-    ClientConfig, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
-    ConsumeConcurrentlyStatus, ConsumeOrderlyContext, ConsumeOrderlyStatus, DefaultMQProducer,
-    DefaultMQPushConsumer, MQPushConsumer, TelemetryHandle,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext,
+    ConsumeOrderlyStatus, MQPushConsumer,
 };
-use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
-use rocketmq_model::common::message::MessageTrait;
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::result::SendStatus;
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
-
-static RUNTIME_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    RuntimeOwner::plan(RuntimeConfig::server_default("e2e-broker-client"))
-        .expect("runtime config")
-        .build()
-        .expect("runtime owner")
-});
-
-fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
-    ClientRuntime::try_new(
-        RUNTIME_OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-    )
-    .expect("client runtime")
-}
-
-/// A nameserver and one broker registered with it. The broker's store outlives
-/// restarts (it lives in `dir`).
-struct Cluster {
-    ns: NameServer,
-    broker: BrokerProcess,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let ns = NameServer::start(Options::default());
-        let dir = tempfile::tempdir().expect("temp dir");
-        let broker = BrokerProcess::start_in(dir.path(), Some(ns.port), &[]);
-        Self {
-            ns,
-            broker,
-            _dir: dir,
-        }
-    }
-
-    fn namesrv(&self) -> String {
-        format!("127.0.0.1:{}", self.ns.port)
-    }
-
-    fn logs(&self) -> String {
-        format!(
-            "--- broker log ---\n{}\n--- nameserver log ---\n{}",
-            self.broker.log(),
-            self.ns.log()
-        )
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
-}
-
-async fn producer(namesrv: &str, group: &'static str) -> DefaultMQProducer {
-    let mut p = DefaultMQProducer::builder(client_runtime(group))
-        .producer_group(group.to_owned())
-        .name_server_addr(namesrv.to_owned())
-        .send_msg_timeout(5_000)
-        .build();
-    within("producer start", Duration::from_secs(30), p.start())
-        .await
-        .expect("producer start");
-    p
-}
-
-/// A push consumer; `instance` keeps two consumers of one group in one process
-/// distinct clients (RocketMQ derives the client id from IP + instance name).
-fn push_consumer(namesrv: &str, group: &str, instance: &'static str) -> DefaultMQPushConsumer {
-    let config = ClientConfig::builder()
-        .namesrv_addr(namesrv.to_owned())
-        .instance_name(instance.to_owned())
-        .build()
-        .expect("client config");
-    DefaultMQPushConsumer::builder(client_runtime(instance))
-        .client_config(config)
-        .consumer_group(group.to_owned())
-        .name_server_addr(namesrv.to_owned())
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .consume_thread_min(1)
-        .consume_thread_max(2)
-        .consume_message_batch_max_size(1)
-        .pull_batch_size(8)
-        .build()
-}
-
-fn msg(topic: &str, tag: &str, body: &[u8]) -> Message {
-    Message::builder()
-        .topic(topic)
-        .tags(tag)
-        .body_slice(body)
-        .build_unchecked()
-}
-
-fn body_of(m: &MessageExt) -> Vec<u8> {
-    m.body().map(|b| b.to_vec()).unwrap_or_default()
-}
-
-fn prop(m: &MessageExt, name: &str) -> Option<String> {
-    m.property(&CheetahString::from(name.to_owned()))
-        .map(|v| v.to_string())
-}
+use support::{
+    Cluster, body_bytes, body_of, client_runtime, eventually, msg, producer, prop, push_consumer,
+    runtime, within,
+};
 
 fn now_millis() -> u64 {
     SystemTime::now()
@@ -147,31 +33,13 @@ fn now_millis() -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits until `cond` holds, polling every 100 ms; `state` describes what was seen.
-async fn eventually(
-    what: &str,
-    limit: Duration,
-    mut cond: impl FnMut() -> bool,
-    state: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; state: {}",
-            state()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Sync, async-callback, oneway, batch and selector sends; a classic pull consumer
 /// reads everything back with content intact; query by key and view by id find a
 /// message.
 #[test]
 #[allow(deprecated)]
 fn producer_flavours_pull_consumer_and_lookups() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start(&[]);
     let namesrv = cluster.namesrv();
     let topic = "RustClientProduce";
     let rt = runtime();
@@ -275,7 +143,7 @@ fn producer_flavours_pull_consumer_and_lookups() {
             if let Ok(r) = result
                 && r.message_list()
                     .iter()
-                    .any(|m| body_of(m) == b"keyed message")
+                    .any(|m| body_bytes(m) == b"keyed message")
             {
                 found = true;
                 break;
@@ -287,7 +155,7 @@ fn producer_flavours_pull_consumer_and_lookups() {
             .view_message(topic, &offset_id)
             .await
             .unwrap_or_else(|e| panic!("view by offset id: {e:?}\n{}", cluster.logs()));
-        assert_eq!(body_of(&viewed), b"keyed message");
+        assert_eq!(body_bytes(&viewed), b"keyed message");
         assert_eq!(prop(&viewed, "UNIQ_KEY").as_deref(), Some(uniq_id.as_str()));
 
         admin.shutdown().await;
@@ -341,12 +209,12 @@ fn producer_flavours_pull_consumer_and_lookups() {
                 for m in result.msg_found_list().unwrap_or_default() {
                     let tag = m.get_tags().map(|t| t.to_string()).unwrap_or_default();
                     if tag == "TagOrder" {
-                        order_queue.push(String::from_utf8_lossy(&body_of(m)).into_owned());
+                        order_queue.push(body_of(m));
                     }
                     if tag == "TagK" {
                         keyed_props = Some((prop(m, "KEYS"), prop(m, "color")));
                     }
-                    got.push((tag, body_of(m)));
+                    got.push((tag, body_bytes(m)));
                 }
                 offset = next;
             }
@@ -384,7 +252,7 @@ fn producer_flavours_pull_consumer_and_lookups() {
 /// same group resumes from the committed offsets instead of re-reading.
 #[test]
 fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
-    let mut cluster = Cluster::start();
+    let mut cluster = Cluster::start(&[]);
     let namesrv = cluster.namesrv();
     let topic = "RustClientPush";
     let group = "rc-push-group";
@@ -400,7 +268,7 @@ fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
         let seen: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
         let mut consumers = Vec::new();
         for instance in ["member-a", "member-b"] {
-            let mut c = push_consumer(&namesrv, group, instance);
+            let mut c = push_consumer(&namesrv, group, instance, |b| b);
             c.subscribe(topic, "TagA || TagB").await.expect("subscribe");
             let seen = Arc::clone(&seen);
             let name = instance.to_owned();
@@ -409,7 +277,7 @@ fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
                     let mut seen = seen.lock().expect("seen lock");
                     for m in msgs {
                         let tag = m.get_tags().map(|t| t.to_string()).unwrap_or_default();
-                        let body = String::from_utf8_lossy(&body_of(m)).into_owned();
+                        let body = body_of(m);
                         seen.entry(name.clone())
                             .or_default()
                             .push(format!("{tag}:{body}"));
@@ -479,16 +347,13 @@ fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
             .unwrap_or_else(|e| panic!("send after restart: {e:?}\n{}", cluster.logs()))
             .expect("send result");
         let later: Arc<Mutex<Vec<String>>> = Arc::default();
-        let mut c = push_consumer(&namesrv, group, "member-c");
+        let mut c = push_consumer(&namesrv, group, "member-c", |b| b);
         c.subscribe(topic, "TagA || TagB").await.expect("subscribe");
         let sink = Arc::clone(&later);
         c.register_message_listener_concurrently(
             move |msgs: &[&MessageExt], _ctx: &ConsumeConcurrentlyContext| {
                 let mut sink = sink.lock().expect("sink lock");
-                sink.extend(
-                    msgs.iter()
-                        .map(|m| String::from_utf8_lossy(&body_of(m)).into_owned()),
-                );
+                sink.extend(msgs.iter().map(|m| body_of(m)));
                 Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
             },
         );
@@ -518,7 +383,7 @@ fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
 /// order id's messages in send order.
 #[test]
 fn orderly_consumer_receives_each_queue_in_send_order() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start(&[]);
     let namesrv = cluster.namesrv();
     let topic = "RustClientOrderly";
     let rt = runtime();
@@ -531,7 +396,7 @@ fn orderly_consumer_receives_each_queue_in_send_order() {
 
         let received: Arc<Mutex<BTreeMap<String, Vec<u32>>>> = Arc::default();
         let calls = Arc::new(AtomicUsize::new(0));
-        let mut c = push_consumer(&namesrv, "rc-orderly-group", "orderly");
+        let mut c = push_consumer(&namesrv, "rc-orderly-group", "orderly", |b| b);
         c.subscribe(topic, "TagO").await.expect("subscribe");
         let sink = Arc::clone(&received);
         let counter = Arc::clone(&calls);
@@ -541,7 +406,7 @@ fn orderly_consumer_receives_each_queue_in_send_order() {
                 counter.fetch_add(1, Ordering::Relaxed);
                 let mut sink = sink.lock().expect("sink lock");
                 for m in msgs {
-                    let body = String::from_utf8_lossy(&body_of(m)).into_owned();
+                    let body = body_of(m);
                     if let Some((order, seq)) = body.split_once('#')
                         && let Ok(seq) = seq.parse()
                     {

@@ -5,44 +5,25 @@
 
 #![recursion_limit = "256"]
 
+#[path = "support/rust_client.rs"]
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use e2e::NameServer;
-use e2e::broker_harness::{self, BrokerProcess};
+use e2e::broker_harness;
 use e2e::client::Client;
-use e2e::nameserver::Options;
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 use protocol::message::record::records;
 use protocol::message::{MessageSysFlag, TransactionType, parse_offset_msg_id};
-use rocketmq_client_rust::{
-    ClientConfig, ClientRuntime, ClientRuntimeConfig, LocalTransactionState, TelemetryHandle,
-    TransactionListener, TransactionMQProducer,
-};
+use rocketmq_client_rust::{LocalTransactionState, TransactionListener, TransactionMQProducer};
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_model::common::message::message_ext::MessageExt;
-use rocketmq_model::common::message::message_single::Message;
-use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
-
-static RUNTIME_OWNER: LazyLock<RuntimeOwner> = LazyLock::new(|| {
-    RuntimeOwner::plan(RuntimeConfig::server_default("e2e-transactions"))
-        .expect("runtime config")
-        .build()
-        .expect("runtime owner")
-});
-
-fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
-    ClientRuntime::try_new(
-        RUNTIME_OWNER.root_context().component(scope),
-        ClientRuntimeConfig::default(),
-        TelemetryHandle::noop(),
-    )
-    .expect("client runtime")
-}
+use support::{Cluster, client_config, client_runtime, msg, runtime, within};
 
 /// Checker every second, half messages older than a second are checked.
 const CHECKER_CONF: &[(&str, &str)] = &[
@@ -51,27 +32,12 @@ const CHECKER_CONF: &[(&str, &str)] = &[
     ("transactionCheckMax", "15"),
 ];
 
-struct Cluster {
-    ns: NameServer,
-    broker: BrokerProcess,
-    dir: tempfile::TempDir,
+fn start_cluster() -> Cluster {
+    Cluster::start(CHECKER_CONF)
 }
 
-impl Cluster {
-    fn start() -> Self {
-        let ns = NameServer::start(Options::default());
-        let dir = tempfile::tempdir().expect("temp dir");
-        let broker = BrokerProcess::start_in(dir.path(), Some(ns.port), CHECKER_CONF);
-        Self { ns, broker, dir }
-    }
-
-    fn namesrv(&self) -> String {
-        format!("127.0.0.1:{}", self.ns.port)
-    }
-
-    fn db(&self) -> FileDb {
-        FileDb(self.dir.path().join("local-transactions.db"))
-    }
+fn db(cluster: &Cluster) -> FileDb {
+    FileDb(cluster.dir().join("local-transactions.db"))
 }
 
 /// The producer application's "database": one `body decision` line per transaction,
@@ -158,43 +124,43 @@ impl TransactionListener for Listener {
     }
 }
 
+/// A transactional producer whose listener uses the cluster's database file; the counter
+/// counts the check-backs it answered.
 async fn tx_producer(
-    namesrv: &str,
+    cluster: &Cluster,
     group: &str,
     instance: &'static str,
-    listener: Listener,
-) -> TransactionMQProducer {
-    let config = ClientConfig::builder()
-        .namesrv_addr(namesrv.to_owned())
-        .instance_name(instance.to_owned())
-        .build()
-        .expect("client config");
+    execute: Execute,
+    answer_checks: bool,
+) -> (TransactionMQProducer, Arc<AtomicUsize>) {
+    let namesrv = &cluster.namesrv();
+    let checks = Arc::new(AtomicUsize::new(0));
+    let listener = Listener {
+        db: db(cluster),
+        execute,
+        answer_checks,
+        checks: Arc::clone(&checks),
+    };
     let mut p = TransactionMQProducer::builder(client_runtime(instance))
-        .client_config(config)
+        .client_config(client_config(namesrv, instance))
         .producer_group(group.to_owned())
         .name_server_addr(namesrv.to_owned())
         .send_msg_timeout(5_000)
         .transaction_listener(listener)
         .build();
-    tokio::time::timeout(Duration::from_secs(30), p.start())
+    within("producer start", Duration::from_secs(30), p.start())
         .await
-        .expect("producer start in time")
         .expect("producer start");
-    p
+    (p, checks)
 }
 
 async fn send(p: &TransactionMQProducer, topic: &str, body: &str) {
-    let msg = Message::builder()
-        .topic(topic)
-        .tags("TagTx")
-        .body_slice(body.as_bytes())
-        .build_unchecked();
-    let r = tokio::time::timeout(
+    let r = within(
+        "transactional send",
         Duration::from_secs(15),
-        p.send_message_in_transaction::<(), _>(msg, None),
+        p.send_message_in_transaction::<(), _>(msg(topic, "TagTx", body.as_bytes()), None),
     )
     .await
-    .expect("transactional send in time")
     .expect("transactional send");
     assert!(r.send_result.is_some(), "no send result for {body}");
 }
@@ -287,36 +253,17 @@ async fn metric(port: u16, name: &str) -> f64 {
         .sum()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
 /// Commit: delivered once, as a COMMIT record pointing at its half message, without the
 /// transaction routing properties. Rollback: never. A repeated commit of the same half
 /// message stores nothing more; a commit naming the wrong group is refused.
 #[test]
 fn commit_delivers_once_and_rollback_never() {
-    let cluster = Cluster::start();
+    let cluster = start_cluster();
     let port = cluster.broker.port;
     let log = || cluster.broker.log();
     runtime().block_on(async {
-        let checks = Arc::new(AtomicUsize::new(0));
-        let mut p = tx_producer(
-            &cluster.namesrv(),
-            "PG_TX_COMMIT",
-            "tx-commit",
-            Listener {
-                db: cluster.db(),
-                execute: Execute::Report,
-                answer_checks: true,
-                checks: Arc::clone(&checks),
-            },
-        )
-        .await;
+        let (mut p, _) =
+            tx_producer(&cluster, "PG_TX_COMMIT", "tx-commit", Execute::Report, true).await;
         for i in 0..3 {
             send(&p, "TxCommit", &format!("commit-{i}")).await;
             send(&p, "TxCommit", &format!("rollback-{i}")).await;
@@ -410,21 +357,16 @@ fn commit_delivers_once_and_rollback_never() {
 /// broker's check-back asks the producer, which answers commit.
 #[test]
 fn unknown_then_check_back_commit_is_delivered_once() {
-    let cluster = Cluster::start();
+    let cluster = start_cluster();
     let port = cluster.broker.port;
     let log = || cluster.broker.log();
     runtime().block_on(async {
-        let checks = Arc::new(AtomicUsize::new(0));
-        let mut p = tx_producer(
-            &cluster.namesrv(),
+        let (mut p, checks) = tx_producer(
+            &cluster,
             "PG_TX_UNKNOWN",
             "tx-unknown",
-            Listener {
-                db: cluster.db(),
-                execute: Execute::RecordOnly,
-                answer_checks: true,
-                checks: Arc::clone(&checks),
-            },
+            Execute::RecordOnly,
+            true,
         )
         .await;
         send(&p, "TxUnknown", "commit-u").await;
@@ -453,38 +395,28 @@ fn unknown_then_check_back_commit_is_delivered_once() {
 /// producer instance of the group answers the check-backs from the database file.
 #[test]
 fn restarted_producer_decides_from_its_database() {
-    let cluster = Cluster::start();
+    let cluster = start_cluster();
     let port = cluster.broker.port;
     let log = || cluster.broker.log();
     runtime().block_on(async {
-        let first_checks = Arc::new(AtomicUsize::new(0));
-        let mut first = tx_producer(
-            &cluster.namesrv(),
+        let (mut first, _) = tx_producer(
+            &cluster,
             "PG_TX_RESTART",
             "tx-restart-1",
-            Listener {
-                db: cluster.db(),
-                execute: Execute::RecordOnly,
-                answer_checks: false,
-                checks: Arc::clone(&first_checks),
-            },
+            Execute::RecordOnly,
+            false,
         )
         .await;
         send(&first, "TxRestart", "commit-r").await;
         send(&first, "TxRestart", "rollback-r").await;
         first.shutdown().await;
 
-        let checks = Arc::new(AtomicUsize::new(0));
-        let mut second = tx_producer(
-            &cluster.namesrv(),
+        let (mut second, checks) = tx_producer(
+            &cluster,
             "PG_TX_RESTART",
             "tx-restart-2",
-            Listener {
-                db: cluster.db(),
-                execute: Execute::Report,
-                answer_checks: true,
-                checks: Arc::clone(&checks),
-            },
+            Execute::Report,
+            true,
         )
         .await;
         // Its own transaction gives the new instance a route to (and heartbeats with)
@@ -517,20 +449,15 @@ fn restarted_producer_decides_from_its_database() {
 /// re-checks copies, so the producer answers commit more than once: still one message.
 #[test]
 fn broker_killed_between_half_and_commit_check_decides_after_restart() {
-    let mut cluster = Cluster::start();
+    let mut cluster = start_cluster();
     let port = cluster.broker.port;
     runtime().block_on(async {
-        let first_checks = Arc::new(AtomicUsize::new(0));
-        let mut first = tx_producer(
-            &cluster.namesrv(),
+        let (mut first, first_checks) = tx_producer(
+            &cluster,
             "PG_TX_KILL",
             "tx-kill-1",
-            Listener {
-                db: cluster.db(),
-                execute: Execute::RecordOnly,
-                answer_checks: false,
-                checks: Arc::clone(&first_checks),
-            },
+            Execute::RecordOnly,
+            false,
         )
         .await;
         send(&first, "TxKill", "commit-k").await;
@@ -548,19 +475,8 @@ fn broker_killed_between_half_and_commit_check_decides_after_restart() {
         first.shutdown().await;
         assert!(delivered_after_restart_is_empty(&mut cluster).await);
 
-        let checks = Arc::new(AtomicUsize::new(0));
-        let mut second = tx_producer(
-            &cluster.namesrv(),
-            "PG_TX_KILL",
-            "tx-kill-2",
-            Listener {
-                db: cluster.db(),
-                execute: Execute::Report,
-                answer_checks: true,
-                checks: Arc::clone(&checks),
-            },
-        )
-        .await;
+        let (mut second, _) =
+            tx_producer(&cluster, "PG_TX_KILL", "tx-kill-2", Execute::Report, true).await;
         send(&second, "TxKill", "commit-warmup").await;
         let log = || cluster.broker.log();
         wait_delivered(

@@ -1,6 +1,7 @@
-//! Shared by the delivery-semantics suites (retry/DLQ, delay, broadcast/ordered): a
-//! nameserver plus one broker, and `rocketmq-client-rust` producers and consumers
-//! pointed at them. Included with `#[path]` so each suite stays its own test binary.
+//! Shared by the `rocketmq-client-rust` suites (client flavours, retry/DLQ, delay,
+//! broadcast/ordered, transactions): a nameserver plus one broker, and producers and
+//! consumers pointed at them. Included with `#[path]` so each suite stays its own test
+//! binary.
 
 #![allow(dead_code, deprecated)]
 
@@ -43,7 +44,7 @@ pub fn client_runtime(scope: &'static str) -> Arc<ClientRuntime> {
 pub struct Cluster {
     pub ns: NameServer,
     pub broker: BrokerProcess,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -51,11 +52,12 @@ impl Cluster {
         let ns = NameServer::start(Options::default());
         let dir = tempfile::tempdir().expect("temp dir");
         let broker = BrokerProcess::start_in(dir.path(), Some(ns.port), extra);
-        Self {
-            ns,
-            broker,
-            _dir: dir,
-        }
+        Self { ns, broker, dir }
+    }
+
+    /// The broker's store directory, also a place for test files that outlive restarts.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     pub fn namesrv(&self) -> String {
@@ -183,8 +185,12 @@ pub fn msg(topic: &str, tag: &str, body: &[u8]) -> Message {
         .build_unchecked()
 }
 
+pub fn body_bytes(m: &MessageExt) -> Vec<u8> {
+    m.body().map(|b| b.to_vec()).unwrap_or_default()
+}
+
 pub fn body_of(m: &MessageExt) -> String {
-    String::from_utf8_lossy(&m.body().map(|b| b.to_vec()).unwrap_or_default()).into_owned()
+    String::from_utf8_lossy(&body_bytes(m)).into_owned()
 }
 
 pub fn prop(m: &MessageExt, name: &str) -> Option<String> {
