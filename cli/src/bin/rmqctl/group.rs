@@ -44,14 +44,11 @@ pub async fn run(client: &Client, cmd: GroupCmd) -> Result<Report> {
                 ..SubscriptionGroupConfig::default()
             };
             apply(&mut config, &settings)?;
-            for t in &targets {
-                client
-                    .create_group(&t.peer, &config)
-                    .await
-                    .with_context(|| {
-                        format!("creating group {group} on broker {} ({})", t.name, t.addr())
-                    })?;
-            }
+            let what = format!("creating group {group}");
+            let write = async |t: &targets::Target, c: &SubscriptionGroupConfig| {
+                client.create_group(&t.peer, c).await.map_err(Into::into)
+            };
+            targets::write_each(&targets, &what, &config, write).await?;
             Ok(written("created", &targets, &config))
         }
         GroupCmd::Update {
@@ -60,26 +57,16 @@ pub async fn run(client: &Client, cmd: GroupCmd) -> Result<Report> {
             settings,
         } => {
             let targets = targets::resolve(client, &targets).await?;
-            let mut last = None;
-            for t in &targets {
+            let fetch = async |t: &targets::Target| -> Result<_> {
                 let table = client.groups(&t.peer).await?;
-                let Some(mut config) = table.subscription_group_table.get(&group).cloned() else {
-                    bail!(
-                        "group {group} does not exist on broker {} ({}); use `group create`",
-                        t.name,
-                        t.addr()
-                    );
-                };
-                apply(&mut config, &settings)?;
-                client
-                    .create_group(&t.peer, &config)
-                    .await
-                    .with_context(|| {
-                        format!("updating group {group} on broker {} ({})", t.name, t.addr())
-                    })?;
-                last = Some(config);
-            }
-            let config = last.context("no broker to update")?;
+                Ok(table.subscription_group_table.get(&group).cloned())
+            };
+            let write = async |t: &targets::Target, c: &SubscriptionGroupConfig| {
+                client.create_group(&t.peer, c).await.map_err(Into::into)
+            };
+            let apply = |c: &mut SubscriptionGroupConfig| apply(c, &settings);
+            let config =
+                targets::update_each(&targets, "group", &group, fetch, apply, write).await?;
             Ok(written("updated", &targets, &config))
         }
         GroupCmd::Delete {

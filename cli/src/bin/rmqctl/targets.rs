@@ -1,6 +1,6 @@
 //! Resolving which brokers a command talks to.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use protocol::body::TopicRouteData;
 use rmq_cli::client::{Client, Peer};
 
@@ -60,4 +60,49 @@ pub fn route_masters(route: &TopicRouteData) -> Vec<Target> {
             })
         })
         .collect()
+}
+
+/// Writes `config` to every target (`create` also serves as update on a broker); an error
+/// names the broker it came from.
+pub async fn write_each<C>(
+    targets: &[Target],
+    what: &str,
+    config: &C,
+    write: impl AsyncFn(&Target, &C) -> Result<()>,
+) -> Result<()> {
+    for t in targets {
+        write(t, config)
+            .await
+            .with_context(|| format!("{what} on broker {} ({})", t.name, t.addr()))?;
+    }
+    Ok(())
+}
+
+/// Read-modify-write of an existing config on every target: `fetch` finds the broker's
+/// current one (an error names the `create` subcommand when it is missing), `apply`
+/// changes it, `write` stores it. Returns the last config written.
+pub async fn update_each<C>(
+    targets: &[Target],
+    kind: &str,
+    name: &str,
+    fetch: impl AsyncFn(&Target) -> Result<Option<C>>,
+    apply: impl Fn(&mut C) -> Result<()>,
+    write: impl AsyncFn(&Target, &C) -> Result<()>,
+) -> Result<C> {
+    let mut last = None;
+    for t in targets {
+        let Some(mut config) = fetch(t).await? else {
+            bail!(
+                "{kind} {name} does not exist on broker {} ({}); use `{kind} create`",
+                t.name,
+                t.addr()
+            );
+        };
+        apply(&mut config)?;
+        write(t, &config).await.with_context(|| {
+            format!("updating {kind} {name} on broker {} ({})", t.name, t.addr())
+        })?;
+        last = Some(config);
+    }
+    last.context("no broker to update")
 }

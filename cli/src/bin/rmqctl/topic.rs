@@ -1,6 +1,6 @@
 //! `cluster list` and the `topic` family.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use protocol::body::{TopicConfig, TopicFilterType};
 use rmq_cli::client::Client;
 use rmq_cli::client::namesrv::brokers;
@@ -93,14 +93,11 @@ pub async fn run(client: &Client, cmd: TopicCmd) -> Result<Report> {
             config.write_queue_nums = 8;
             config.perm = 6;
             apply(&mut config, &settings)?;
-            for t in &targets {
-                client
-                    .create_topic(&t.peer, &config)
-                    .await
-                    .with_context(|| {
-                        format!("creating topic {topic} on broker {} ({})", t.name, t.addr())
-                    })?;
-            }
+            let what = format!("creating topic {topic}");
+            let write = async |t: &targets::Target, c: &TopicConfig| {
+                client.create_topic(&t.peer, c).await.map_err(Into::into)
+            };
+            targets::write_each(&targets, &what, &config, write).await?;
             Ok(written("created", &topic, &targets, &config))
         }
         TopicCmd::Update {
@@ -109,26 +106,16 @@ pub async fn run(client: &Client, cmd: TopicCmd) -> Result<Report> {
             settings,
         } => {
             let targets = targets::resolve(client, &targets).await?;
-            let mut last = None;
-            for t in &targets {
+            let fetch = async |t: &targets::Target| -> Result<_> {
                 let existing = client.topic_configs(&t.peer).await?;
-                let Some(mut config) = existing.topic_config_table.get(&topic).cloned() else {
-                    bail!(
-                        "topic {topic} does not exist on broker {} ({}); use `topic create`",
-                        t.name,
-                        t.addr()
-                    );
-                };
-                apply(&mut config, &settings)?;
-                client
-                    .create_topic(&t.peer, &config)
-                    .await
-                    .with_context(|| {
-                        format!("updating topic {topic} on broker {} ({})", t.name, t.addr())
-                    })?;
-                last = Some(config);
-            }
-            let config = last.context("no broker to update")?;
+                Ok(existing.topic_config_table.get(&topic).cloned())
+            };
+            let write = async |t: &targets::Target, c: &TopicConfig| {
+                client.create_topic(&t.peer, c).await.map_err(Into::into)
+            };
+            let apply = |c: &mut TopicConfig| apply(c, &settings);
+            let config =
+                targets::update_each(&targets, "topic", &topic, fetch, apply, write).await?;
             Ok(written("updated", &topic, &targets, &config))
         }
         TopicCmd::Delete { topic, cluster } => {
