@@ -535,6 +535,8 @@ fn replication_figures() {
     });
     let started = Instant::now();
     slave.broker.restart();
+    // The process is up and recovered; from here on the time is the HA stream's.
+    let ready = Instant::now();
     rt.block_on(async {
         let s = Client::connect(slave.broker.port).await.unwrap();
         eventually(Duration::from_secs(120), "catch-up", || async {
@@ -542,10 +544,13 @@ fn replication_figures() {
         })
         .await;
     });
-    let secs = started.elapsed().as_secs_f64();
-    let mib = (to - from) as f64 / (1024.0 * 1024.0);
+    let mb = (to - from) as f64 / 1e6;
+    let total = started.elapsed().as_secs_f64();
+    let stream = ready.elapsed().as_secs_f64();
     println!(
-        "catch-up: {mib:.0} MiB in {secs:.2} s (incl. slave restart) = {:.0} MiB/s",
-        mib / secs
+        "catch-up: {mb:.0} MB in {total:.2} s incl. slave restart = {:.0} MB/s; \
+         {stream:.2} s from the restarted slave being ready = {:.0} MB/s",
+        mb / total,
+        mb / stream
     );
 }
