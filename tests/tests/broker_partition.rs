@@ -1,0 +1,542 @@
+//! Network partition with real broker processes (issue 8): the SYNC_MASTER runs inside a
+//! Linux network namespace reached through a veth pair, its slave and the nameserver in
+//! the root namespace. The link is cut (no RST reaches anyone), the slave is elected the
+//! way the operator does it (the fence order cannot reach the master, the slave is
+//! promoted at a higher epoch), and a client inside the namespace, which still reaches
+//! the isolated master, never gets SEND_OK from it while the new master accepts writes.
+//! After the link heals the old master is demoted at the new epoch, cuts its divergent
+//! tail and converges: every acknowledged message is on the new master exactly once.
+//!
+//! Needs root and the `ip` command (iproute2). Without them the test prints a skip
+//! notice and passes, unless `RMQ_REQUIRE_NETNS=1`, which makes that a failure.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use e2e::broker_harness::{BrokerProcess, Launch, decode_records, pull, send_v2, with_fields};
+use e2e::nameserver::Options;
+use e2e::netns::{Netns, NsChild};
+use e2e::{Client, NameServer, binary, ports};
+use protocol::code::{request, response};
+
+const SECRET: &str = "partition-secret";
+const GROUP: &str = "broker-part";
+const TOPIC: &str = "Part";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The namespace, or `None` (after a notice) when this machine cannot make one.
+fn netns_or_skip() -> Option<Netns> {
+    let required = std::env::var("RMQ_REQUIRE_NETNS").is_ok_and(|v| v == "1");
+    match Netns::create() {
+        Ok(n) => Some(n),
+        Err(e) if required => panic!("RMQ_REQUIRE_NETNS=1 but no network namespace: {e}"),
+        Err(e) => {
+            eprintln!(
+                "SKIPPED broker_partition: network namespaces unavailable ({e}); \
+                 run as root with iproute2 installed, RMQ_REQUIRE_NETNS=1 makes this fail"
+            );
+            None
+        }
+    }
+}
+
+/// A nameserver inside the namespace, for clients that live there.
+struct InnerNameServer {
+    _child: NsChild,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+fn start_inner_nameserver(netns: &Netns) -> InnerNameServer {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, http_port) = (ports::free_port(), ports::free_port());
+    let conf = dir.path().join("namesrv.conf");
+    fs::write(
+        &conf,
+        format!(
+            "listenPort={port}\nmetricsPort={http_port}\nbindAddress=0.0.0.0\nkvConfigPath={}\n",
+            dir.path().join("kv.json").display()
+        ),
+    )
+    .unwrap();
+    let log = File::create(dir.path().join("namesrv.log")).unwrap();
+    let mut cmd = netns.command(binary::path("rmq-nameserver"));
+    cmd.arg("-c")
+        .arg(&conf)
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    let mut child = NsChild::spawn(cmd).expect("spawn rmq-nameserver in the namespace");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect((netns.ns_ip.as_str(), port)).is_err() {
+        if let Some(status) = child.exited() {
+            panic!(
+                "inner nameserver exited ({status}): {}",
+                fs::read_to_string(dir.path().join("namesrv.log")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < deadline, "inner nameserver not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    InnerNameServer {
+        _child: child,
+        port,
+        _dir: dir,
+    }
+}
+
+/// What the real `rmqctl`, run inside the namespace, printed.
+#[derive(Debug)]
+struct Ctl {
+    exit: i32,
+    json: serde_json::Value,
+    stderr: String,
+}
+
+/// `ip netns exec <ns> rmqctl -n <inner nameserver> -o json <args>`.
+async fn ctl(netns_name: &str, inner_port: u16, args: &[&str]) -> Ctl {
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", netns_name])
+        .arg(binary::path("rmqctl"))
+        .args(["-n", &format!("127.0.0.1:{inner_port}"), "-o", "json"])
+        .args(args)
+        .env_remove("NAMESRV_ADDR")
+        .stdin(Stdio::null());
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .expect("run rmqctl in the namespace");
+    Ctl {
+        exit: out.status.code().unwrap_or(-1),
+        json: serde_json::from_slice(&out.stdout).unwrap_or_default(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `message send` through rmqctl inside the namespace: (exit, status, physical offset).
+#[derive(Debug)]
+struct CtlSend {
+    exit: i32,
+    status: Option<String>,
+    offset: Option<i64>,
+    stderr: String,
+}
+
+async fn ctl_send(netns_name: &str, inner_port: u16, body: &str) -> CtlSend {
+    let args = ["message", "send", "-t", TOPIC, "-q", "0", "--body", body];
+    let r = ctl(netns_name, inner_port, &args).await;
+    let result = &r.json["result"];
+    CtlSend {
+        exit: r.exit,
+        status: result["status"].as_str().map(str::to_owned),
+        offset: result["offsetMsgId"].as_str().map(offset_of),
+        stderr: r.stderr,
+    }
+}
+
+/// Bodies of queue 0 as a consumer inside the namespace reads them.
+async fn ctl_consume(netns_name: &str, inner_port: u16) -> Vec<String> {
+    let args = [
+        "message", "consume", "-t", TOPIC, "-q", "0", "--offset", "0",
+    ];
+    let r = ctl(
+        netns_name,
+        inner_port,
+        &[&args[..], &["--max", "1000"]].concat(),
+    )
+    .await;
+    assert_eq!(r.exit, 0, "rmqctl consume: {}", r.stderr);
+    r.json["messages"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| m["body"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn offset_of(msg_id: &str) -> i64 {
+    i64::from_str_radix(&msg_id[msg_id.len().saturating_sub(16)..], 16).unwrap_or(-1)
+}
+
+async fn send(c: &Client, body: &str) -> (i32, Option<i64>) {
+    let r = c
+        .request(send_v2(TOPIC, 0, body.as_bytes(), ""))
+        .await
+        .unwrap();
+    (r.code, r.ext_fields.get("msgId").map(offset_of))
+}
+
+async fn view(c: &Client, offset: i64) -> Option<Vec<u8>> {
+    let r = c
+        .request(with_fields(
+            request::VIEW_MESSAGE_BY_ID,
+            &[("offset", offset.to_string())],
+        ))
+        .await
+        .unwrap();
+    (r.code == response::SUCCESS).then(|| decode_records(&r.body).remove(0).body)
+}
+
+async fn ha_status(c: &Client) -> serde_json::Value {
+    let r = c
+        .request(with_fields(request::GET_BROKER_HA_STATUS, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// NOTIFY_BROKER_ROLE_CHANGED (1008) as the operator sends it.
+fn role_change(master_addr: &str, master_id: i64, epoch: i32) -> protocol::RemotingCommand {
+    with_fields(
+        request::NOTIFY_BROKER_ROLE_CHANGED,
+        &[
+            ("masterAddress", master_addr.to_owned()),
+            ("masterEpoch", epoch.to_string()),
+            ("syncStateSetEpoch", epoch.to_string()),
+            ("masterBrokerId", master_id.to_string()),
+        ],
+    )
+}
+
+async fn order(c: &Client, master_addr: &str, master_id: i64, epoch: i32) {
+    let r = c
+        .request(role_change(master_addr, master_id, epoch))
+        .await
+        .unwrap();
+    assert_eq!(r.code, response::SUCCESS, "role change: {:?}", r.remark);
+}
+
+async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every body of queue 0 of the topic, in queue order.
+async fn queue_bodies(c: &Client) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let r = c
+            .request(pull("PartCheck", TOPIC, 0, out.len() as i64, 32, None, "*"))
+            .await
+            .unwrap();
+        if r.code != response::SUCCESS {
+            return out;
+        }
+        let records = decode_records(&r.body);
+        if records.is_empty() {
+            return out;
+        }
+        out.extend(
+            records
+                .into_iter()
+                .map(|p| String::from_utf8_lossy(&p.body).into_owned()),
+        );
+    }
+}
+
+fn counts(bodies: &[String]) -> HashMap<&str, usize> {
+    let mut m = HashMap::new();
+    for b in bodies {
+        *m.entry(b.as_str()).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
+    let Some(netns) = netns_or_skip() else {
+        return;
+    };
+    let started = Instant::now();
+    let ns = NameServer::start(Options::default().config("bindAddress", "0.0.0.0"));
+    let inner = start_inner_nameserver(&netns);
+    let (root_ip, ns_ip) = (netns.root_ip.clone(), netns.ns_ip.clone());
+
+    let common = [
+        ("brokerName", GROUP),
+        ("haSecret", SECRET),
+        ("bindAddress", "0.0.0.0"),
+        ("syncFlushTimeout", "1500"),
+        ("slaveSyncInterval", "300"),
+        ("haSendHeartbeatInterval", "300"),
+        ("haHousekeepingInterval", "2000"),
+    ];
+    let master_dir = tempfile::tempdir().unwrap();
+    let master_ha_port = ports::free_port();
+    let (master_ha, master_ns) = (
+        master_ha_port.to_string(),
+        format!("{root_ip}:{};127.0.0.1:{}", ns.port, inner.port),
+    );
+    let mut conf = common.to_vec();
+    conf.extend([
+        ("brokerRole", "SYNC_MASTER"),
+        ("brokerId", "0"),
+        ("brokerIP1", ns_ip.as_str()),
+        ("haListenPort", master_ha.as_str()),
+        ("namesrvAddr", master_ns.as_str()),
+    ]);
+    let master = BrokerProcess::start_with(
+        master_dir.path(),
+        None,
+        &conf,
+        Launch {
+            prefix: netns.exec_prefix(),
+            host: ns_ip.clone(),
+        },
+    );
+    let slave_dir = tempfile::tempdir().unwrap();
+    let (slave_ha, master_ha_addr) = (
+        ports::free_port().to_string(),
+        format!("{ns_ip}:{master_ha_port}"),
+    );
+    let mut conf = common.to_vec();
+    conf.extend([
+        ("brokerRole", "SLAVE"),
+        ("brokerId", "1"),
+        ("brokerIP1", root_ip.as_str()),
+        ("haListenPort", slave_ha.as_str()),
+        ("haMasterAddress", master_ha_addr.as_str()),
+    ]);
+    let slave = BrokerProcess::start_in(slave_dir.path(), Some(ns.port), &conf);
+    // The slave as the namespace sees it (its remoting port listens on every address).
+    let slave_addr = format!("{root_ip}:{}", slave.port);
+    let master_addr = master.addr();
+
+    let rt = runtime();
+    // Acknowledged (SEND_OK) or, on the new master, stored: must survive exactly once.
+    let mut kept: Vec<String> = Vec::new();
+    // Stored by the isolated master after the election: must disappear.
+    let mut isolated: Vec<(String, i64)> = Vec::new();
+
+    // 1. Epoch 1: the master in the namespace, the slave following it; SEND_OK means the
+    //    slave holds the bytes, also for the real rmqctl inside the namespace.
+    rt.block_on(async {
+        let m = Client::connect_addr(&master_addr).await.unwrap();
+        let s = Client::connect(slave.port).await.unwrap();
+        order(&m, &master_addr, 0, 1).await;
+        order(&s, &master_addr, 0, 1).await;
+        eventually(Duration::from_secs(10), "the slave to connect", || async {
+            ha_status(&m).await["inSyncSlaveNums"] == 1
+        })
+        .await;
+        for i in 0..10 {
+            let body = format!("pre{i}");
+            let (code, offset) = send(&m, &body).await;
+            assert_eq!(code, response::SUCCESS);
+            assert_eq!(
+                view(&s, offset.unwrap()).await.as_deref(),
+                Some(body.as_bytes())
+            );
+            kept.push(body);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let sent = loop {
+            let r = ctl_send(netns.name(), inner.port, "pre-ctl").await;
+            if r.exit == 0 {
+                break r;
+            }
+            // The topic's route reaches the inner nameserver with the next registration.
+            assert!(Instant::now() < deadline, "rmqctl never sent: {r:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(sent.status.as_deref(), Some("SEND_OK"), "{sent:?}");
+        assert_eq!(
+            view(&s, sent.offset.unwrap()).await.as_deref(),
+            Some(&b"pre-ctl"[..])
+        );
+        kept.push("pre-ctl".into());
+    });
+
+    // 2. The partition: the veth goes down; nobody sees a reset.
+    netns.partition().expect("cut the link");
+    let partitioned_at = Instant::now();
+
+    // 3. The election, as the operator runs it: fencing the old master fails (it is
+    //    unreachable), so the slave is promoted at a higher epoch.
+    rt.block_on(async {
+        let fence = tokio::time::timeout(Duration::from_secs(2), async {
+            let m = Client::connect_addr(&master_addr).await?;
+            m.request(role_change(&slave_addr, 1, 2)).await
+        })
+        .await;
+        assert!(
+            !matches!(fence, Ok(Ok(_))),
+            "the fence order reached the isolated master: {fence:?}"
+        );
+        let s = Client::connect(slave.port).await.unwrap();
+        order(&s, &slave_addr, 1, 2).await;
+        let st = ha_status(&s).await;
+        assert_eq!(
+            (st["master"].as_bool(), st["epoch"].as_i64()),
+            (Some(true), Some(2)),
+            "{st}"
+        );
+    });
+
+    // 4. Inside the namespace the old master is still reachable: it stores what it is
+    //    sent but never acknowledges it (its slave is gone); the new master accepts
+    //    writes meanwhile (stored; no slave yet, so SLAVE_NOT_AVAILABLE).
+    rt.block_on(async {
+        let s = Client::connect(slave.port).await.unwrap();
+        let mut statuses = Vec::new();
+        for i in 0..4 {
+            let body = format!("iso{i}");
+            let r = ctl_send(netns.name(), inner.port, &body).await;
+            assert_eq!(r.exit, 0, "rmqctl inside the namespace: {}", r.stderr);
+            let status = r.status.clone().unwrap_or_default();
+            assert!(
+                status == "FLUSH_SLAVE_TIMEOUT" || status == "SLAVE_NOT_AVAILABLE",
+                "the isolated master answered {status} after the election: {r:?}"
+            );
+            statuses.push(status);
+            isolated.push((body, r.offset.unwrap()));
+
+            let body = format!("new{i}");
+            let (code, _) = send(&s, &body).await;
+            assert!(
+                code == response::SUCCESS || code == response::SLAVE_NOT_AVAILABLE,
+                "the new master refused a write: {code}"
+            );
+            kept.push(body);
+        }
+        eprintln!("isolated master answered {statuses:?}");
+        // Consumers that still reach it never see what it could not replicate
+        // (ConsumeQueue visibility stops at the confirm offset).
+        let visible = ctl_consume(netns.name(), inner.port).await;
+        assert_eq!(visible, kept[..11], "read from the isolated master");
+    });
+    let partition_secs = partitioned_at.elapsed().as_secs_f64();
+
+    // 5. Heal. Until the demotion order arrives the old master still thinks it leads
+    //    epoch 1, but nothing replicates from it any more: the new master must not
+    //    follow or acknowledge it, so it still cannot answer SEND_OK.
+    netns.heal().expect("heal the link");
+    rt.block_on(async {
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let r = ctl_send(netns.name(), inner.port, "healed-undemoted").await;
+        assert_eq!(r.exit, 0, "rmqctl inside the namespace: {}", r.stderr);
+        let status = r.status.clone().unwrap_or_default();
+        assert!(
+            status == "FLUSH_SLAVE_TIMEOUT" || status == "SLAVE_NOT_AVAILABLE",
+            "the old master answered {status} after the heal: {r:?}"
+        );
+        isolated.push(("healed-undemoted".into(), r.offset.unwrap()));
+    });
+    // The old master is demoted at epoch 2, cuts its tail and follows the new one.
+    rt.block_on(async {
+        let m = Client::connect_addr(&master_addr).await.unwrap();
+        let s = Client::connect(slave.port).await.unwrap();
+        // A replayed order of the old election cannot undo the new one.
+        let r = s.request(role_change(&master_addr, 0, 1)).await.unwrap();
+        assert_ne!(r.code, response::SUCCESS, "stale epoch 1 accepted");
+        order(&m, &slave_addr, 1, 2).await;
+        eventually(
+            Duration::from_secs(15),
+            "the old master to converge",
+            || async {
+                let (a, b) = (ha_status(&m).await, ha_status(&s).await);
+                a["maxOffset"] == b["maxOffset"] && b["inSyncSlaveNums"] == 1
+            },
+        )
+        .await;
+        let st = ha_status(&m).await;
+        assert_eq!(
+            (st["role"].as_str(), st["epoch"].as_i64()),
+            (Some("SLAVE"), Some(2)),
+            "{st}"
+        );
+        let (_, metrics) = e2e::http::get_at(&ns_ip, master.http_port, "/metrics")
+            .await
+            .unwrap();
+        assert!(
+            !metrics.contains("rocketmq_ha_truncated_bytes 0"),
+            "the old master truncated nothing: {metrics}"
+        );
+        for i in 0..5 {
+            let body = format!("post{i}");
+            let (code, offset) = send(&s, &body).await;
+            assert_eq!(code, response::SUCCESS, "new master after the heal");
+            assert_eq!(
+                view(&m, offset.unwrap()).await.as_deref(),
+                Some(body.as_bytes())
+            );
+            kept.push(body);
+        }
+
+        // 6. Every kept message exactly once on the new master, none of the isolated
+        //    ones; the old master now holds the very same queue.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let bodies = loop {
+            let bodies = queue_bodies(&s).await;
+            if bodies.len() >= kept.len() || Instant::now() > deadline {
+                break bodies;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let seen = counts(&bodies);
+        for body in &kept {
+            assert_eq!(seen.get(body.as_str()), Some(&1), "{body} in {bodies:?}");
+        }
+        for (body, _) in &isolated {
+            assert!(!seen.contains_key(body.as_str()), "{body} in {bodies:?}");
+        }
+        assert_eq!(bodies.len(), kept.len(), "{bodies:?}");
+        eventually(
+            Duration::from_secs(10),
+            "the old master's queue",
+            || async { queue_bodies(&m).await == bodies },
+        )
+        .await;
+        // Where the isolated master had stored its writes there is now the new master's data.
+        for (body, offset) in &isolated {
+            let there = view(&m, *offset).await;
+            assert_ne!(there.as_deref(), Some(body.as_bytes()));
+        }
+    });
+    eprintln!(
+        "partition test: {:.1} s partitioned, {:.1} s in all",
+        partition_secs,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// A failing test still removes its namespace, veth pair and route (drop on unwind).
+#[test]
+fn a_panicking_test_leaves_no_namespace_behind() {
+    let Some(probe) = netns_or_skip() else {
+        return;
+    };
+    drop(probe);
+    let made = std::sync::Mutex::new(None);
+    let outcome = std::panic::catch_unwind(|| {
+        let netns = Netns::create().expect("namespace");
+        *made.lock().unwrap() = Some((netns.name().to_owned(), netns.root_if().to_owned()));
+        netns.partition().expect("cut the link");
+        panic!("deliberate panic while partitioned");
+    });
+    assert!(outcome.is_err());
+    let (name, root_if) = made.lock().unwrap().clone().expect("namespace was made");
+    let list = e2e::netns::ip(&["netns", "list"]).unwrap();
+    assert!(!list.lines().any(|l| l.starts_with(&name)), "{list}");
+    assert!(e2e::netns::ip(&["link", "show", &root_if]).is_err());
+}
