@@ -254,6 +254,12 @@ async fn queue_bodies(c: &Client) -> Vec<String> {
     }
 }
 
+/// The last lines of a log, for failure messages.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
 fn counts(bodies: &[String]) -> HashMap<&str, usize> {
     let mut m = HashMap::new();
     for b in bodies {
@@ -450,15 +456,20 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
         let r = s.request(role_change(&master_addr, 0, 1)).await.unwrap();
         assert_ne!(r.code, response::SUCCESS, "stale epoch 1 accepted");
         order(&m, &slave_addr, 1, 2).await;
-        eventually(
-            Duration::from_secs(15),
-            "the old master to converge",
-            || async {
-                let (a, b) = (ha_status(&m).await, ha_status(&s).await);
-                a["maxOffset"] == b["maxOffset"] && b["inSyncSlaveNums"] == 1
-            },
-        )
-        .await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (a, b) = (ha_status(&m).await, ha_status(&s).await);
+            if a["maxOffset"] == b["maxOffset"] && b["inSyncSlaveNums"] == 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the old master did not converge:\n{a}\n{b}\nold master log:\n{}\nnew master log:\n{}",
+                tail(&master.log()),
+                tail(&slave.log())
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let st = ha_status(&m).await;
         assert_eq!(
             (st["role"].as_str(), st["epoch"].as_i64()),
