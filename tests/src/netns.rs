@@ -61,6 +61,22 @@ pub fn state_dir() -> PathBuf {
     std::env::temp_dir().join("rmq-e2e-netns")
 }
 
+/// An exclusive lock on the state directory, released when the file closes.
+fn lock_state_dir() -> io::Result<fs::File> {
+    use std::os::fd::AsRawFd;
+    fs::create_dir_all(state_dir())?;
+    let file = fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(state_dir().join(".lock"))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
 fn pid_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
     let r = unsafe { libc::kill(pid, 0) };
@@ -198,6 +214,8 @@ impl Netns {
 
     /// Creates the namespace under the name of process `pid`.
     fn create_as(pid: u32) -> Result<Self, NetnsError> {
+        // Parallel test processes pick subnets one at a time.
+        let _lock = lock_state_dir()?;
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let used = ip(&["-4", "route", "show"])?;
         let start = (pid.wrapping_mul(131).wrapping_add(n * 7)) % SUBNETS;
@@ -209,7 +227,6 @@ impl Netns {
             })
             .ok_or(NetnsError::NoSubnet)?;
         let names = Names::new(pid, n, subnet);
-        fs::create_dir_all(state_dir())?;
         let state_file = state_dir().join(format!("{pid}-{n}"));
         fs::write(&state_file, names.to_state())?;
         let netns = Self {

@@ -11,7 +11,7 @@ use store::ha::EpochEntry;
 
 use super::cut_to_master;
 use crate::config::Config;
-use crate::ha::{Ha, HaSettings};
+use crate::ha::{Ha, HaSettings, Target};
 use crate::store_adapter::StoreAdapter;
 use crate::store_api::{MessageStoreApi, PutStatus};
 use crate::test_fixture::message;
@@ -98,4 +98,36 @@ async fn a_cut_started_before_a_promotion_leaves_the_new_master_alone() {
         .unwrap();
     assert_eq!(ha.store.max_phy_offset(), end);
     assert_eq!(ha.store.epochs().current_epoch(), 4);
+}
+
+#[tokio::test]
+async fn a_master_named_by_a_role_change_is_not_replaced_by_a_nameserver_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ha, _, _) = former_master(dir.path()).await;
+    let mut changes = ha.subscribe_changes();
+    changes.borrow_and_update();
+    ha.on_registration_answer(Some("10.9.9.9:10912".into()), Some("10.9.9.9:10911".into()));
+    assert_eq!(
+        ha.target(),
+        Target {
+            master_addr: Some("127.0.0.1:1".into()),
+            master_ha_addr: None,
+        }
+    );
+    assert!(!changes.has_changed().unwrap(), "the follow loop restarted");
+
+    // Configured with the master's HA address only: the answer supplies its remoting one.
+    let configured = Ha::new(
+        ha.settings.clone(),
+        Arc::clone(&ha.store),
+        Some("127.0.0.1:2".into()),
+    );
+    configured.on_registration_answer(Some("10.9.9.9:10912".into()), Some("10.9.9.9:10911".into()));
+    assert_eq!(
+        configured.target(),
+        Target {
+            master_addr: Some("10.9.9.9:10911".into()),
+            master_ha_addr: Some("127.0.0.1:2".into()),
+        }
+    );
 }
