@@ -21,6 +21,24 @@ pub struct BrokerProcess {
     pub http_port: u16,
     dir: PathBuf,
     conf: Vec<(String, String)>,
+    launch: Launch,
+}
+
+/// How a broker is started and reached: by default directly, at 127.0.0.1; with a
+/// command prefix (e.g. `ip netns exec <ns>`) and the host it is reachable at.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub prefix: Vec<String>,
+    pub host: String,
+}
+
+impl Default for Launch {
+    fn default() -> Self {
+        Self {
+            prefix: Vec::new(),
+            host: "127.0.0.1".to_owned(),
+        }
+    }
 }
 
 /// `key=value` lines every test broker gets; `extra` entries override them.
@@ -53,6 +71,16 @@ impl BrokerProcess {
     /// Starts a broker with its data in `dir`, registered with the nameserver on
     /// `namesrv_port` (if any); `extra` config lines override the defaults.
     pub fn start_in(dir: &Path, namesrv_port: Option<u16>, extra: &[(&str, &str)]) -> Self {
+        Self::start_with(dir, namesrv_port, extra, Launch::default())
+    }
+
+    /// [`Self::start_in`], started and probed as `launch` says.
+    pub fn start_with(
+        dir: &Path,
+        namesrv_port: Option<u16>,
+        extra: &[(&str, &str)],
+        launch: Launch,
+    ) -> Self {
         let (port, http_port) = (ports::free_port(), ports::free_port());
         let mut conf = base_conf(dir, port, http_port, namesrv_port);
         for (k, v) in extra {
@@ -65,6 +93,7 @@ impl BrokerProcess {
             http_port,
             dir: dir.to_path_buf(),
             conf,
+            launch,
         };
         b.spawn();
         b
@@ -83,7 +112,15 @@ impl BrokerProcess {
             .append(true)
             .open(self.dir.join("broker.log"))
             .expect("open broker log");
-        let child = Command::new(binary::path("rmq-broker"))
+        let mut cmd = match self.launch.prefix.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(binary::path("rmq-broker"));
+                cmd
+            }
+            None => Command::new(binary::path("rmq-broker")),
+        };
+        let child = cmd
             .arg("-c")
             .arg(&conf_path)
             .env(
@@ -111,7 +148,9 @@ impl BrokerProcess {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
                 panic!("rmq-broker exited early ({status}); log:\n{}", self.log());
             }
-            if let Ok((200, _)) = rt.block_on(http::get(self.http_port, "/readyz")) {
+            if let Ok((200, _)) =
+                rt.block_on(http::get_at(&self.launch.host, self.http_port, "/readyz"))
+            {
                 return;
             }
             assert!(
@@ -132,7 +171,7 @@ impl BrokerProcess {
     }
 
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.launch.host, self.port)
     }
 
     /// SIGTERM, then waits for a clean exit; panics if it does not stop in time.

@@ -33,7 +33,12 @@ fn closed_error() -> io::Error {
 
 impl Client {
     pub async fn connect(port: u16) -> io::Result<Self> {
-        let stream = TcpStream::connect(("127.0.0.1", port)).await?;
+        Self::connect_addr(&format!("127.0.0.1:{port}")).await
+    }
+
+    /// Connects to `host:port`.
+    pub async fn connect_addr(addr: &str) -> io::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (sink, stream) = Framed::new(stream, RemotingCodec::default()).split();
         let pending: Pending = Arc::default();

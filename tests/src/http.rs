@@ -7,10 +7,15 @@ use tokio::net::TcpStream;
 
 /// Returns the status code and body of `GET path` on 127.0.0.1:`port`.
 pub async fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    get_at("127.0.0.1", port, path).await
+}
+
+/// Returns the status code and body of `GET path` on `host`:`port`.
+pub async fn get_at(host: &str, port: u16, path: &str) -> std::io::Result<(u16, String)> {
     let fut = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
+        let mut stream = TcpStream::connect((host, port)).await?;
         let request =
-            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+            format!("GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw).await?;

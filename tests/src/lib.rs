@@ -11,6 +11,7 @@ pub mod cli;
 pub mod client;
 pub mod http;
 pub mod nameserver;
+pub mod netns;
 pub mod ports;
 
 pub use client::Client;

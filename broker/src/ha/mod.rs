@@ -225,7 +225,9 @@ impl Ha {
     }
 
     /// The registration answer names the master (`haServerAddr`, `masterAddr`); a slave
-    /// without a configured or notified master follows it.
+    /// without a configured or notified master follows it. A master named by a role
+    /// change is asked for its own HA address instead: a nameserver may still list an
+    /// older master, and adopting its hint would also restart the follow loop.
     pub fn on_registration_answer(
         &self,
         ha_server_addr: Option<String>,
@@ -239,6 +241,7 @@ impl Ha {
             }
             if let Some(ha) = ha_server_addr.filter(|a| !a.is_empty())
                 && s.target.master_ha_addr.is_none()
+                && s.target.master_addr.is_none()
             {
                 s.target.master_ha_addr = Some(ha);
                 changed = true;

@@ -220,12 +220,33 @@ async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
             start_offset: PhysicalOffset(e.start_offset),
         })
         .collect();
-    let store = Arc::clone(&ha.store);
+    // The cut runs on a blocking thread that holds the replica gate throughout: when this
+    // follow attempt is abandoned (a role or target change drops it) the cut still runs
+    // to its end, and a second attempt waits for it instead of truncating concurrently.
+    let ha = Arc::clone(ha);
+    tokio::task::spawn_blocking(move || {
+        cut_to_master(&ha, remote, PhysicalOffset(cache.max_offset))
+    })
+    .await
+    .map_err(|e| SlaveError::Truncate(e.to_string()))?
+}
+
+/// Truncates beyond the last point shared with the master (whose log is `remote` up to
+/// `remote_end`) and adopts its epochs. A broker that is no longer a slave is left alone.
+pub(crate) fn cut_to_master(
+    ha: &Ha,
+    remote: Vec<EpochEntry>,
+    remote_end: PhysicalOffset,
+) -> Result<(), SlaveError> {
+    let _gate = ha.replica_gate.blocking_lock();
+    if ha.role() != BrokerRole::Slave {
+        return Ok(());
+    }
+    let store = &ha.store;
     let local = store.epochs().entries();
     let local_end = store.max_phy_offset();
-    let point = last_consistent_point(&local, local_end, &remote, PhysicalOffset(cache.max_offset))
-        .unwrap_or(PhysicalOffset(0));
-    let _gate = ha.replica_gate.lock().await;
+    let point =
+        last_consistent_point(&local, local_end, &remote, remote_end).unwrap_or(PhysicalOffset(0));
     if point < local_end {
         tracing::warn!(
             keep = %point, end = %local_end,
@@ -235,10 +256,8 @@ async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
         ha.counters
             .truncated_bytes
             .fetch_add((local_end.0 - point.0) as u64, Ordering::Relaxed);
-        let s = Arc::clone(&store);
-        tokio::task::spawn_blocking(move || s.truncate_beyond(point))
-            .await
-            .map_err(|e| SlaveError::Truncate(e.to_string()))?
+        store
+            .truncate_beyond(point)
             .map_err(|e| SlaveError::Truncate(e.to_string()))?;
     }
     if store.epochs().entries() != remote {
@@ -249,3 +268,7 @@ async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "slave_tests.rs"]
+mod tests;
