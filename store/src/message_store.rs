@@ -296,6 +296,15 @@ impl MessageStore {
         self.commit_log.flushed_offset()
     }
 
+    /// Deletes `topic`'s ConsumeQueues and queue offsets (`cleanUnusedTopic` for one
+    /// topic): the disk space of its queues is freed at once, a re-created topic starts at
+    /// queue offset 0, and its records stay in the CommitLog until retention removes them.
+    /// Returns how many queues were deleted.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        self.dispatcher
+            .delete_topic(topic, || self.commit_log.remove_topic(topic))
+    }
+
     /// Runs one retention pass now (as the background service does every
     /// `cleanResourceInterval`), e.g. for an admin "delete expired files" request.
     pub fn run_retention(&self, now: SystemTime, local_hour: u32) -> RetentionPass {
