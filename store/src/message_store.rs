@@ -279,6 +279,11 @@ impl MessageStore {
         })
     }
 
+    /// SYNC_FLUSH group commits so far (one msync each); 0 under ASYNC_FLUSH.
+    pub fn group_commits(&self) -> u64 {
+        self.flush.group_commits()
+    }
+
     /// The whole record at `offset` (view by message id), zero-copy.
     pub fn read_by_offset(&self, offset: PhysicalOffset) -> Option<Bytes> {
         self.commit_log.read_record(offset)
