@@ -148,6 +148,7 @@ impl Dispatcher {
     ) -> Result<(), StoreError> {
         self.shared.consume_queues.delete_below(commitlog_min)?;
         self.shared.index.delete_below(commitlog_min)?;
+        self.shared.deleted_topics.lock().prune_below(commitlog_min);
         Ok(())
     }
 

@@ -99,45 +99,51 @@ fn records_appended_before_the_deletion_never_recreate_the_queue() {
 
 #[test]
 fn concurrent_pulls_during_deletion_get_clean_statuses() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     let h = Harness::new();
     for n in 0..40 {
         h.put("Gone", 0, n, None, None);
     }
-    let d = std::sync::Arc::new(h.start(true, None));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = Arc::new(h.start(true, None));
+    let deleted = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let pullers: Vec<_> = (0..2)
         .map(|_| {
-            let d = std::sync::Arc::clone(&d);
-            let stop = std::sync::Arc::clone(&stop);
+            let (d, deleted, stop) = (Arc::clone(&d), Arc::clone(&deleted), Arc::clone(&stop));
             std::thread::spawn(move || {
-                let mut seen = std::collections::HashSet::new();
-                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let mut after_deletion = Vec::new();
+                while !stop.load(Ordering::Acquire) {
                     for offset in [0, 7, 39] {
+                        let done = deleted.load(Ordering::Acquire);
+                        // Pulls racing the deletion may see the queue half gone
+                        // (OFFSET_FOUND_NULL, NO_MESSAGE_IN_QUEUE, ...): any status, no panic.
                         let r = d.get_message("g", "Gone", 0, QueueOffset(offset), 8, None);
-                        seen.insert(r.status);
+                        if done {
+                            after_deletion.push(r.status);
+                        }
                     }
                 }
-                seen
+                after_deletion
             })
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(20));
     d.delete_topic("Gone", || h.log.forget_topic("Gone"))
         .unwrap();
+    deleted.store(true, Ordering::Release);
     std::thread::sleep(std::time::Duration::from_millis(20));
-    stop.store(true, std::sync::atomic::Ordering::Release);
+    stop.store(true, Ordering::Release);
     for p in pullers {
-        let seen = p.join().expect("a puller panicked");
-        assert!(seen.contains(&GetMessageStatus::NoMatchedLogicQueue));
-        for status in seen {
-            assert!(
-                matches!(
-                    status,
-                    GetMessageStatus::Found | GetMessageStatus::NoMatchedLogicQueue
-                ),
-                "{status:?}"
-            );
-        }
+        let after = p.join().expect("a puller panicked");
+        assert!(!after.is_empty());
+        assert!(
+            after
+                .iter()
+                .all(|s| *s == GetMessageStatus::NoMatchedLogicQueue),
+            "{after:?}"
+        );
     }
 }
 
@@ -170,5 +176,37 @@ fn a_restart_that_dispatches_again_keeps_the_topic_deleted() {
     assert_eq!(units.len(), 1, "the new life survives");
     assert_eq!((units[0].0, units[0].1.0), (0, new_life.0));
     assert_eq!(raw_cq_units(&h.queue_dir("Kept", 0)).len(), 4);
+    d.shutdown().unwrap();
+}
+
+#[test]
+fn retention_past_the_boundary_forgets_the_deletion() {
+    use super::CommitLogReader;
+    use protocol::message::PhysicalOffset;
+
+    let h = Harness::new();
+    for n in 0..30 {
+        h.put("Gone", 0, n, None, Some(&"k".repeat(100)));
+    }
+    let d = h.start(true, None);
+    let mut boundary = PhysicalOffset(0);
+    d.delete_topic("Gone", || {
+        boundary = h.log.forget_topic("Gone");
+        boundary
+    })
+    .unwrap();
+    let file = h.config.config_dir().join(super::DELETED_TOPICS_FILE);
+    assert!(std::fs::read_to_string(&file).unwrap().contains("\"Gone\""));
+    // Retention removes every CommitLog file holding the old life.
+    let size = LOG_FILE_SIZE as i64;
+    let next_file = PhysicalOffset((boundary.0 / size + 1) * size);
+    let mut n = 100;
+    while h.log.max_offset() <= next_file {
+        h.put("Other", 0, n, None, None);
+        n += 1;
+    }
+    h.log.delete_files_below(next_file);
+    d.on_commit_log_min_offset(next_file).unwrap();
+    assert!(!std::fs::read_to_string(&file).unwrap().contains("\"Gone\""));
     d.shutdown().unwrap();
 }

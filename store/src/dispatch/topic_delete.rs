@@ -92,8 +92,19 @@ impl DeletedTopics {
         self.persist()
     }
 
+    /// Retention moved the CommitLog minimum: entries whose old life is entirely gone
+    /// can no longer match a record and are dropped from the file.
+    pub(crate) fn prune_below(&mut self, commitlog_min: PhysicalOffset) {
+        let before = self.boundaries.len();
+        self.boundaries.retain(|_, b| *b > commitlog_min);
+        if self.boundaries.len() != before
+            && let Err(e) = self.persist()
+        {
+            tracing::error!(error = %e, "pruning recorded topic deletions failed");
+        }
+    }
+
     fn insert(&mut self, topic: &str, boundary: PhysicalOffset, commitlog_min: PhysicalOffset) {
-        // Entries whose old life retention has removed entirely can no longer match.
         self.boundaries.retain(|_, b| *b > commitlog_min);
         if boundary > commitlog_min {
             self.boundaries.insert(topic.to_owned(), boundary);
