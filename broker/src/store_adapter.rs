@@ -237,6 +237,10 @@ impl MessageStoreApi for StoreAdapter {
             .offset_in_queue_by_time(topic, queue_id, timestamp)
     }
 
+    fn delete_topic(&self, topic: &str) -> Result<usize, store::StoreError> {
+        self.store.delete_topic(topic)
+    }
+
     fn message_store_time(&self, topic: &str, queue_id: i32, offset: QueueOffset) -> Option<i64> {
         self.store
             .dispatcher()

@@ -149,6 +149,9 @@ pub trait MessageStoreApi: Send + Sync + 'static {
     fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset;
     fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset;
     fn offset_in_queue_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> QueueOffset;
+    /// Deletes the topic's ConsumeQueues and queue offsets (`cleanUnusedTopic` for one
+    /// topic); its records stay in the CommitLog until retention. Returns the queues deleted.
+    fn delete_topic(&self, topic: &str) -> Result<usize, store::StoreError>;
     /// Store time of the message at `offset` of the queue.
     fn message_store_time(&self, topic: &str, queue_id: i32, offset: QueueOffset) -> Option<i64>;
     /// Store time of the queue's first message.

@@ -32,6 +32,8 @@ pub enum StoreError {
     ConsumeQueue(#[from] crate::consume_queue::CqError),
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
+    #[error(transparent)]
+    ConfigFile(#[from] crate::config_files::ConfigFileError),
 }
 
 impl StoreError {

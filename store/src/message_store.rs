@@ -279,6 +279,11 @@ impl MessageStore {
         })
     }
 
+    /// SYNC_FLUSH group commits so far (one msync each); 0 under ASYNC_FLUSH.
+    pub fn group_commits(&self) -> u64 {
+        self.flush.group_commits()
+    }
+
     /// The whole record at `offset` (view by message id), zero-copy.
     pub fn read_by_offset(&self, offset: PhysicalOffset) -> Option<Bytes> {
         self.commit_log.read_record(offset)
@@ -294,6 +299,15 @@ impl MessageStore {
 
     pub fn flushed_phy_offset(&self) -> PhysicalOffset {
         self.commit_log.flushed_offset()
+    }
+
+    /// Deletes `topic`'s ConsumeQueues and queue offsets (`cleanUnusedTopic` for one
+    /// topic): the disk space of its queues is freed at once, a re-created topic starts at
+    /// queue offset 0, and its records stay in the CommitLog until retention removes them.
+    /// Returns how many queues were deleted.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        self.dispatcher
+            .delete_topic(topic, || self.commit_log.remove_topic(topic))
     }
 
     /// Runs one retention pass now (as the background service does every

@@ -76,8 +76,23 @@ pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
     Ok(success(request).into())
 }
 
+/// `AdminBrokerProcessor.deleteTopic`: the topic's config, its ConsumeQueues (files and
+/// in-memory tables, so a re-created topic starts at offset 0) and its consumer offsets go.
+/// The group's retry and DLQ topics are topics of their own and stay. RocketMQ 4.9 leaves
+/// consumer offsets to a later scan; dropping them here keeps a re-created topic from
+/// inheriting offsets of its old life.
 pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: DeleteTopicRequestHeader = request.header()?;
+    if broker.is_slave() {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            "Can't modify topic or subscription group from slave broker, please execute it from master broker.",
+        );
+    }
+    if let Err(remark) = names::validate_topic(&h.topic) {
+        return error(request, response::SYSTEM_ERROR, remark);
+    }
     if is_system_topic(&h.topic, broker) {
         return error(
             request,
@@ -86,9 +101,19 @@ pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
         );
     }
     broker.topics.delete(&h.topic)?;
+    let queues = match broker.store.delete_topic(&h.topic) {
+        Ok(queues) => queues,
+        Err(e) => {
+            tracing::error!(topic = %h.topic, error = %e, "deleting the topic's ConsumeQueues failed");
+            return error(
+                request,
+                response::SYSTEM_ERROR,
+                format!("delete topic {} from the store failed: {e}", h.topic),
+            );
+        }
+    };
     broker.offsets.remove_topic(&h.topic);
-    // The store has no per-topic delete yet: the topic's ConsumeQueue files stay until
-    // retention removes them (noted in the README).
+    tracing::info!(topic = %h.topic, queues, "topic deleted");
     Ok(success(request).into())
 }
 

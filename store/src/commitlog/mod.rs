@@ -209,9 +209,14 @@ impl CommitLog {
         }
     }
 
-    /// Forgets a deleted topic's queues (`removeQueueFromTopicQueueTable`).
-    pub fn remove_topic(&self, topic: &str) {
-        self.put.lock().offsets.0.remove(topic);
+    /// Forgets a deleted topic's queues (`removeQueueFromTopicQueueTable`), so its next
+    /// message gets queue offset 0. Returns the CommitLog end taken under the same put
+    /// lock: every record of the topic's old life lies below it, every new one at or
+    /// above it.
+    pub fn remove_topic(&self, topic: &str) -> PhysicalOffset {
+        let mut state = self.put.lock();
+        state.offsets.0.remove(topic);
+        self.max_offset()
     }
 
     /// Deletes CommitLog files from the oldest on while `expired` says so (never the

@@ -112,6 +112,15 @@ impl CqFile {
         self.from + self.wrote() as i64
     }
 
+    /// Last-modified time in ms since the epoch, 0 when unknown (`File.lastModified`).
+    pub fn modified_millis(&self) -> i64 {
+        fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
     /// Unit at byte `pos` of this file, if `pos` is below the write position.
     pub fn unit_at(&self, pos: usize) -> Option<CqUnit> {
         if !pos.is_multiple_of(UNIT_SIZE) || pos + UNIT_SIZE > self.wrote() {

@@ -14,7 +14,7 @@ use protocol::message::QueueOffset;
 pub use file::{CqFile, file_name};
 pub use queue::{ConsumeQueue, PutOutcome, UnitWindow};
 pub use table::ConsumeQueueTable;
-pub use unit::{CqUnit, UNIT_SIZE};
+pub use unit::{CqUnit, UNIT_SIZE, UNIT_SIZE_I64};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CqError {

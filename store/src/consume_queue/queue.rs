@@ -273,6 +273,24 @@ impl ConsumeQueue {
         Ok(file)
     }
 
+    /// `MappedFileQueue.getMappedFileByTime`: the first file whose mtime is at or after
+    /// `timestamp`, else the last file. RocketMQ 4.9 uses the file's last-modified time as
+    /// a cheap upper bound of the store times it indexes; a file whose mtime cannot be
+    /// read counts as 0, as Java's `File.lastModified` does.
+    pub fn file_by_time(&self, timestamp: i64) -> Option<Arc<CqFile>> {
+        let files = self.files.read();
+        files
+            .iter()
+            .find(|f| f.modified_millis() >= timestamp)
+            .or(files.last())
+            .cloned()
+    }
+
+    /// `minLogicOffset`: logical byte offset of the first unit still served.
+    pub fn min_logic_byte(&self) -> i64 {
+        self.min_logic_offset.load(Ordering::Acquire)
+    }
+
     /// The unit at `offset`, if written.
     pub fn get(&self, offset: QueueOffset) -> Option<CqUnit> {
         let window = self.window_from(offset)?;

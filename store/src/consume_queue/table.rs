@@ -74,7 +74,7 @@ impl ConsumeQueueTable {
         if let Some(queue) = self.find(topic, queue_id) {
             return Ok(queue);
         }
-        if topic.is_empty() || topic == "." || topic == ".." || topic.contains(['/', '\\', '\0']) {
+        if !usable_dir_name(topic) {
             return Err(CqError::BadConfig(format!(
                 "topic name {topic:?} unusable as a directory"
             )));
@@ -150,6 +150,25 @@ impl ConsumeQueueTable {
             .collect()
     }
 
+    /// Drops `topic`'s queues from the table and deletes their files and the topic's
+    /// directory (the per-topic half of `cleanUnusedTopic`). Readers still holding a queue
+    /// or window keep a valid mapping until they drop it. Returns the queues removed.
+    pub fn remove_topic(&self, topic: &str) -> Result<usize, CqError> {
+        let removed = self.queues.write().remove(topic).unwrap_or_default();
+        for queue in removed.values() {
+            queue.destroy()?;
+        }
+        if usable_dir_name(topic) {
+            let dir = self.root.join(topic);
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CqError::io(&dir)(e)),
+            }
+        }
+        Ok(removed.len())
+    }
+
     /// Deletes every queue (no CommitLog left, `destroyLogics`).
     pub fn destroy(&self) -> Result<(), CqError> {
         let mut queues = self.queues.write();
@@ -159,4 +178,9 @@ impl ConsumeQueueTable {
         queues.clear();
         Ok(())
     }
+}
+
+/// Topic names that could escape the consumequeue directory are never used as paths.
+fn usable_dir_name(topic: &str) -> bool {
+    !(topic.is_empty() || topic == "." || topic == ".." || topic.contains(['/', '\\', '\0']))
 }

@@ -14,6 +14,7 @@ use protocol::message::{PhysicalOffset, QueueOffset};
 use super::commitlog_reader::CommitLogReader;
 use super::listener::MessageArrivalListener;
 use super::reput::dispatch_available;
+use super::topic_delete::DeletedTopics;
 use crate::checkpoint::StoreCheckpoint;
 use crate::config::{DelayLevels, MessageStoreConfig};
 use crate::consume_queue::ConsumeQueueTable;
@@ -34,6 +35,9 @@ pub(crate) struct Shared {
     reput_offset: AtomicI64,
     /// Units whose record ends beyond this are not served (confirm offset visibility).
     pub(crate) visible_limit: AtomicI64,
+    /// Deleted topics and the CommitLog end at their deletion; see `topic_delete`. Also
+    /// the gate every ConsumeQueue put holds, so a deletion never interleaves with one.
+    pub(crate) deleted_topics: Mutex<DeletedTopics>,
 }
 
 impl Shared {
@@ -89,6 +93,7 @@ impl Dispatcher {
             running: AtomicBool::new(false),
             reput_offset: AtomicI64::new(0),
             visible_limit: AtomicI64::new(i64::MAX),
+            deleted_topics: Mutex::new(DeletedTopics::load(&config.config_dir())?),
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -117,6 +122,7 @@ impl Dispatcher {
 
     /// No CommitLog file at all: every ConsumeQueue and IndexFile goes (`destroyLogics`).
     pub fn destroy_logics(&self) -> Result<(), StoreError> {
+        self.shared.deleted_topics.lock().clear()?;
         self.shared.consume_queues.destroy()?;
         self.shared.index.destroy()?;
         Ok(())
@@ -142,6 +148,7 @@ impl Dispatcher {
     ) -> Result<(), StoreError> {
         self.shared.consume_queues.delete_below(commitlog_min)?;
         self.shared.index.delete_below(commitlog_min)?;
+        self.shared.deleted_topics.lock().prune_below(commitlog_min);
         Ok(())
     }
 
@@ -156,6 +163,7 @@ impl Dispatcher {
     /// (the caller stopped dispatch and cut the CommitLog). Returns where dispatch must
     /// restart so the deleted index files are rebuilt.
     pub fn truncate_beyond(&self, offset: PhysicalOffset) -> Result<PhysicalOffset, StoreError> {
+        self.shared.deleted_topics.lock().clamp_to(offset);
         self.shared.consume_queues.truncate_dirty(offset)?;
         let rebuild = self.shared.index.truncate_beyond(offset)?;
         let from = rebuild.map_or(offset, |r| r.min(offset));

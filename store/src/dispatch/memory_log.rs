@@ -119,6 +119,19 @@ impl MemoryLog {
     }
 
     /// Drops every file that ends at or below `offset` (retention).
+    /// Drops `topic`'s queue offsets (as `CommitLog::remove_topic`) and returns the log end
+    /// taken under the same lock.
+    pub fn forget_topic(&self, topic: &str) -> PhysicalOffset {
+        let mut inner = self.inner.lock();
+        inner.queue_offsets.retain(|(t, _), _| t != topic);
+        PhysicalOffset(
+            inner
+                .files
+                .last()
+                .map_or(0, |(from, b)| from + b.len() as i64),
+        )
+    }
+
     pub fn delete_files_below(&self, offset: PhysicalOffset) {
         let size = self.file_size as i64;
         self.inner

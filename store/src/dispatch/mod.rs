@@ -6,11 +6,13 @@ mod dispatcher;
 mod listener;
 mod reput;
 mod request;
+mod topic_delete;
 
 pub use commitlog_reader::{CommitLogReader, roll_next_file};
 pub use dispatcher::Dispatcher;
 pub use listener::{ArrivedMessage, MessageArrivalListener};
 pub use request::{DispatchRequest, SCHEDULE_TOPIC};
+pub use topic_delete::DELETED_TOPICS_FILE;
 
 #[cfg(test)]
 pub(crate) mod memory_log;
@@ -20,3 +22,5 @@ pub(crate) mod test_harness;
 mod tests;
 #[cfg(test)]
 mod tests_recovery;
+#[cfg(test)]
+mod tests_topic_delete;

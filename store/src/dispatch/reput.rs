@@ -82,6 +82,10 @@ fn dispatch_one(shared: &Shared, request: &DispatchRequest<'_>) {
 }
 
 fn put_consume_queue(shared: &Shared, request: &DispatchRequest<'_>) {
+    let deleted = shared.deleted_topics.lock();
+    if deleted.covers(request.topic, request.physical_offset) {
+        return;
+    }
     let queue = match shared
         .consume_queues
         .find_or_create(request.topic, request.queue_id)
@@ -97,7 +101,9 @@ fn put_consume_queue(shared: &Shared, request: &DispatchRequest<'_>) {
         size: request.size,
         tags_code: request.tags_code,
     };
-    match queue.put(unit, request.queue_offset) {
+    let outcome = queue.put(unit, request.queue_offset);
+    drop(deleted);
+    match outcome {
         Ok(PutOutcome::Appended) => {
             shared
                 .checkpoint

@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ struct Shared {
     timeout: Duration,
     state: Mutex<State>,
     wakeup: Condvar,
+    /// Flushes that completed at least one waiter (a group commit), for statistics.
+    groups: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -86,6 +89,7 @@ impl GroupCommit {
             timeout: Duration::from_millis(config.sync_flush_timeout),
             state: Mutex::new(State::default()),
             wakeup: Condvar::new(),
+            groups: AtomicU64::new(0),
         });
         let worker = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -122,6 +126,11 @@ impl GroupCommit {
         FlushWaiter(Inner::Pending(rx))
     }
 
+    /// Group commits so far (flushes that completed at least one waiter).
+    pub(super) fn groups(&self) -> u64 {
+        self.shared.groups.load(Ordering::Relaxed)
+    }
+
     pub(super) fn shutdown(&self) {
         self.shared.state.lock().stop = true;
         self.shared.wakeup.notify_one();
@@ -144,6 +153,9 @@ impl Shared {
                 state.stop
             };
             let flushed = self.flush_all();
+            if group.iter().any(|w| w.end <= flushed) {
+                self.groups.fetch_add(1, Ordering::Relaxed);
+            }
             let now = Instant::now();
             let mut pending = Vec::new();
             for waiter in group.drain(..) {

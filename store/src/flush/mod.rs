@@ -62,6 +62,15 @@ impl FlushService {
         }
     }
 
+    /// SYNC_FLUSH: group commits so far, each one msync shared by every waiter it
+    /// completed (0 under ASYNC_FLUSH).
+    pub fn group_commits(&self) -> u64 {
+        match self {
+            Self::Async(_) => 0,
+            Self::Sync(g) => g.groups(),
+        }
+    }
+
     /// Stops the thread after a final full flush; pending waiters are completed.
     pub fn shutdown(&self) {
         match self {

@@ -58,6 +58,10 @@ fn group_commit_completes_concurrent_waiters_once_durable() {
     assert!(log.mapped_files().file_count() > 5);
     assert_eq!(log.flushed_offset(), log.max_offset());
     assert!(cp.physic_msg_timestamp() > 0);
+    // Every completed put was acknowledged by some group commit, never more than one
+    // group per put.
+    let groups = service.group_commits();
+    assert!((1..=16 * 50).contains(&groups), "{groups} group commits");
     service.shutdown();
 }
 

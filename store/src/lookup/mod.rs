@@ -13,3 +13,5 @@ pub use get_message::{GetMessageResult, GetMessageStatus};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_by_time;
