@@ -68,7 +68,9 @@ impl Client {
         Ok(h.offset)
     }
 
-    /// SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after `timestamp_ms`.
+    /// SEARCH_OFFSET_BY_TIMESTAMP with RocketMQ 4.9's rule: the offset whose store time
+    /// matches `timestamp_ms`, else the nearer neighbour in time (the older on a tie); the
+    /// first message's offset before it, the last message's offset after it.
     pub async fn search_offset(
         &self,
         broker: &Peer,

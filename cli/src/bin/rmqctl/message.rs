@@ -130,7 +130,16 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                             break;
                         }
                         next = r.next_begin_offset;
-                        found.extend(r.messages.into_iter().map(|m| (t.name.clone(), m)));
+                        // SEARCH_OFFSET_BY_TIMESTAMP follows 4.9: past the last message it
+                        // answers that message's offset, so older ones can come back here.
+                        let stored_since =
+                            |m: &Message| ts.is_none_or(|ts| m.store_timestamp >= ts);
+                        found.extend(
+                            r.messages
+                                .into_iter()
+                                .filter(stored_since)
+                                .map(|m| (t.name.clone(), m)),
+                        );
                         found.truncate(max);
                     }
                     if found.len() >= max {
