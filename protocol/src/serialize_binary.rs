@@ -105,6 +105,11 @@ fn take_str<'a>(
     if len == 0 {
         return Ok(None);
     }
+    if s.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8. Header strings are almost always ASCII, and
+        // this check inlines where `from_utf8` is a call per key and per value.
+        return Ok(Some(unsafe { std::str::from_utf8_unchecked(s) }));
+    }
     std::str::from_utf8(s)
         .map(Some)
         .map_err(|_| ProtocolError::Binary("string is not UTF-8"))

@@ -373,6 +373,19 @@ impl<'a> Reader<'a> {
     /// returns that position.
     #[inline]
     fn scan_plain(&mut self) -> usize {
+        // Eight bytes per step while a whole word is left; the rest byte by byte.
+        while let Some(word) = self
+            .bytes
+            .get(self.pos..)
+            .and_then(<[u8]>::first_chunk::<8>)
+        {
+            let stops = stop_bytes(u64::from_le_bytes(*word));
+            if stops != 0 {
+                self.pos += (stops.trailing_zeros() / 8) as usize;
+                return self.pos;
+            }
+            self.pos += 8;
+        }
         while let Some(&b) = self.bytes.get(self.pos) {
             if STOPS_PLAIN_TEXT[usize::from(b)] {
                 break;
@@ -545,6 +558,21 @@ impl<'a> Reader<'a> {
         self.skip_string()?;
         self.expect(b':', "expected ':'")
     }
+}
+
+/// The high bit of each byte of `word` (read little-endian) that may be a quote, a
+/// backslash or a control character. The lowest set bit is always exact: the
+/// subtraction trick only misfires on bytes above a byte that really matched (a borrow
+/// propagates upwards), which is why callers take `trailing_zeros` and nothing else.
+#[inline]
+pub(super) fn stop_bytes(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    control
+        | zero_byte(word ^ (ONES * u64::from(b'"')))
+        | zero_byte(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// Bytes that end a run of plain string text: quote, backslash, control characters.
