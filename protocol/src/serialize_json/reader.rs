@@ -312,8 +312,12 @@ impl<'a> Reader<'a> {
             }
             self.digits();
         }
-        // The token is ASCII, so this slicing cannot fail.
-        let text = std::str::from_utf8(&self.bytes[start..self.pos]).unwrap_or_default();
+        // The token is ASCII, so neither way of slicing it can fail.
+        let text = match self.text {
+            Some(text) => text.get(start..self.pos),
+            None => std::str::from_utf8(&self.bytes[start..self.pos]).ok(),
+        }
+        .unwrap_or_default();
         Ok(Number {
             text,
             negative,
@@ -330,14 +334,22 @@ impl<'a> Reader<'a> {
 
     /// The rest of a string whose opening quote has been consumed: borrowed from the
     /// input unless it holds escapes.
+    #[inline(always)]
     fn string(&mut self) -> Result<Cow<'a, str>> {
         let start = self.pos;
         let end = self.scan_plain();
+        if self.peek() == Some(b'"') {
+            self.pos += 1;
+            return self.text_at(start, end).map(Cow::Borrowed);
+        }
+        self.escaped_string(start, end)
+    }
+
+    /// [`Self::string`] past its first run of plain text, which did not end with the
+    /// closing quote. Kept out of line so that the common case stays small.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize, end: usize) -> Result<Cow<'a, str>> {
         match self.peek() {
-            Some(b'"') => {
-                self.pos += 1;
-                self.text_at(start, end).map(Cow::Borrowed)
-            }
             Some(b'\\') => {
                 // Bounded by the input: escapes only ever shrink.
                 let mut owned = String::with_capacity(self.bytes.len() - start);
@@ -371,7 +383,7 @@ impl<'a> Reader<'a> {
 
     /// Advances to the next quote, backslash or control character (or the end) and
     /// returns that position.
-    #[inline]
+    #[inline(always)]
     fn scan_plain(&mut self) -> usize {
         // Eight bytes per step while a whole word is left; the rest byte by byte.
         while let Some(word) = self

@@ -319,3 +319,20 @@ proptest! {
         prop_assert_eq!(h.ext_fields, cmd.ext_fields);
     }
 }
+
+proptest! {
+    #[test]
+    fn word_scan_finds_the_first_stop_byte(
+        bytes in proptest::array::uniform8(prop_oneof![
+            any::<u8>(),
+            Just(b'"'),
+            Just(b'\\'),
+            0u8..0x21,
+            0x7Fu8..=0xFF,
+        ])
+    ) {
+        let want = bytes.iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\');
+        let stops = reader::stop_bytes(u64::from_le_bytes(bytes));
+        prop_assert_eq!((stops != 0).then(|| (stops.trailing_zeros() / 8) as usize), want);
+    }
+}
