@@ -272,34 +272,6 @@ macro_rules! header_field_type {
 
 #[doc(hidden)]
 #[macro_export]
-macro_rules! header_read_field {
-    (required $fields:ident, $key:literal) => {
-        $crate::header::read_required($fields, $key)?
-    };
-    (optional $fields:ident, $key:literal) => {
-        $crate::header::read_optional($fields, $key)?
-    };
-    (default $fields:ident, $key:literal, $default:expr) => {
-        $crate::header::read_optional($fields, $key)?.unwrap_or($default)
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! header_take_field {
-    (required $fields:ident, $key:literal) => {
-        $crate::header::take_required($fields, $key)?
-    };
-    (optional $fields:ident, $key:literal) => {
-        $crate::header::take_optional($fields, $key)?
-    };
-    (default $fields:ident, $key:literal, $default:expr) => {
-        $crate::header::take_optional($fields, $key)?.unwrap_or($default)
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
 macro_rules! header_write_field {
     (required $fields:ident, $key:literal, $value:expr) => {
         $fields.insert_static($key, $crate::header::FieldValue::render($value))

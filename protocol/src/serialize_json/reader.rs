@@ -159,6 +159,9 @@ impl<'a> Reader<'a> {
             }
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.pos;
+                if let Some(n) = self.small_natural() {
+                    return Ok(n);
+                }
                 match self.number()?.integer() {
                     Some(Integer::Unsigned(n)) => i32::try_from(n).ok(),
                     Some(Integer::Negative(n)) => i32::try_from(n).ok(),
@@ -171,6 +174,33 @@ impl<'a> Reader<'a> {
             }
             _ => self.error("expected a 32-bit integer"),
         }
+    }
+
+    /// A number token of 1 to 9 digits without sign, fraction or exponent (every
+    /// `code`, `flag` and `opaque` Java sends but negative ones), consumed; otherwise
+    /// `None` with nothing consumed, for [`Self::number`] to judge.
+    #[inline]
+    fn small_natural(&mut self) -> Option<i32> {
+        let digits = self.bytes.get(self.pos..)?;
+        let len = digits
+            .iter()
+            .take(10)
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        let followed_by = digits.get(len).copied();
+        if len == 0
+            || len > 9
+            || (digits[0] == b'0' && len > 1)
+            || matches!(followed_by, Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        self.pos += len;
+        Some(
+            digits[..len]
+                .iter()
+                .fold(0, |n, d| n * 10 + i32::from(d - b'0')),
+        )
     }
 
     fn language(&mut self) -> Result<LanguageCode> {

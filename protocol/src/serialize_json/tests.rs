@@ -136,6 +136,32 @@ fn lenient_values() {
 }
 
 #[test]
+fn integers_at_the_edges_of_the_digit_fast_path() {
+    for (text, want) in [
+        ("0", 0),
+        ("7", 7),
+        ("999999999", 999_999_999),
+        ("2147483647", i32::MAX),
+        ("-2147483648", i32::MIN),
+        ("\"12\"", 12),
+    ] {
+        assert_eq!(ok(&format!(r#"{{"code":{text}}}"#)).code, want, "{text}");
+    }
+    for text in [
+        "01",
+        "2147483648",
+        "1e2",
+        "5.0",
+        "-0",
+        "5.",
+        "1x",
+        "9999999999",
+    ] {
+        refused(format!(r#"{{"code":{text}}}"#).as_bytes());
+    }
+}
+
+#[test]
 fn duplicates_unknowns_and_trailing_bytes() {
     let h = ok(
         r#"{"code":1,"code":2,"x":{"a":[1,{"b":null}],"c":"\u0000"},"extFields":{"a":"1","b":"2","a":"3","b":null},"remark":"r","remark":null}"#,
