@@ -1,7 +1,7 @@
 use bytes::BytesMut;
 use proptest::prelude::*;
 
-use super::{Header, oracle, put_str, reader};
+use super::{Header, oracle, plain_text, put_str, reader};
 use crate::{ExtFields, LanguageCode, RemotingCommand};
 
 /// The reader and the serde_json oracle agree: same header, or both refuse.
@@ -358,7 +358,7 @@ proptest! {
         ])
     ) {
         let want = bytes.iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\');
-        let stops = reader::stop_bytes(u64::from_le_bytes(bytes));
+        let stops = plain_text::stop_bytes(u64::from_le_bytes(bytes));
         prop_assert_eq!((stops != 0).then(|| (stops.trailing_zeros() / 8) as usize), want);
     }
 }
