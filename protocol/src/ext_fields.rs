@@ -141,6 +141,52 @@ impl ExtFields {
     }
 }
 
+/// A value moved out of an [`ExtFields`] by [`ExtFields::take_slots`]; typed headers
+/// parse it without copying a long string a second time.
+#[doc(hidden)]
+pub struct Taken(pub(crate) Value);
+
+impl ExtFields {
+    /// The values of the keys that `slot_of` maps to a slot, in one pass over the
+    /// entries: a typed header reads all its fields this way instead of searching the
+    /// map once per field. Slots `>= N` are ignored.
+    #[doc(hidden)]
+    #[inline]
+    pub fn lookup_slots<const N: usize>(
+        &self,
+        slot_of: impl Fn(&str) -> Option<usize>,
+    ) -> [Option<&str>; N] {
+        let mut slots = [None; N];
+        for (key, value) in &self.0 {
+            if let Some(slot) = slot_of(key).and_then(|i| slots.get_mut(i)) {
+                *slot = Some(value.as_str());
+            }
+        }
+        slots
+    }
+
+    /// [`Self::lookup_slots`] that moves the values out of the map, leaving the entries
+    /// no slot claims.
+    #[doc(hidden)]
+    #[inline]
+    pub fn take_slots<const N: usize>(
+        &mut self,
+        slot_of: impl Fn(&str) -> Option<usize>,
+    ) -> [Option<Taken>; N] {
+        let mut slots = [const { None }; N];
+        self.0.retain_mut(
+            |(key, value)| match slot_of(key).and_then(|i| slots.get_mut(i)) {
+                Some(slot) => {
+                    *slot = Some(Taken(std::mem::take(value)));
+                    false
+                }
+                None => true,
+            },
+        );
+        slots
+    }
+}
+
 /// `str` ordering, written out because keys are a few bytes long: a byte loop beats
 /// the call to `memcmp` the slice comparison makes.
 #[inline]
@@ -158,10 +204,23 @@ pub(crate) fn decoded_key(key: &str) -> Cow<'static, str> {
     intern(key).map_or_else(|| Cow::Owned(key.to_owned()), Cow::Borrowed)
 }
 
+/// The one-letter keys of SEND_MESSAGE_V2, in order.
+const LETTER_KEYS: [&str; 14] = [
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n",
+];
+
+/// Keys seen in (almost) every frame of the hot paths.
+#[inline]
+pub(crate) fn intern(key: &str) -> Option<&'static str> {
+    match key.as_bytes() {
+        [letter @ b'a'..=b'n'] => LETTER_KEYS.get(usize::from(letter - b'a')).copied(),
+        _ => intern_named(key),
+    }
+}
+
 macro_rules! known_keys {
     ($($k:literal),* $(,)?) => {
-        /// Keys seen in (almost) every frame of the hot paths.
-        pub(crate) fn intern(key: &str) -> Option<&'static str> {
+        fn intern_named(key: &str) -> Option<&'static str> {
             match key {
                 $($k => Some($k),)*
                 _ => None,
@@ -171,20 +230,6 @@ macro_rules! known_keys {
 }
 
 known_keys![
-    "a",
-    "b",
-    "c",
-    "d",
-    "e",
-    "f",
-    "g",
-    "h",
-    "i",
-    "j",
-    "k",
-    "l",
-    "m",
-    "n",
     "bname",
     "producerGroup",
     "consumerGroup",

@@ -89,11 +89,15 @@ pub fn decode_frame_body(mut frame: bytes::Bytes) -> Result<RemotingCommand, Pro
     }
     let serialize_type =
         SerializeType::from_code(kind).ok_or(ProtocolError::UnknownSerializeType(kind))?;
-    let header_bytes = frame.split_to(header_len);
+    // Read in place and skipped: splitting the header off as its own `Bytes` would
+    // turn a buffer with a single owner into a shared one (an allocation and two atomic
+    // operations per frame) only to drop it again.
+    let header_bytes = &frame[..header_len];
     let header = match serialize_type {
-        SerializeType::Json => serialize_json::decode(&header_bytes)?,
-        SerializeType::RocketMq => serialize_binary::decode(&header_bytes)?,
+        SerializeType::Json => serialize_json::decode(header_bytes)?,
+        SerializeType::RocketMq => serialize_binary::decode(header_bytes)?,
     };
+    frame.advance(header_len);
     Ok(RemotingCommand {
         code: header.code,
         language: header.language,

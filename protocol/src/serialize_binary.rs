@@ -57,9 +57,10 @@ pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
         return Err(ProtocolError::Binary("extFields length exceeds header"));
     }
     let mut ext = &buf[..ext_len];
-    // Each entry takes at least 6 bytes, which bounds the pre-allocation.
-    let mut entries = Vec::with_capacity((ext_len / 6).min(64));
-    while ext.has_remaining() {
+    // Each entry takes at least 6 bytes, which bounds the pre-allocation; a send
+    // request's entries average well over 6 bytes, and 16 covers its 14 keys.
+    let mut entries = Vec::with_capacity((ext_len / 6).min(16));
+    while !ext.is_empty() {
         let key = take_str(&mut ext, 2, "extFields key")?;
         let value = take_str(&mut ext, 4, "extFields value")?;
         // Java turns zero-length strings into null and a null value reads as absent.
@@ -79,31 +80,42 @@ pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
     })
 }
 
+#[inline(always)]
 fn take_len(buf: &mut &[u8], width: usize, what: &'static str) -> Result<usize, ProtocolError> {
-    if buf.len() < width {
-        return Err(ProtocolError::Binary(what));
-    }
     let len = if width == 2 {
-        buf.get_i16() as i64
+        let (len, rest) = buf
+            .split_first_chunk::<2>()
+            .ok_or(ProtocolError::Binary(what))?;
+        *buf = rest;
+        i64::from(i16::from_be_bytes(*len))
     } else {
-        buf.get_i32() as i64
+        let (len, rest) = buf
+            .split_first_chunk::<4>()
+            .ok_or(ProtocolError::Binary(what))?;
+        *buf = rest;
+        i64::from(i32::from_be_bytes(*len))
     };
     usize::try_from(len).map_err(|_| ProtocolError::Binary(what))
 }
 
+#[inline(always)]
 fn take_str<'a>(
     buf: &mut &'a [u8],
     width: usize,
     what: &'static str,
 ) -> Result<Option<&'a str>, ProtocolError> {
     let len = take_len(buf, width, what)?;
-    if len > buf.len() {
-        return Err(ProtocolError::Binary(what));
-    }
-    let (s, rest) = buf.split_at(len);
+    let (s, rest) = buf
+        .split_at_checked(len)
+        .ok_or(ProtocolError::Binary(what))?;
     *buf = rest;
     if len == 0 {
         return Ok(None);
+    }
+    if s.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8. Header strings are almost always ASCII, and
+        // this check inlines where `from_utf8` is a call per key and per value.
+        return Ok(Some(unsafe { std::str::from_utf8_unchecked(s) }));
     }
     std::str::from_utf8(s)
         .map(Some)

@@ -8,6 +8,7 @@
 //! name, properties in alphabetical order like fastjson.
 
 mod number;
+mod plain_text;
 mod reader;
 
 #[cfg(test)]

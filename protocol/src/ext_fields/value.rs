@@ -77,6 +77,16 @@ impl From<String> for Value {
     }
 }
 
+/// The empty string, stored inline: what a value moved out of a map leaves behind.
+impl Default for Value {
+    fn default() -> Self {
+        Self::Inline {
+            len: 0,
+            bytes: [0; Self::INLINE_CAP],
+        }
+    }
+}
+
 impl PartialEq for Value {
     fn eq(&self, other: &Self) -> bool {
         self.as_str() == other.as_str()

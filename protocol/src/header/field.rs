@@ -36,12 +36,29 @@ impl FieldValue for bool {
     }
 }
 
+/// The value of 1 to 18 ASCII digits (no sign), which cannot overflow a `u64`: what
+/// almost every numeric header field holds. `None` sends the text to the full parser.
+#[inline]
+fn plain_digits(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 18 {
+        return None;
+    }
+    text.bytes().try_fold(0u64, |n, b| {
+        let digit = b.wrapping_sub(b'0');
+        (digit < 10).then(|| n * 10 + u64::from(digit))
+    })
+}
+
 macro_rules! integer_field {
     ($($t:ty),*) => {$(
         /// Java's integer parsers: optional sign, decimal digits, nothing else.
         impl FieldValue for $t {
+            #[inline]
             fn parse(text: &str) -> Option<Self> {
-                text.parse().ok()
+                match plain_digits(text) {
+                    Some(n) => <$t>::try_from(n).ok(),
+                    None => text.parse().ok(),
+                }
             }
             fn render(&self) -> String {
                 self.to_string()
@@ -64,5 +81,21 @@ mod tests {
         assert_eq!(i32::parse(" 1"), None);
         assert_eq!(i64::parse("9223372036854775807"), Some(i64::MAX));
         assert_eq!(i32::parse("2147483648"), None);
+        assert_eq!(i32::parse("2147483647"), Some(i32::MAX));
+        assert_eq!(u8::parse("256"), None);
+        assert_eq!(u64::parse("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(i64::parse("+7"), Some(7));
+        assert_eq!(i32::parse(""), None);
+        assert_eq!(i32::parse("1a"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn integers_parse_like_std(text in "[-+]?[0-9]{0,21}|[0-9a/ ]{0,4}") {
+            proptest::prop_assert_eq!(i32::parse(&text), text.parse().ok());
+            proptest::prop_assert_eq!(i64::parse(&text), text.parse().ok());
+            proptest::prop_assert_eq!(u16::parse(&text), text.parse().ok());
+            proptest::prop_assert_eq!(u64::parse(&text), text.parse().ok());
+        }
     }
 }

@@ -35,7 +35,7 @@ pub use transaction::*;
 use thiserror::Error;
 
 use crate::ExtFields;
-use crate::ext_fields::Value;
+use crate::ext_fields::{Taken, Value};
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HeaderError {
@@ -104,6 +104,50 @@ pub fn take_optional<T: FieldValue>(
     fields.take(key).map(|v| parse_taken(key, v)).transpose()
 }
 
+/// [`read_required`] for a value found by [`ExtFields::lookup_slots`].
+#[doc(hidden)]
+#[inline]
+pub fn parse_required<T: FieldValue>(
+    value: Option<&str>,
+    key: &'static str,
+) -> Result<T, HeaderError> {
+    match value {
+        Some(v) => parse(key, v),
+        None => Err(HeaderError::Missing(key)),
+    }
+}
+
+#[doc(hidden)]
+#[inline]
+pub fn parse_optional<T: FieldValue>(
+    value: Option<&str>,
+    key: &'static str,
+) -> Result<Option<T>, HeaderError> {
+    value.map(|v| parse(key, v)).transpose()
+}
+
+/// [`take_required`] for a value moved out by [`ExtFields::take_slots`].
+#[doc(hidden)]
+#[inline]
+pub fn parse_taken_required<T: FieldValue>(
+    value: Option<Taken>,
+    key: &'static str,
+) -> Result<T, HeaderError> {
+    match value {
+        Some(Taken(v)) => parse_taken(key, v),
+        None => Err(HeaderError::Missing(key)),
+    }
+}
+
+#[doc(hidden)]
+#[inline]
+pub fn parse_taken_optional<T: FieldValue>(
+    value: Option<Taken>,
+    key: &'static str,
+) -> Result<Option<T>, HeaderError> {
+    value.map(|Taken(v)| parse_taken(key, v)).transpose()
+}
+
 /// Moves a heap string into `T`; parses an inline one (numbers, flags) in place, so
 /// no `String` is built for it.
 fn parse_taken<T: FieldValue>(key: &'static str, value: Value) -> Result<T, HeaderError> {
@@ -157,11 +201,20 @@ macro_rules! header {
         }
 
         impl $crate::header::CommandHeader for $name {
+            // Both readers visit the extFields once, mapping each key to its field's
+            // slot, then parse the fields in declaration order (so the first error is
+            // the one a field-by-field read would give).
             fn read(
                 fields: &$crate::ExtFields,
             ) -> ::core::result::Result<Self, $crate::header::HeaderError> {
+                #[allow(non_camel_case_types)]
+                enum Slot { $( $field, )* }
+                let [$( $field, )*] = fields.lookup_slots(|key| match key {
+                    $( $key => Some(Slot::$field as usize), )*
+                    _ => None,
+                });
                 Ok(Self {
-                    $( $field: $crate::header_read_field!($kind fields, $key $(, $default)?), )*
+                    $( $field: $crate::header_parse_field!($kind parse $field, $key $(, $default)?), )*
                 })
             }
 
@@ -172,11 +225,40 @@ macro_rules! header {
             fn take(
                 fields: &mut $crate::ExtFields,
             ) -> ::core::result::Result<Self, $crate::header::HeaderError> {
+                #[allow(non_camel_case_types)]
+                enum Slot { $( $field, )* }
+                let [$( $field, )*] = fields.take_slots(|key| match key {
+                    $( $key => Some(Slot::$field as usize), )*
+                    _ => None,
+                });
                 Ok(Self {
-                    $( $field: $crate::header_take_field!($kind fields, $key $(, $default)?), )*
+                    $( $field: $crate::header_parse_field!($kind parse_taken $field, $key $(, $default)?), )*
                 })
             }
         }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! header_parse_field {
+    (required parse $value:ident, $key:literal) => {
+        $crate::header::parse_required($value, $key)?
+    };
+    (optional parse $value:ident, $key:literal) => {
+        $crate::header::parse_optional($value, $key)?
+    };
+    (default parse $value:ident, $key:literal, $default:expr) => {
+        $crate::header::parse_optional($value, $key)?.unwrap_or($default)
+    };
+    (required parse_taken $value:ident, $key:literal) => {
+        $crate::header::parse_taken_required($value, $key)?
+    };
+    (optional parse_taken $value:ident, $key:literal) => {
+        $crate::header::parse_taken_optional($value, $key)?
+    };
+    (default parse_taken $value:ident, $key:literal, $default:expr) => {
+        $crate::header::parse_taken_optional($value, $key)?.unwrap_or($default)
     };
 }
 
@@ -186,34 +268,6 @@ macro_rules! header_field_type {
     (required $ty:ty) => { $ty };
     (default $ty:ty) => { $ty };
     (optional $ty:ty) => { ::core::option::Option<$ty> };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! header_read_field {
-    (required $fields:ident, $key:literal) => {
-        $crate::header::read_required($fields, $key)?
-    };
-    (optional $fields:ident, $key:literal) => {
-        $crate::header::read_optional($fields, $key)?
-    };
-    (default $fields:ident, $key:literal, $default:expr) => {
-        $crate::header::read_optional($fields, $key)?.unwrap_or($default)
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! header_take_field {
-    (required $fields:ident, $key:literal) => {
-        $crate::header::take_required($fields, $key)?
-    };
-    (optional $fields:ident, $key:literal) => {
-        $crate::header::take_optional($fields, $key)?
-    };
-    (default $fields:ident, $key:literal, $default:expr) => {
-        $crate::header::take_optional($fields, $key)?.unwrap_or($default)
-    };
 }
 
 #[doc(hidden)]

@@ -23,6 +23,7 @@ use std::borrow::Cow;
 
 use super::Header;
 use super::number::{Integer, Number, render_float};
+use super::plain_text::{STOPS_PLAIN_TEXT, stop_bytes};
 use crate::ext_fields::{Value, intern};
 use crate::{ExtFields, LanguageCode, ProtocolError};
 
@@ -159,6 +160,9 @@ impl<'a> Reader<'a> {
             }
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.pos;
+                if let Some(n) = self.small_natural() {
+                    return Ok(n);
+                }
                 match self.number()?.integer() {
                     Some(Integer::Unsigned(n)) => i32::try_from(n).ok(),
                     Some(Integer::Negative(n)) => i32::try_from(n).ok(),
@@ -171,6 +175,33 @@ impl<'a> Reader<'a> {
             }
             _ => self.error("expected a 32-bit integer"),
         }
+    }
+
+    /// A number token of 1 to 9 digits without sign, fraction or exponent (every
+    /// `code`, `flag` and `opaque` Java sends but negative ones), consumed; otherwise
+    /// `None` with nothing consumed, for [`Self::number`] to judge.
+    #[inline]
+    fn small_natural(&mut self) -> Option<i32> {
+        let digits = self.bytes.get(self.pos..)?;
+        let len = digits
+            .iter()
+            .take(10)
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        let followed_by = digits.get(len).copied();
+        if len == 0
+            || len > 9
+            || (digits[0] == b'0' && len > 1)
+            || matches!(followed_by, Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        self.pos += len;
+        Some(
+            digits[..len]
+                .iter()
+                .fold(0, |n, d| n * 10 + i32::from(d - b'0')),
+        )
     }
 
     fn language(&mut self) -> Result<LanguageCode> {
@@ -312,8 +343,12 @@ impl<'a> Reader<'a> {
             }
             self.digits();
         }
-        // The token is ASCII, so this slicing cannot fail.
-        let text = std::str::from_utf8(&self.bytes[start..self.pos]).unwrap_or_default();
+        // The token is ASCII, so neither way of slicing it can fail.
+        let text = match self.text {
+            Some(text) => text.get(start..self.pos),
+            None => std::str::from_utf8(&self.bytes[start..self.pos]).ok(),
+        }
+        .unwrap_or_default();
         Ok(Number {
             text,
             negative,
@@ -330,14 +365,22 @@ impl<'a> Reader<'a> {
 
     /// The rest of a string whose opening quote has been consumed: borrowed from the
     /// input unless it holds escapes.
+    #[inline(always)]
     fn string(&mut self) -> Result<Cow<'a, str>> {
         let start = self.pos;
         let end = self.scan_plain();
+        if self.peek() == Some(b'"') {
+            self.pos += 1;
+            return self.text_at(start, end).map(Cow::Borrowed);
+        }
+        self.escaped_string(start, end)
+    }
+
+    /// [`Self::string`] past its first run of plain text, which did not end with the
+    /// closing quote. Kept out of line so that the common case stays small.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize, end: usize) -> Result<Cow<'a, str>> {
         match self.peek() {
-            Some(b'"') => {
-                self.pos += 1;
-                self.text_at(start, end).map(Cow::Borrowed)
-            }
             Some(b'\\') => {
                 // Bounded by the input: escapes only ever shrink.
                 let mut owned = String::with_capacity(self.bytes.len() - start);
@@ -371,8 +414,21 @@ impl<'a> Reader<'a> {
 
     /// Advances to the next quote, backslash or control character (or the end) and
     /// returns that position.
-    #[inline]
+    #[inline(always)]
     fn scan_plain(&mut self) -> usize {
+        // Eight bytes per step while a whole word is left; the rest byte by byte.
+        while let Some(word) = self
+            .bytes
+            .get(self.pos..)
+            .and_then(<[u8]>::first_chunk::<8>)
+        {
+            let stops = stop_bytes(u64::from_le_bytes(*word));
+            if stops != 0 {
+                self.pos += (stops.trailing_zeros() / 8) as usize;
+                return self.pos;
+            }
+            self.pos += 8;
+        }
         while let Some(&b) = self.bytes.get(self.pos) {
             if STOPS_PLAIN_TEXT[usize::from(b)] {
                 break;
@@ -546,17 +602,3 @@ impl<'a> Reader<'a> {
         self.expect(b':', "expected ':'")
     }
 }
-
-/// Bytes that end a run of plain string text: quote, backslash, control characters.
-/// A table makes the scan one load and one branch per byte.
-const STOPS_PLAIN_TEXT: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        table[b] = true;
-        b += 1;
-    }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
-    table
-};

@@ -1,7 +1,7 @@
 use bytes::BytesMut;
 use proptest::prelude::*;
 
-use super::{Header, oracle, put_str, reader};
+use super::{Header, oracle, plain_text, put_str, reader};
 use crate::{ExtFields, LanguageCode, RemotingCommand};
 
 /// The reader and the serde_json oracle agree: same header, or both refuse.
@@ -133,6 +133,32 @@ fn lenient_values() {
     refused(br#"{"code":1,"extFields":[]}"#);
     refused(br#"{"code":1,"language":1.5}"#);
     refused(br#"{"version":1}"#);
+}
+
+#[test]
+fn integers_at_the_edges_of_the_digit_fast_path() {
+    for (text, want) in [
+        ("0", 0),
+        ("7", 7),
+        ("999999999", 999_999_999),
+        ("2147483647", i32::MAX),
+        ("-2147483648", i32::MIN),
+        ("\"12\"", 12),
+    ] {
+        assert_eq!(ok(&format!(r#"{{"code":{text}}}"#)).code, want, "{text}");
+    }
+    for text in [
+        "01",
+        "2147483648",
+        "1e2",
+        "5.0",
+        "-0",
+        "5.",
+        "1x",
+        "9999999999",
+    ] {
+        refused(format!(r#"{{"code":{text}}}"#).as_bytes());
+    }
 }
 
 #[test]
@@ -317,5 +343,22 @@ proptest! {
         prop_assert_eq!(h.language, cmd.language);
         prop_assert_eq!(h.remark, cmd.remark);
         prop_assert_eq!(h.ext_fields, cmd.ext_fields);
+    }
+}
+
+proptest! {
+    #[test]
+    fn word_scan_finds_the_first_stop_byte(
+        bytes in proptest::array::uniform8(prop_oneof![
+            any::<u8>(),
+            Just(b'"'),
+            Just(b'\\'),
+            0u8..0x21,
+            0x7Fu8..=0xFF,
+        ])
+    ) {
+        let want = bytes.iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\');
+        let stops = plain_text::stop_bytes(u64::from_le_bytes(bytes));
+        prop_assert_eq!((stops != 0).then(|| (stops.trailing_zeros() / 8) as usize), want);
     }
 }
