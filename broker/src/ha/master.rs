@@ -76,6 +76,24 @@ pub enum ConnError {
     BadStart(i64),
     #[error("no report from the slave within the housekeeping interval")]
     Silent,
+    #[error("this broker was demoted or took a new epoch: the slave must reconnect")]
+    Superseded,
+}
+
+/// Resolves once this broker is no longer the master of `epoch`. A demoted master drops
+/// its slaves' connections so their acks stop counting (nothing it still writes may be
+/// acknowledged under an old epoch), and a re-promoted one makes them reconnect and
+/// reconcile against the new epoch.
+pub(crate) async fn superseded(ha: &Ha, epoch: i32) {
+    let mut changes = ha.subscribe_changes();
+    loop {
+        if ha.is_slave() || ha.epoch() != epoch {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 async fn serve_slave(
@@ -128,6 +146,7 @@ async fn serve_slave(
         return Err(ConnError::BadStart(first));
     }
     tracing::info!(slave = %peer, broker_id = hello.broker_id, epoch = hello.epoch, from = start, "slave connected");
+    let hello_epoch = ha.epoch();
     let id = ha.acks.register(peer, first);
     ha.on_ack();
     let cancel = stop.child_token();
@@ -137,7 +156,10 @@ async fn serve_slave(
         PhysicalOffset(start),
         cancel.clone(),
     ));
-    let result = read_acks(ha, rd, id, &cancel).await;
+    let result = tokio::select! {
+        r = read_acks(ha, rd, id, &cancel) => r,
+        () = superseded(ha, hello_epoch) => Err(ConnError::Superseded),
+    };
     cancel.cancel();
     ha.acks.remove(id);
     let _ = writer.await;

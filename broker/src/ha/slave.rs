@@ -50,6 +50,8 @@ pub enum SlaveError {
     Remoting(#[from] ClientError),
     #[error("truncation failed: {0}")]
     Truncate(String),
+    #[error("the role or the master changed")]
+    Superseded,
 }
 
 /// Runs until shutdown: while this broker is a slave with a known master, follows it.
@@ -226,6 +228,11 @@ async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
     let point = last_consistent_point(&local, local_end, &remote, PhysicalOffset(cache.max_offset))
         .unwrap_or(PhysicalOffset(0));
     let _gate = ha.replica_gate.lock().await;
+    // A promotion (or a new master) may have landed while this waited for the gate: the
+    // cut was computed for a master this broker no longer follows.
+    if ha.role() != BrokerRole::Slave || ha.target().master_addr.as_deref() != Some(master) {
+        return Err(SlaveError::Superseded);
+    }
     if point < local_end {
         tracing::warn!(
             keep = %point, end = %local_end,
