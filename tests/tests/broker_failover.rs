@@ -13,6 +13,7 @@
 //! `RMQ_FAILOVER_ROUNDS=20 <test binary> --nocapture`.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,20 +68,19 @@ fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load
                         return;
                     }
                     let port = ports[prefer % ports.len()];
-                    if !clients.contains_key(&port) {
-                        match Client::connect(port).await {
-                            Ok(c) => {
-                                clients.insert(port, c);
-                            }
+                    let client = match clients.entry(port) {
+                        Entry::Occupied(e) => e.into_mut(),
+                        Entry::Vacant(e) => match Client::connect(port).await {
+                            Ok(c) => e.insert(c),
                             Err(_) => {
                                 prefer += 1;
                                 tokio::time::sleep(Duration::from_millis(20)).await;
                                 continue;
                             }
-                        }
-                    }
+                        },
+                    };
                     let body = format!("r{round}-p{p}-{seq}");
-                    let sent = clients[&port]
+                    let sent = client
                         .request(send_v2(TOPIC, queue, body.as_bytes(), ""))
                         .await;
                     match sent {
