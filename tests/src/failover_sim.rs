@@ -18,7 +18,7 @@ use operator::admin::{Admin, HaStatus, RemotingAdmin};
 use operator::crd::{FailoverSpec, GroupStatus, MemberStatus};
 use operator::failover::executor::{ExecError, GroupApi, Recorder, execute};
 use operator::failover::observe::{self, PodFacts};
-use operator::failover::{Action, Phase, State, step};
+use operator::failover::{Action, Phase, Request, State, step};
 use operator::metrics::{GroupLabels, Metrics};
 use operator::reconcile::broker_status::identities;
 
@@ -70,8 +70,9 @@ impl SimMember {
         }
     }
 
+    /// Whether the process runs; a member being restarted (its lock held) does not.
     pub fn running(&self) -> bool {
-        self.process.try_lock().is_ok_and(|mut p| p.running())
+        !self.pending.load(Ordering::Acquire) && self.lock().running()
     }
 
     pub fn conf(&self, key: &str) -> Option<String> {
@@ -168,8 +169,24 @@ impl SimGroup {
         for (m, id) in self.members.iter().zip(ids) {
             let pending = m.pending.load(Ordering::Acquire);
             let running = !pending && m.running();
-            let ready = running && matches!(http::get(m.http_port, "/readyz").await, Ok((200, _)));
-            if running && let Ok(h) = self.admin.ha_status(&m.addr()).await {
+            // One retry: on a loaded machine a single slow answer would make a live pod
+            // look unreachable (which reverts a planned switchover at once).
+            let mut ready = false;
+            let mut status = None;
+            for _ in 0..2 {
+                if !running {
+                    break;
+                }
+                ready = ready || matches!(http::get(m.http_port, "/readyz").await, Ok((200, _)));
+                if status.is_none() {
+                    status = self.admin.ha_status(&m.addr()).await.ok();
+                }
+                if ready && status.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if let Some(h) = status {
                 ha.insert(m.pod.clone(), h);
             }
             let unready_since_ms = {
@@ -278,6 +295,8 @@ pub struct Driver {
     pub state: State,
     pub previous: Option<GroupStatus>,
     pub spec: FailoverSpec,
+    /// A switchover request (the annotation); removed when the machine clears it.
+    pub request: Option<Request>,
     metrics: Metrics,
     /// Every action executed, with the phase it was taken in.
     pub log: Vec<(Phase, Action)>,
@@ -289,6 +308,7 @@ impl Driver {
             state: State::idle(master, 0),
             previous: None,
             spec,
+            request: None,
             metrics: Metrics::default(),
             log: Vec::new(),
         }
@@ -304,7 +324,7 @@ impl Driver {
             &facts,
             &ha,
             self.previous.as_ref(),
-            None,
+            self.request.clone(),
         );
         self.previous = Some(record(&self.state, &facts, &ha, self.previous.as_ref()));
         let (next, actions) = step(&self.state, &obs);
@@ -321,6 +341,9 @@ impl Driver {
             },
         };
         execute(&actions, group, &group.admin, &recorder).await?;
+        if actions.contains(&Action::ClearRequest) {
+            self.request = None;
+        }
         let moved = next.phase != self.state.phase || actions.iter().any(Action::acts);
         for a in actions {
             self.log.push((self.state.phase, a));

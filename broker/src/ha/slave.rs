@@ -91,7 +91,16 @@ async fn follow(
     master_addr: Option<String>,
 ) -> Result<(), SlaveError> {
     if let Some(master) = &master_addr {
-        reconcile(ha, master).await?;
+        // Its own task: the slave loop drops `follow` on any role change, and a cut that
+        // stopped between truncating and adopting the master's epochs (with its blocking
+        // truncation still running after the gate was released) would corrupt the epoch
+        // file. The task keeps the gate until both are done.
+        let task = tokio::spawn({
+            let (ha, master) = (Arc::clone(ha), master.clone());
+            async move { reconcile(&ha, &master).await }
+        });
+        task.await
+            .map_err(|e| SlaveError::Truncate(e.to_string()))??;
     }
     let ha_addr = match ha_addr {
         Some(a) => a,
