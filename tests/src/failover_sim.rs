@@ -300,6 +300,8 @@ pub struct Driver {
     metrics: Metrics,
     /// Every action executed, with the phase it was taken in.
     pub log: Vec<(Phase, Action)>,
+    /// Each phase change with the observations that caused it.
+    pub trace: Vec<String>,
 }
 
 impl Driver {
@@ -311,6 +313,7 @@ impl Driver {
             request: None,
             metrics: Metrics::default(),
             log: Vec::new(),
+            trace: Vec::new(),
         }
     }
 
@@ -345,6 +348,15 @@ impl Driver {
             self.request = None;
         }
         let moved = next.phase != self.state.phase || actions.iter().any(Action::acts);
+        if next.phase != self.state.phase {
+            self.trace.push(format!(
+                "{} -> {}: master offset {:?}, members {:?}",
+                self.state.phase.name(),
+                next.phase.name(),
+                obs.master_offset,
+                obs.members
+            ));
+        }
         for a in actions {
             self.log.push((self.state.phase, a));
         }

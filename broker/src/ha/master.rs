@@ -76,18 +76,20 @@ pub enum ConnError {
     BadStart(i64),
     #[error("no report from the slave within the housekeeping interval")]
     Silent,
-    #[error("this broker was demoted or took a new epoch: the slave must reconnect")]
+    #[error("this broker follows another master or took a new epoch: the slave must reconnect")]
     Superseded,
 }
 
-/// Resolves once this broker is no longer the master of `epoch`. A demoted master drops
-/// its slaves' connections so their acks stop counting (nothing it still writes may be
-/// acknowledged under an old epoch), and a re-promoted one makes them reconnect and
-/// reconcile against the new epoch.
+/// Resolves once a slave connection of the master of `epoch` must close: this broker
+/// now follows another master (its slaves must follow that one, and their acks must not
+/// count here), or it was promoted again at a newer epoch (they reconnect and reconcile
+/// against it). A master fenced without a successor yet keeps streaming: the operator's
+/// election waits for a switchover target to hold everything the fenced master wrote.
 pub(crate) async fn superseded(ha: &Ha, epoch: i32) {
     let mut changes = ha.subscribe_changes();
     loop {
-        if ha.is_slave() || ha.epoch() != epoch {
+        let follows_another = ha.is_slave() && ha.target() != super::Target::default();
+        if follows_another || (!ha.is_slave() && ha.epoch() != epoch) {
             return;
         }
         if changes.changed().await.is_err() {

@@ -79,7 +79,7 @@ async fn a_promoted_slave_stops_following_before_it_takes_writes() {
 }
 
 #[tokio::test]
-async fn a_demoted_master_drops_its_slave_connections() {
+async fn a_demoted_master_drops_its_slave_connections_once_it_follows_another() {
     let dir = tempfile::tempdir().unwrap();
     let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
     ha.become_master(1).await.unwrap();
@@ -89,10 +89,15 @@ async fn a_demoted_master_drops_its_slave_connections() {
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!watcher.is_finished(), "still master of epoch 1");
+    // Fenced with no successor: the stream goes on so a switchover target catches up.
     ha.become_slave(2, None, None).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!watcher.is_finished(), "fenced, not yet following anyone");
+    ha.become_slave(2, Some("127.0.0.1:1".into()), None)
+        .unwrap();
     tokio::time::timeout(Duration::from_secs(5), watcher)
         .await
-        .expect("connections of a demoted master close")
+        .expect("connections close once it follows another master")
         .unwrap();
     // Promoted again at a newer epoch: connections from before are dropped too.
     ha.become_master(3).await.unwrap();
