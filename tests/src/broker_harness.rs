@@ -204,6 +204,28 @@ impl BrokerProcess {
         }
     }
 
+    /// Sets (or replaces) one config line; it takes effect at the next (re)start, as a
+    /// rewritten ConfigMap does for a recreated pod.
+    pub fn set_conf(&mut self, key: &str, value: &str) {
+        self.conf.retain(|(k, _)| k != key);
+        self.conf.push((key.to_owned(), value.to_owned()));
+    }
+
+    /// The value of one config line.
+    pub fn conf(&self, key: &str) -> Option<&str> {
+        self.conf
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the process is running (not killed, not exited).
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Starts the broker again on the same ports and data.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop the broker first");

@@ -9,6 +9,7 @@ pub mod broker;
 pub mod broker_harness;
 pub mod cli;
 pub mod client;
+pub mod failover_sim;
 pub mod http;
 pub mod nameserver;
 pub mod netns;

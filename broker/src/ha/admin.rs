@@ -62,7 +62,7 @@ pub async fn notify_role_changed(broker: &Arc<Broker>, request: &RemotingCommand
     let Some(ha) = broker.ha.get().cloned() else {
         return not_running(request);
     };
-    let result = if h.master_broker_id == ha.settings.broker_id {
+    let result = if ha.names_me(h.master_broker_id) {
         ha.become_master(h.master_epoch).await
     } else {
         ha.become_slave(h.master_epoch, h.master_address, h.master_ha_address)

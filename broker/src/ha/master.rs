@@ -76,6 +76,26 @@ pub enum ConnError {
     BadStart(i64),
     #[error("no report from the slave within the housekeeping interval")]
     Silent,
+    #[error("this broker follows another master or took a new epoch: the slave must reconnect")]
+    Superseded,
+}
+
+/// Resolves once a slave connection of the master of `epoch` must close: this broker
+/// now follows another master (its slaves must follow that one, and their acks must not
+/// count here), or it was promoted again at a newer epoch (they reconnect and reconcile
+/// against it). A master fenced without a successor yet keeps streaming: the operator's
+/// election waits for a switchover target to hold everything the fenced master wrote.
+pub(crate) async fn superseded(ha: &Ha, epoch: i32) {
+    let mut changes = ha.subscribe_changes();
+    loop {
+        let follows_another = ha.is_slave() && ha.target() != super::Target::default();
+        if follows_another || (!ha.is_slave() && ha.epoch() != epoch) {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 async fn serve_slave(
@@ -128,6 +148,7 @@ async fn serve_slave(
         return Err(ConnError::BadStart(first));
     }
     tracing::info!(slave = %peer, broker_id = hello.broker_id, epoch = hello.epoch, from = start, "slave connected");
+    let hello_epoch = ha.epoch();
     let id = ha.acks.register(peer, first);
     ha.on_ack();
     let cancel = stop.child_token();
@@ -137,7 +158,10 @@ async fn serve_slave(
         PhysicalOffset(start),
         cancel.clone(),
     ));
-    let result = read_acks(ha, rd, id, &cancel).await;
+    let result = tokio::select! {
+        r = read_acks(ha, rd, id, &cancel) => r,
+        () = superseded(ha, hello_epoch) => Err(ConnError::Superseded),
+    };
     cancel.cancel();
     ha.acks.remove(id);
     let _ = writer.await;

@@ -297,8 +297,10 @@ impl Ha {
     /// `syncFlushTimeout`: FLUSH_SLAVE_TIMEOUT. A replication failure overrides the flush
     /// status; a flush failure stays when replication succeeded.
     pub async fn after_put(&self, mut result: PutResult, wait_store_ok: bool) -> PutResult {
+        // A master fenced while this put was in flight (role SLAVE now) still answers by
+        // what a slave acknowledged: the put must not read as replicated when it is not.
         if !wait_store_ok
-            || self.role() != BrokerRole::SyncMaster
+            || self.role() == BrokerRole::AsyncMaster
             || !matches!(
                 result.status,
                 PutStatus::PutOk | PutStatus::FlushDiskTimeout

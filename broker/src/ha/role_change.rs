@@ -14,8 +14,6 @@ use super::{Ha, Target};
 pub enum RoleChangeError {
     #[error("stale epoch {got}: this broker is at epoch {current}")]
     StaleEpoch { current: i32, got: i32 },
-    #[error("becoming a slave needs the master's address")]
-    NoMasterAddress,
     #[error("recording the epoch failed: {0}")]
     Epoch(String),
 }
@@ -32,19 +30,14 @@ impl Ha {
         Ok(())
     }
 
-    /// Becomes master of `epoch`. Replication from a former master stops first (the
-    /// replica gate), then dispatch catches up and the queue offsets are rebuilt.
+    /// Becomes master of `epoch`. The replication client is stopped first: the target is
+    /// cleared (the slave loop goes idle and drops its connection), then the replica gate
+    /// is taken so no replicated frame lands after the epoch's start offset is recorded.
+    /// Writes stay refused (the role is still SLAVE) until the epoch is on disk.
     pub async fn become_master(self: &Arc<Self>, epoch: i32) -> Result<(), RoleChangeError> {
         self.check_epoch(epoch)?;
         let role = self.settings.promoted_role;
-        let was = {
-            let mut s = self.state.lock();
-            let was = s.role;
-            s.role = role;
-            s.epoch = s.epoch.max(epoch);
-            s.target = Target::default();
-            was
-        };
+        let target = std::mem::take(&mut self.state.lock().target);
         self.changes.send_modify(|g| *g += 1);
         let _gate = self.replica_gate.lock().await;
         let store = Arc::clone(&self.store);
@@ -58,17 +51,28 @@ impl Ha {
             Ok::<_, String>(max)
         })
         .await
-        .map_err(|e| RoleChangeError::Epoch(e.to_string()))?;
+        .map_err(|e| RoleChangeError::Epoch(e.to_string()))
+        .and_then(|r| r.map_err(RoleChangeError::Epoch));
         let start = match recorded {
             Ok(start) => start,
             Err(e) => {
-                self.state.lock().role = was;
+                let mut s = self.state.lock();
+                if s.role == BrokerRole::Slave {
+                    s.target = target;
+                }
+                drop(s);
                 self.bump();
-                return Err(RoleChangeError::Epoch(e));
+                return Err(e);
             }
         };
         // Everything up to here is on this broker; nothing newer exists anywhere.
         self.store.confirm_offset().set(start);
+        {
+            let mut s = self.state.lock();
+            s.role = role;
+            s.epoch = s.epoch.max(epoch);
+            s.target = Target::default();
+        }
         self.fenced
             .store(false, std::sync::atomic::Ordering::Release);
         self.apply_visibility();
@@ -78,7 +82,9 @@ impl Ha {
     }
 
     /// Becomes a slave of the master at `master_addr` (remoting address; its HA address
-    /// is `master_ha_addr` or asked from it).
+    /// is `master_ha_addr` or asked from it). Without either (the operator's fence:
+    /// masterBrokerId -1 and an empty address) the broker is fenced at `epoch`: it refuses
+    /// writes and follows no one until a later role change names the new master.
     pub fn become_slave(
         &self,
         epoch: i32,
@@ -86,17 +92,15 @@ impl Ha {
         master_ha_addr: Option<String>,
     ) -> Result<(), RoleChangeError> {
         self.check_epoch(epoch)?;
-        if master_addr.is_none() && master_ha_addr.is_none() {
-            return Err(RoleChangeError::NoMasterAddress);
-        }
+        let target = Target {
+            master_addr: master_addr.filter(|a| !a.trim().is_empty()),
+            master_ha_addr: master_ha_addr.filter(|a| !a.trim().is_empty()),
+        };
         {
             let mut s = self.state.lock();
             s.role = BrokerRole::Slave;
             s.epoch = s.epoch.max(epoch);
-            s.target = Target {
-                master_addr,
-                master_ha_addr,
-            };
+            s.target = target;
         }
         self.store.set_role(BrokerRole::Slave);
         self.apply_visibility();
@@ -104,4 +108,20 @@ impl Ha {
         self.bump();
         Ok(())
     }
+
+    /// Whether a NOTIFY_BROKER_ROLE_CHANGED naming `master_broker_id` names this broker:
+    /// its configured id, or the id it registers with (what GET_BROKER_HA_STATUS reports
+    /// and the operator promotes by: 0 as master, the configured id or 1 as slave). A
+    /// fenced former master configured as brokerId 0 registers as 1, so a later "follow
+    /// brokerId 0" is not read as its own promotion.
+    pub fn names_me(&self, master_broker_id: i64) -> bool {
+        let configured = self.settings.broker_id;
+        master_broker_id >= 0
+            && (master_broker_id == self.registered_broker_id()
+                || (master_broker_id != 0 && master_broker_id == configured))
+    }
 }
+
+#[cfg(test)]
+#[path = "role_change_tests.rs"]
+mod tests;

@@ -50,6 +50,8 @@ pub enum SlaveError {
     Remoting(#[from] ClientError),
     #[error("truncation failed: {0}")]
     Truncate(String),
+    #[error("the role or the master changed")]
+    Superseded,
 }
 
 /// Runs until shutdown: while this broker is a slave with a known master, follows it.
@@ -89,7 +91,16 @@ async fn follow(
     master_addr: Option<String>,
 ) -> Result<(), SlaveError> {
     if let Some(master) = &master_addr {
-        reconcile(ha, master).await?;
+        // Its own task: the slave loop drops `follow` on any role change, and a cut that
+        // stopped between truncating and adopting the master's epochs (with its blocking
+        // truncation still running after the gate was released) would corrupt the epoch
+        // file. The task keeps the gate until both are done.
+        let task = tokio::spawn({
+            let (ha, master) = (Arc::clone(ha), master.clone());
+            async move { reconcile(&ha, &master).await }
+        });
+        task.await
+            .map_err(|e| SlaveError::Truncate(e.to_string()))??;
     }
     let ha_addr = match ha_addr {
         Some(a) => a,
@@ -223,24 +234,27 @@ async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
     // The cut runs on a blocking thread that holds the replica gate throughout: when this
     // follow attempt is abandoned (a role or target change drops it) the cut still runs
     // to its end, and a second attempt waits for it instead of truncating concurrently.
-    let ha = Arc::clone(ha);
+    let (ha, master) = (Arc::clone(ha), master.to_owned());
     tokio::task::spawn_blocking(move || {
-        cut_to_master(&ha, remote, PhysicalOffset(cache.max_offset))
+        cut_to_master(&ha, &master, remote, PhysicalOffset(cache.max_offset))
     })
     .await
     .map_err(|e| SlaveError::Truncate(e.to_string()))?
 }
 
-/// Truncates beyond the last point shared with the master (whose log is `remote` up to
-/// `remote_end`) and adopts its epochs. A broker that is no longer a slave is left alone.
+/// Truncates beyond the last point shared with `master` (whose log is `remote` up to
+/// `remote_end`) and adopts its epochs. A broker that was promoted, or told to follow
+/// another master, while this waited for the gate is left alone: the cut was computed
+/// for a master it no longer follows.
 pub(crate) fn cut_to_master(
     ha: &Ha,
+    master: &str,
     remote: Vec<EpochEntry>,
     remote_end: PhysicalOffset,
 ) -> Result<(), SlaveError> {
     let _gate = ha.replica_gate.blocking_lock();
-    if ha.role() != BrokerRole::Slave {
-        return Ok(());
+    if ha.role() != BrokerRole::Slave || ha.target().master_addr.as_deref() != Some(master) {
+        return Err(SlaveError::Superseded);
     }
     let store = &ha.store;
     let local = store.epochs().entries();

@@ -9,12 +9,15 @@ use std::sync::Arc;
 use protocol::message::PhysicalOffset;
 use store::ha::EpochEntry;
 
-use super::cut_to_master;
+use super::{SlaveError, cut_to_master};
 use crate::config::Config;
 use crate::ha::{Ha, HaSettings, Target};
 use crate::store_adapter::StoreAdapter;
 use crate::store_api::{MessageStoreApi, PutStatus};
 use crate::test_fixture::message;
+
+/// The master the former master is told to follow (never contacted by these tests).
+const MASTER: &str = "127.0.0.1:1";
 
 /// A former master of epochs 1 and 2 holding 20 messages, now a slave of epoch 3; the
 /// new master's log shares epoch 1 only, up to the 10th message.
@@ -39,8 +42,7 @@ async fn former_master(dir: &std::path::Path) -> (Arc<Ha>, Vec<EpochEntry>, Phys
         offsets.push(r.appended.unwrap().wrote_offset);
     }
     let ha = Ha::new(HaSettings::from_config(&config), store, None);
-    ha.become_slave(3, Some("127.0.0.1:1".into()), None)
-        .unwrap();
+    ha.become_slave(3, Some(MASTER.into()), None).unwrap();
     let remote = vec![
         EpochEntry {
             epoch: 1,
@@ -62,7 +64,7 @@ async fn overlapping_cuts_run_one_after_the_other_and_agree() {
     let cuts: Vec<_> = (0..2)
         .map(|_| {
             let (ha, remote) = (Arc::clone(&ha), remote.clone());
-            tokio::task::spawn_blocking(move || cut_to_master(&ha, remote, remote_end))
+            tokio::task::spawn_blocking(move || cut_to_master(&ha, MASTER, remote, remote_end))
         })
         .collect();
     for cut in cuts {
@@ -92,10 +94,11 @@ async fn a_cut_started_before_a_promotion_leaves_the_new_master_alone() {
     let end = ha.store.max_phy_offset();
     ha.become_master(4).await.unwrap();
     let h = Arc::clone(&ha);
-    tokio::task::spawn_blocking(move || cut_to_master(&h, remote, PhysicalOffset(0)))
-        .await
-        .unwrap()
-        .unwrap();
+    let cut =
+        tokio::task::spawn_blocking(move || cut_to_master(&h, MASTER, remote, PhysicalOffset(0)))
+            .await
+            .unwrap();
+    assert!(matches!(cut, Err(SlaveError::Superseded)), "{cut:?}");
     assert_eq!(ha.store.max_phy_offset(), end);
     assert_eq!(ha.store.epochs().current_epoch(), 4);
 }

@@ -169,34 +169,37 @@ fn parse(text: &str) -> Result<Vec<EpochEntry>, String> {
 /// `findLastConsistentPoint`: the highest offset up to which a local log and a remote log
 /// were written by the same epochs. Each side is its entries plus its log end. Walking
 /// the local entries from the newest, the first one the remote also has (same epoch and
-/// start) gives the answer: the lower of the two ends of that epoch. Logs that were never
-/// assigned an epoch count as one epoch 0 starting at 0. `None`: nothing in common.
+/// start) gives the answer: the lower of the two ends of that epoch. Bytes written before
+/// a log's first recorded epoch (a broker that started as master before any role change)
+/// count as an epoch 0 starting at 0. `None`: nothing in common.
 pub fn last_consistent_point(
     local: &[EpochEntry],
     local_end: PhysicalOffset,
     remote: &[EpochEntry],
     remote_end: PhysicalOffset,
 ) -> Option<PhysicalOffset> {
-    let implicit = [EpochEntry {
-        epoch: 0,
-        start_offset: PhysicalOffset(0),
-    }];
-    let local = if local.is_empty() {
-        &implicit[..]
-    } else {
-        local
+    let with_implicit = |entries: &[EpochEntry]| {
+        let implicit = EpochEntry {
+            epoch: 0,
+            start_offset: PhysicalOffset(0),
+        };
+        let mut out = Vec::with_capacity(entries.len() + 1);
+        if entries
+            .first()
+            .is_none_or(|f| f.start_offset > PhysicalOffset(0) && f.epoch > 0)
+        {
+            out.push(implicit);
+        }
+        out.extend_from_slice(entries);
+        out
     };
-    let remote = if remote.is_empty() {
-        &implicit[..]
-    } else {
-        remote
-    };
+    let (local, remote) = (with_implicit(local), with_implicit(remote));
     let end_of = |entries: &[EpochEntry], i: usize, log_end: PhysicalOffset| {
         entries.get(i + 1).map_or(log_end, |n| n.start_offset)
     };
     for (i, entry) in local.iter().enumerate().rev() {
         if let Some(j) = remote.iter().position(|r| r == entry) {
-            let point = end_of(local, i, local_end).min(end_of(remote, j, remote_end));
+            let point = end_of(&local, i, local_end).min(end_of(&remote, j, remote_end));
             return Some(point.max(entry.start_offset));
         }
     }
@@ -262,6 +265,26 @@ mod tests {
         assert_eq!(
             last_consistent_point(&[], PhysicalOffset(50), &[], PhysicalOffset(80)),
             Some(PhysicalOffset(50))
+        );
+        // A broker that started as master wrote its first bytes before any epoch was
+        // recorded: they are epoch 0 on both sides, not a divergence.
+        assert_eq!(
+            last_consistent_point(
+                &[],
+                PhysicalOffset(20_000),
+                &[e(1, 18_499)],
+                PhysicalOffset(26_881)
+            ),
+            Some(PhysicalOffset(18_499))
+        );
+        assert_eq!(
+            last_consistent_point(
+                &[e(1, 18_499)],
+                PhysicalOffset(26_881),
+                &[],
+                PhysicalOffset(18_499)
+            ),
+            Some(PhysicalOffset(18_499))
         );
         assert_eq!(
             last_consistent_point(

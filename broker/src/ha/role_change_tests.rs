@@ -1,0 +1,112 @@
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::config::Config;
+use crate::ha::HaSettings;
+
+fn ha_in(dir: &Path, conf: &str) -> Arc<Ha> {
+    let text = format!(
+        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nhaListenPort=0\n{conf}",
+        dir.display()
+    );
+    let config = Config::from_properties(&text).unwrap();
+    let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
+    Ha::new(HaSettings::from_config(&config), store, None)
+}
+
+#[tokio::test]
+async fn the_operators_fence_with_no_master_refuses_writes_and_follows_no_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    assert!(!ha.refuses_writes());
+    // NOTIFY_BROKER_ROLE_CHANGED with masterBrokerId -1 and an empty masterAddress.
+    assert!(!ha.names_me(-1));
+    ha.become_slave(3, Some(String::new()), Some(" ".to_owned()))
+        .unwrap();
+    assert!(ha.refuses_writes());
+    assert_eq!((ha.role(), ha.epoch()), (BrokerRole::Slave, 3));
+    assert_eq!(
+        ha.target(),
+        Target::default(),
+        "an empty address is no master"
+    );
+    assert!(matches!(
+        ha.become_slave(2, None, None),
+        Err(RoleChangeError::StaleEpoch { current: 3, got: 2 })
+    ));
+    // Fenced, it registers as brokerId 1: "follow brokerId 0" is not its promotion,
+    // "promote brokerId 1" (what its HA status reports) is.
+    assert_eq!(ha.registered_broker_id(), 1);
+    assert!(!ha.names_me(0));
+    assert!(ha.names_me(1));
+    ha.become_master(4).await.unwrap();
+    assert!(!ha.refuses_writes());
+    assert_eq!(ha.role(), BrokerRole::SyncMaster);
+    assert_eq!((ha.epoch(), ha.store.epochs().current_epoch()), (4, 4));
+    assert!(ha.names_me(0));
+}
+
+#[tokio::test]
+async fn a_promoted_slave_stops_following_before_it_takes_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SLAVE\nbrokerId=1\n");
+    ha.become_slave(1, Some("127.0.0.1:1".into()), Some("127.0.0.1:2".into()))
+        .unwrap();
+    let mut changes = ha.subscribe_changes();
+    changes.borrow_and_update();
+    // A replica append is in progress.
+    let gate = ha.replica_gate.lock().await;
+    let promotion = tokio::spawn({
+        let ha = Arc::clone(&ha);
+        async move { ha.become_master(2).await }
+    });
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    // The slave loop is told to stop (no master to follow) while writes stay refused and
+    // the epoch waits for the append to finish.
+    assert_eq!(ha.target(), Target::default());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(ha.refuses_writes());
+    assert!(ha.store.epochs().current_epoch() < 2);
+    drop(gate);
+    promotion.await.unwrap().unwrap();
+    assert!(!ha.refuses_writes());
+    assert_eq!(ha.store.epochs().current_epoch(), 2);
+}
+
+#[tokio::test]
+async fn a_demoted_master_drops_its_slave_connections_once_it_follows_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    ha.become_master(1).await.unwrap();
+    let watcher = tokio::spawn({
+        let ha = Arc::clone(&ha);
+        async move { crate::ha::master::superseded(&ha, 1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!watcher.is_finished(), "still master of epoch 1");
+    // Fenced with no successor: the stream goes on so a switchover target catches up.
+    ha.become_slave(2, None, None).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!watcher.is_finished(), "fenced, not yet following anyone");
+    ha.become_slave(2, Some("127.0.0.1:1".into()), None)
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), watcher)
+        .await
+        .expect("connections close once it follows another master")
+        .unwrap();
+    // Promoted again at a newer epoch: connections from before are dropped too.
+    ha.become_master(3).await.unwrap();
+    let stale = tokio::spawn({
+        let ha = Arc::clone(&ha);
+        async move { crate::ha::master::superseded(&ha, 2).await }
+    });
+    tokio::time::timeout(Duration::from_secs(5), stale)
+        .await
+        .unwrap()
+        .unwrap();
+}
