@@ -7,11 +7,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use protocol::RemotingCommand;
-use protocol::code::request;
+use protocol::code::{request, response};
 use protocol::message::record::records;
 use tempfile::TempDir;
 
-use crate::{binary, http, ports};
+use crate::{Client, binary, http, ports};
 
 /// A running broker; killed (SIGKILL) when dropped. Its store lives in `dir`, which
 /// outlives the process so the broker can be restarted on the same data.
@@ -362,4 +362,27 @@ pub fn property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
         .filter_map(|s| s.split_once('\u{1}'))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
+}
+
+/// GET_BROKER_HA_STATUS (907) as JSON.
+pub async fn ha_status(c: &Client) -> serde_json::Value {
+    let r = c
+        .request(with_fields(request::GET_BROKER_HA_STATUS, &[]))
+        .await
+        .expect("GET_BROKER_HA_STATUS");
+    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    serde_json::from_slice(&r.body).expect("HA status JSON")
+}
+
+/// VIEW_MESSAGE_BY_ID by physical offset: the body, or `None` when the broker has no
+/// message there.
+pub async fn view(c: &Client, offset: i64) -> Option<Vec<u8>> {
+    let r = c
+        .request(with_fields(
+            request::VIEW_MESSAGE_BY_ID,
+            &[("offset", offset.to_string())],
+        ))
+        .await
+        .expect("VIEW_MESSAGE_BY_ID");
+    (r.code == response::SUCCESS).then(|| decode_records(&r.body).remove(0).body)
 }

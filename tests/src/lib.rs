@@ -14,6 +14,7 @@ pub mod http;
 pub mod nameserver;
 pub mod netns;
 pub mod ports;
+pub mod wait;
 
 pub use client::Client;
 pub use nameserver::NameServer;

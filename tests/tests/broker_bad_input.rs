@@ -5,17 +5,10 @@ use std::time::Duration;
 
 use e2e::Client;
 use e2e::broker_harness::{TempBroker, properties, send_v2, with_fields};
+use e2e::wait::runtime;
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 use tokio::io::AsyncWriteExt;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 #[test]
 fn oversized_unknown_topic_malformed_header_unknown_code() {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use e2e::Client;
 use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fields};
+use e2e::wait::runtime;
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 
@@ -16,14 +17,6 @@ const TOPIC: &str = "DelTopic";
 const RETRY: &str = "%RETRY%DelGroup";
 const DLQ: &str = "%DLQ%DelGroup";
 const GROUP: &str = "DelGroup";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
     with_fields(

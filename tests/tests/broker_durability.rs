@@ -10,15 +10,8 @@ use e2e::Client;
 use e2e::NameServer;
 use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fields};
 use e2e::nameserver::Options;
+use e2e::wait::runtime;
 use protocol::code::{request, response};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn query_offset(group: &str, topic: &str, queue: i32) -> protocol::RemotingCommand {
     with_fields(

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use e2e::broker_harness::{decode_records, pull, send_v2, with_fields};
 use e2e::failover_sim::{Driver, SimGroup, epochs};
 use e2e::nameserver::Options;
+use e2e::wait::{eventually, runtime};
 use e2e::{Client, NameServer};
 use operator::admin::Admin;
 use operator::crd::{FailoverPolicy, FailoverSpec, FailoverTrigger};
@@ -137,18 +138,6 @@ impl Load {
     }
 }
 
-async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Every acknowledged message read by its physical offset on the broker at `port`.
 async fn assert_readable_by_offset(port: u16, acks: &[Ack], who: &str) {
     let c = Client::connect(port).await.unwrap();
@@ -240,14 +229,6 @@ const BROKER_CONF: &[(&str, &str)] = &[
     ("haSendHeartbeatInterval", "200"),
     ("registerNameServerPeriod", "2000"),
 ];
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// Waits for the slave to be in sync and creates the topic on the master.
 async fn group_ready(group: &SimGroup, master: &str) {

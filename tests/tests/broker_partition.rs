@@ -16,23 +16,18 @@ mod inside;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use e2e::broker_harness::{BrokerProcess, Launch, decode_records, pull, send_v2, with_fields};
+use e2e::broker_harness::{
+    BrokerProcess, Launch, decode_records, ha_status, pull, send_v2, view, with_fields,
+};
 use e2e::nameserver::Options;
 use e2e::netns::Netns;
+use e2e::wait::{eventually, runtime};
 use e2e::{Client, NameServer, ports};
 use inside::{TOPIC, ctl_consume, ctl_send, offset_of, start_inner_nameserver};
 use protocol::code::{request, response};
 
 const SECRET: &str = "partition-secret";
 const GROUP: &str = "broker-part";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 /// The namespace, or `None` (after a notice) when this machine cannot make one.
 fn netns_or_skip() -> Option<Netns> {
@@ -56,26 +51,6 @@ async fn send(c: &Client, body: &str) -> (i32, Option<i64>) {
         .await
         .unwrap();
     (r.code, r.ext_fields.get("msgId").map(offset_of))
-}
-
-async fn view(c: &Client, offset: i64) -> Option<Vec<u8>> {
-    let r = c
-        .request(with_fields(
-            request::VIEW_MESSAGE_BY_ID,
-            &[("offset", offset.to_string())],
-        ))
-        .await
-        .unwrap();
-    (r.code == response::SUCCESS).then(|| decode_records(&r.body).remove(0).body)
-}
-
-async fn ha_status(c: &Client) -> serde_json::Value {
-    let r = c
-        .request(with_fields(request::GET_BROKER_HA_STATUS, &[]))
-        .await
-        .unwrap();
-    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-    serde_json::from_slice(&r.body).unwrap()
 }
 
 /// NOTIFY_BROKER_ROLE_CHANGED (1008) as the operator sends it.
@@ -117,18 +92,6 @@ async fn replicating(c: &Client) {
             "no slave acknowledges: {}",
             r.code
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -8,17 +8,10 @@ use e2e::broker_harness::{
     TempBroker, decode_records, properties, property, pull, send_v2, with_fields,
 };
 use e2e::nameserver::Options;
+use e2e::wait::runtime;
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 #[test]
 fn send_then_pull_round_trip_with_tags_keys_and_lookups() {

@@ -6,22 +6,17 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fields};
+use e2e::broker_harness::{
+    BrokerProcess, decode_records, ha_status, pull, send_v2, view, with_fields,
+};
 use e2e::nameserver::Options;
+use e2e::wait::{eventually, runtime};
 use e2e::{Client, NameServer, ports};
 use protocol::code::{request, response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const SECRET: &str = "group-secret";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 struct Node {
     broker: BrokerProcess,
@@ -62,26 +57,6 @@ async fn send(c: &Client, topic: &str, body: &str) -> (i32, Option<String>) {
     (r.code, r.ext_fields.get("msgId").map(str::to_owned))
 }
 
-async fn view(c: &Client, offset: i64) -> Option<Vec<u8>> {
-    let r = c
-        .request(with_fields(
-            request::VIEW_MESSAGE_BY_ID,
-            &[("offset", offset.to_string())],
-        ))
-        .await
-        .unwrap();
-    (r.code == response::SUCCESS).then(|| decode_records(&r.body).remove(0).body)
-}
-
-async fn ha_status(c: &Client) -> serde_json::Value {
-    let r = c
-        .request(with_fields(request::GET_BROKER_HA_STATUS, &[]))
-        .await
-        .unwrap();
-    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-    serde_json::from_slice(&r.body).unwrap()
-}
-
 async fn role_change(
     c: &Client,
     master: &Node,
@@ -101,19 +76,6 @@ async fn role_change(
         .await
         .unwrap();
     (r.code, r.remark)
-}
-
-/// Polls `f` until it is true or `within` passes.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn same_max_offset(a: &Client, b: &Client) -> bool {

@@ -6,17 +6,10 @@ use std::time::{Duration, Instant};
 
 use e2e::broker_harness::{TempBroker, send_v2, with_fields};
 use e2e::nameserver::Options;
+use e2e::wait::runtime;
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn update(body: &str) -> RemotingCommand {
     RemotingCommand::bare_request(request::UPDATE_BROKER_CONFIG).with_body(body.as_bytes().to_vec())

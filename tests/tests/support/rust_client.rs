@@ -82,13 +82,7 @@ impl Cluster {
     }
 }
 
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
+pub use e2e::wait::runtime;
 
 pub async fn within<T>(what: &str, limit: Duration, f: impl Future<Output = T>) -> T {
     tokio::time::timeout(limit, f)
