@@ -115,9 +115,16 @@ pub fn elect(
                 .first()
                 .copied(),
         };
+        // A requested target whose pod exists but missed this observation (a slow or
+        // lost answer) is waited for like a lagging one: reverting at once would undo the
+        // switchover over one dropped request.
+        let target_pending = requested(state)
+            .and_then(|t| obs.member(t))
+            .is_some_and(|m| m.exists);
         return match candidate {
             Some(m) if lag(m, offset) == Some(0) => promote(&m.pod, None),
             Some(_) if !catch_up_expired => Ok(Candidate::Wait),
+            None if target_pending && !catch_up_expired => Ok(Candidate::Wait),
             _ => revert(),
         };
     }

@@ -193,6 +193,37 @@ fn a_switchover_target_that_never_catches_up_hands_back_to_the_old_master() {
 }
 
 #[test]
+fn a_switchover_target_missing_one_observation_is_waited_for_not_reverted() {
+    let sim = Sim::group(2, 1000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Manual, false);
+    let mut state = State::idle("g-0", 1);
+    sim.world().brokers[1].max_offset = 900;
+    sim.world().request = Some(switchover(Some("g-1")));
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(state.phase, Phase::Electing);
+    // One admin answer from the target is lost: still electing, the old master not back.
+    sim.world().brokers[1].reachable = false;
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Electing, "g-0")
+    );
+    // It answers again, caught up: the switchover completes.
+    {
+        let mut w = sim.world();
+        w.brokers[1].reachable = true;
+        w.brokers[1].max_offset = 1000;
+    }
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-1")
+    );
+    no_violations(&sim);
+}
+
+#[test]
 fn no_eligible_replica_blocks_until_the_old_master_returns() {
     let sim = Sim::group(2, 5000);
     let metrics = Metrics::default();
