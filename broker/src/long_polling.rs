@@ -68,6 +68,17 @@ impl PullHold {
         }
     }
 
+    /// Wakes every parked pull to look again: the confirm offset advanced, which makes
+    /// already-dispatched units visible without a new arrival. Pulls that still find
+    /// nothing answer PULL_NOT_FOUND and the client parks again.
+    pub fn wake_all(&self) {
+        for (_, list) in self.waiters.lock().drain() {
+            for waiter in list {
+                let _ = waiter.wake.send(());
+            }
+        }
+    }
+
     pub fn parked(&self) -> usize {
         self.waiters
             .lock()
@@ -101,6 +112,18 @@ mod tests {
         assert!(other_queue.try_recv().is_err());
         drop(other_queue);
         hold.on_arrival("T", 1, QueueOffset(0), 0);
+        assert_eq!(hold.parked(), 0);
+    }
+
+    #[test]
+    fn wake_all_wakes_every_queue_and_filter() {
+        let hold = PullHold::default();
+        let tag_a = MessageFilter::parse(None, "A").unwrap();
+        let mut a = hold.park("T", 0, QueueOffset(5), tag_a);
+        let mut other = hold.park("U", 3, QueueOffset(0), MessageFilter::All);
+        hold.wake_all();
+        assert!(a.try_recv().is_ok());
+        assert!(other.try_recv().is_ok());
         assert_eq!(hold.parked(), 0);
     }
 }

@@ -223,6 +223,10 @@ impl MessageStoreApi for StoreAdapter {
             .map_or(QueueOffset(0), |q| q.max_offset())
     }
 
+    fn has_visible_message(&self, topic: &str, queue_id: i32, offset: QueueOffset) -> bool {
+        self.store.dispatcher().is_visible(topic, queue_id, offset)
+    }
+
     fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset {
         self.store
             .dispatcher()

@@ -147,6 +147,9 @@ pub trait MessageStoreApi: Send + Sync + 'static {
     ) -> GetResult;
     /// Next offset to be written in the queue (0 when it does not exist).
     fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset;
+    /// Whether a pull at `offset` would find a unit it may serve now: one exists and is
+    /// within the replication visibility limit (confirm offset) when that is on.
+    fn has_visible_message(&self, topic: &str, queue_id: i32, offset: QueueOffset) -> bool;
     fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> QueueOffset;
     fn offset_in_queue_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> QueueOffset;
     /// Deletes the topic's ConsumeQueues and queue offsets (`cleanUnusedTopic` for one

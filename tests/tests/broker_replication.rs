@@ -520,3 +520,93 @@ fn replication_figures() {
         streamed / stream
     );
 }
+
+/// Pulls queue 0 of `topic` at `offset` with long polling until a message comes back;
+/// returns its body.
+async fn pull_until_found(port: u16, topic: &str, offset: i64, hold_ms: i64) -> Vec<u8> {
+    let c = Client::connect(port).await.unwrap();
+    loop {
+        let r = c
+            .request(pull("G_LP", topic, 0, offset, 32, Some(hold_ms), "*"))
+            .await
+            .unwrap();
+        if r.code == response::SUCCESS {
+            return decode_records(&r.body).remove(0).body;
+        }
+    }
+}
+
+/// Long polling under confirm-offset visibility (on for SYNC_MASTER): a parked pull gets
+/// a message as soon as the slave has acknowledged it, not when its hold ends; while no
+/// slave acknowledges, a pull at an unconfirmed offset is held, not answered at once
+/// (clients re-pull immediately on PULL_NOT_FOUND, so that would be a tight loop); and
+/// when the slave comes back, the confirm offset wakes the parked pull.
+#[test]
+fn held_pulls_follow_the_confirm_offset() {
+    let master = start(None, &[("brokerRole", "SYNC_MASTER")]);
+    let port = master.broker.port;
+    let master_ha = format!("127.0.0.1:{}", master.ha_port);
+    let mut slave = start(
+        None,
+        &[
+            ("brokerRole", "SLAVE"),
+            ("brokerId", "1"),
+            ("haMasterAddress", &master_ha),
+        ],
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let m = Client::connect(port).await.unwrap();
+        eventually(Duration::from_secs(10), "the slave to connect", || async {
+            ha_status(&m).await["inSyncSlaveNums"] == 1
+        })
+        .await;
+        assert_eq!(send(&m, "Lp", "first").await.0, response::SUCCESS);
+        let parked = tokio::spawn(pull_until_found(port, "Lp", 1, 20_000));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(send(&m, "Lp", "second").await.0, response::SUCCESS);
+        let body = tokio::time::timeout(Duration::from_secs(10), parked)
+            .await
+            .expect("the parked pull waited for its hold time")
+            .unwrap();
+        assert_eq!(body, b"second");
+    });
+    slave.broker.terminate();
+    let unconfirmed = rt.block_on(async {
+        let m = Client::connect(port).await.unwrap();
+        // Stored but not replicated: SLAVE_NOT_AVAILABLE once the master saw the slave go.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let offset: i64 = loop {
+            let r = m
+                .request(send_v2("Lp", 0, b"unconfirmed", ""))
+                .await
+                .unwrap();
+            if r.code == response::SLAVE_NOT_AVAILABLE {
+                break r.ext_fields.get("queueOffset").unwrap().parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "never SLAVE_NOT_AVAILABLE");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let asked = Instant::now();
+        let r = m
+            .request(pull("G_LP", "Lp", 0, offset, 32, Some(1000), "*"))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::PULL_NOT_FOUND, "{:?}", r.remark);
+        assert!(
+            asked.elapsed() >= Duration::from_millis(900),
+            "a pull at an unconfirmed offset was answered at once"
+        );
+        offset
+    });
+    slave.broker.restart();
+    rt.block_on(async {
+        let body = tokio::time::timeout(
+            Duration::from_secs(15),
+            pull_until_found(port, "Lp", unconfirmed, 20_000),
+        )
+        .await
+        .expect("the confirm offset never woke the parked pull");
+        assert_eq!(body, b"unconfirmed");
+    });
+}

@@ -136,6 +136,10 @@ pub struct Ha {
     pub(crate) replica_gate: tokio::sync::Mutex<()>,
     /// Registration with the nameservers should run now (role or id changed).
     pub register_now: tokio::sync::Notify,
+    /// The visible limit moved up: parked pulls may now find units that were dispatched
+    /// before a slave acknowledged them (`notify_one` keeps one permit, so bursts of acks
+    /// coalesce into one wake-up).
+    pub visibility_advanced: tokio::sync::Notify,
 }
 
 impl Ha {
@@ -163,6 +167,7 @@ impl Ha {
             changes: watch::channel(0).0,
             replica_gate: tokio::sync::Mutex::new(()),
             register_now: tokio::sync::Notify::new(),
+            visibility_advanced: tokio::sync::Notify::new(),
             store,
         });
         ha.apply_visibility();
@@ -285,6 +290,7 @@ impl Ha {
                 c.set(PhysicalOffset(confirm));
                 if self.visibility_on() {
                     self.store.set_visible_limit(Some(PhysicalOffset(confirm)));
+                    self.visibility_advanced.notify_one();
                 }
             }
         }
@@ -404,6 +410,26 @@ pub fn start(broker: &Arc<crate::state::Broker>, ha: &Arc<Ha>) -> Vec<tokio::tas
             Arc::clone(ha),
             shutdown.clone(),
         )),
-        tokio::spawn(Arc::clone(ha).run_housekeeping(shutdown)),
+        tokio::spawn(Arc::clone(ha).run_housekeeping(shutdown.clone())),
+        tokio::spawn(wake_pulls_on_confirm(
+            Arc::clone(broker),
+            Arc::clone(ha),
+            shutdown,
+        )),
     ]
+}
+
+/// Long polling under `confirmOffsetVisibility`: a unit becomes readable when the confirm
+/// offset passes it, which is no arrival, so parked pulls are woken here.
+async fn wake_pulls_on_confirm(
+    broker: Arc<crate::state::Broker>,
+    ha: Arc<Ha>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = ha.visibility_advanced.notified() => broker.pull_hold.wake_all(),
+            () = shutdown.cancelled() => return,
+        }
+    }
 }

@@ -43,8 +43,12 @@ pub async fn pull_message(
     let woken = broker
         .pull_hold
         .park(&h.topic, h.queue_id, h.queue_offset, filter);
-    // A message may have been dispatched between the store lookup and parking.
-    let already = broker.store.max_offset_in_queue(&h.topic, h.queue_id) > h.queue_offset;
+    // A message may have been dispatched (or confirmed) between the store lookup and
+    // parking. Units still waiting for a slave's ack don't count: answering at once would
+    // make the client re-pull in a tight loop while the slave is away.
+    let already = broker
+        .store
+        .has_visible_message(&h.topic, h.queue_id, h.queue_offset);
     if !already {
         tokio::select! {
             _ = woken => {}

@@ -159,6 +159,17 @@ impl Dispatcher {
             .store(limit.map_or(i64::MAX, |l| l.0), Ordering::Release);
     }
 
+    /// Whether the queue holds a unit at `offset` that reads may serve (its record ends
+    /// within the visible limit). Long polling parks on this, not on the queue's max offset,
+    /// so a pull does not spin on units that wait for a slave's acknowledgement.
+    pub fn is_visible(&self, topic: &str, queue_id: i32, offset: QueueOffset) -> bool {
+        let limit = self.shared.visible_limit.load(Ordering::Acquire);
+        self.consume_queues()
+            .find(topic, queue_id)
+            .and_then(|q| q.get(offset))
+            .is_some_and(|u| u.physical_offset.0.saturating_add(i64::from(u.size)) <= limit)
+    }
+
     /// Replication truncation: drops ConsumeQueue units and IndexFiles beyond `offset`
     /// (the caller stopped dispatch and cut the CommitLog). Returns where dispatch must
     /// restart so the deleted index files are rebuilt.
