@@ -68,15 +68,22 @@ impl PullHold {
         }
     }
 
-    /// Wakes every parked pull to look again: the confirm offset advanced, which makes
-    /// already-dispatched units visible without a new arrival. Pulls that still find
-    /// nothing answer PULL_NOT_FOUND and the client parks again.
-    pub fn wake_all(&self) {
-        for (_, list) in self.waiters.lock().drain() {
-            for waiter in list {
+    /// Wakes the parked pulls for which `ready(topic, queue_id, offset)` holds: the
+    /// confirm offset advanced, which makes already-dispatched units visible without a new
+    /// arrival. Pulls whose unit is still invisible stay parked.
+    pub fn wake_where(&self, ready: impl Fn(&str, i32, QueueOffset) -> bool) {
+        let mut w = self.waiters.lock();
+        w.retain(|(topic, queue_id), list| {
+            list.retain(|waiter| !waiter.wake.is_closed());
+            let (wake, keep): (Vec<_>, Vec<_>) = list
+                .drain(..)
+                .partition(|waiter| ready(topic, *queue_id, waiter.offset));
+            for waiter in wake {
                 let _ = waiter.wake.send(());
             }
-        }
+            *list = keep;
+            !list.is_empty()
+        });
     }
 
     pub fn parked(&self) -> usize {
@@ -116,14 +123,16 @@ mod tests {
     }
 
     #[test]
-    fn wake_all_wakes_every_queue_and_filter() {
+    fn wake_where_wakes_only_the_ready_waiters() {
         let hold = PullHold::default();
         let tag_a = MessageFilter::parse(None, "A").unwrap();
         let mut a = hold.park("T", 0, QueueOffset(5), tag_a);
+        let mut later = hold.park("T", 0, QueueOffset(9), MessageFilter::All);
         let mut other = hold.park("U", 3, QueueOffset(0), MessageFilter::All);
-        hold.wake_all();
+        hold.wake_where(|topic, _, offset| topic == "U" || offset < QueueOffset(6));
         assert!(a.try_recv().is_ok());
         assert!(other.try_recv().is_ok());
-        assert_eq!(hold.parked(), 0);
+        assert!(later.try_recv().is_err());
+        assert_eq!(hold.parked(), 1);
     }
 }

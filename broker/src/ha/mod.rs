@@ -420,7 +420,8 @@ pub fn start(broker: &Arc<crate::state::Broker>, ha: &Arc<Ha>) -> Vec<tokio::tas
 }
 
 /// Long polling under `confirmOffsetVisibility`: a unit becomes readable when the confirm
-/// offset passes it, which is no arrival, so parked pulls are woken here.
+/// offset passes it, which is no arrival, so parked pulls whose unit became visible are
+/// woken here.
 async fn wake_pulls_on_confirm(
     broker: Arc<crate::state::Broker>,
     ha: Arc<Ha>,
@@ -428,7 +429,11 @@ async fn wake_pulls_on_confirm(
 ) {
     loop {
         tokio::select! {
-            () = ha.visibility_advanced.notified() => broker.pull_hold.wake_all(),
+            () = ha.visibility_advanced.notified() => broker
+                .pull_hold
+                .wake_where(|topic, queue_id, offset| {
+                    broker.store.has_visible_message(topic, queue_id, offset)
+                }),
             () = shutdown.cancelled() => return,
         }
     }

@@ -143,15 +143,22 @@ fn manual_policy_waits_for_a_request_naming_the_target() {
     no_violations(&sim);
 }
 
-#[test]
-fn planned_switchover_demotes_first_waits_for_catch_up_and_keeps_the_old_master_as_slave() {
+/// A group of two whose master g-0 holds 1000 bytes, a manual switchover to g-1 (holding
+/// `target_offset`) requested and driven as far as it goes.
+fn switchover_started(target_offset: i64) -> (Sim, Metrics, Policy, State) {
     let sim = Sim::group(2, 1000);
     let metrics = Metrics::default();
     let p = policy(FailoverPolicy::Manual, false);
     let mut state = State::idle("g-0", 1);
-    sim.world().brokers[1].max_offset = 900;
+    sim.world().brokers[1].max_offset = target_offset;
     sim.world().request = Some(switchover(Some("g-1")));
     drive(&sim, &mut state, p, &metrics);
+    (sim, metrics, p, state)
+}
+
+#[test]
+fn planned_switchover_demotes_first_waits_for_catch_up_and_keeps_the_old_master_as_slave() {
+    let (sim, metrics, p, mut state) = switchover_started(900);
     // Fenced by role change (it answers), not deleted; the target is 100 bytes behind.
     assert_eq!(state.phase, Phase::Electing);
     {
@@ -174,13 +181,7 @@ fn planned_switchover_demotes_first_waits_for_catch_up_and_keeps_the_old_master_
 
 #[test]
 fn a_switchover_target_that_never_catches_up_hands_back_to_the_old_master() {
-    let sim = Sim::group(2, 1000);
-    let metrics = Metrics::default();
-    let p = policy(FailoverPolicy::Manual, false);
-    let mut state = State::idle("g-0", 1);
-    sim.world().brokers[1].max_offset = 999;
-    sim.world().request = Some(switchover(Some("g-1")));
-    drive(&sim, &mut state, p, &metrics);
+    let (sim, metrics, p, mut state) = switchover_started(999);
     sim.advance(30_000);
     drive(&sim, &mut state, p, &metrics);
     assert_eq!(
@@ -194,13 +195,7 @@ fn a_switchover_target_that_never_catches_up_hands_back_to_the_old_master() {
 
 #[test]
 fn a_switchover_target_missing_one_observation_is_waited_for_not_reverted() {
-    let sim = Sim::group(2, 1000);
-    let metrics = Metrics::default();
-    let p = policy(FailoverPolicy::Manual, false);
-    let mut state = State::idle("g-0", 1);
-    sim.world().brokers[1].max_offset = 900;
-    sim.world().request = Some(switchover(Some("g-1")));
-    drive(&sim, &mut state, p, &metrics);
+    let (sim, metrics, p, mut state) = switchover_started(900);
     assert_eq!(state.phase, Phase::Electing);
     // One admin answer from the target is lost: still electing, the old master not back.
     sim.world().brokers[1].reachable = false;
