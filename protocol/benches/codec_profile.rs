@@ -31,9 +31,8 @@ fn main() {
             let mut buf = BytesMut::with_capacity(frame.len());
             for _ in 0..n {
                 buf.extend_from_slice(&frame);
-                let mut cmd = RemotingCodec::default().decode(&mut buf).unwrap().unwrap();
-                let h =
-                    SendMessageRequestHeader::take_for_code(cmd.code, &mut cmd.ext_fields).unwrap();
+                let cmd = RemotingCodec::default().decode(&mut buf).unwrap().unwrap();
+                let h = SendMessageRequestHeader::read_for_code(cmd.code, &cmd.ext_fields).unwrap();
                 black_box((h, cmd.body));
             }
         }

@@ -2,10 +2,13 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::fmt;
+
+use bytes::Bytes;
 
 mod value;
 
-pub(crate) use value::Value;
+pub(crate) use value::{Value, subslice_range};
 
 /// `extFields` of a [`crate::RemotingCommand`]. Keys are unique: when a peer sends a key
 /// twice (ACL copies header fields into extFields before signing, so the binary header
@@ -17,8 +20,15 @@ pub(crate) use value::Value;
 /// typed header taking its fields in ascending key order (the V2 send header's `a`..`n`)
 /// removes from the end, moving nothing; iteration reverses it into the ascending order
 /// fastjson writes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExtFields(Vec<(Cow<'static, str>, Value)>);
+///
+/// A decoded map keeps the frame's header bytes (`source`, a reference-counted slice of
+/// the read buffer) and its values are spans of them: decoding copies no value, and a
+/// header field of type [`crate::SharedStr`] is read without a copy either.
+#[derive(Clone, Default)]
+pub struct ExtFields {
+    entries: Vec<(Cow<'static, str>, Value)>,
+    source: Bytes,
+}
 
 /// Entries most commands start with; one allocation covers them.
 const FIRST_CAPACITY: usize = 8;
@@ -29,18 +39,31 @@ impl ExtFields {
     }
 
     pub fn with_capacity(n: usize) -> Self {
-        Self(Vec::with_capacity(n))
+        Self {
+            entries: Vec::with_capacity(n),
+            source: Bytes::new(),
+        }
+    }
+
+    /// The header bytes the decoded values are spans of (empty for a map built here).
+    #[doc(hidden)]
+    #[inline]
+    pub fn source(&self) -> &Bytes {
+        &self.source
     }
 
     /// `Ok(i)` when `key` is at `i`, else `Err(i)` where it would be inserted.
     #[inline]
     fn position(&self, key: &str) -> Result<usize, usize> {
         let key = key.as_bytes();
-        self.0.binary_search_by(|(k, _)| cmp_key(key, k.as_bytes()))
+        self.entries
+            .binary_search_by(|(k, _)| cmp_key(key, k.as_bytes()))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.position(key).ok().map(|i| self.0[i].1.as_str())
+        self.position(key)
+            .ok()
+            .map(|i| self.entries[i].1.resolve(&self.source))
     }
 
     /// Inserts or replaces an entry. A well-known key is not copied.
@@ -69,31 +92,32 @@ impl ExtFields {
 
     fn insert_key(&mut self, key: Cow<'static, str>, value: Value) {
         match self.position(&key) {
-            Ok(i) => self.0[i].1 = value,
+            Ok(i) => self.entries[i].1 = value,
             Err(i) => {
-                if self.0.capacity() == 0 {
-                    self.0.reserve(FIRST_CAPACITY);
+                if self.entries.capacity() == 0 {
+                    self.entries.reserve(FIRST_CAPACITY);
                 }
-                self.0.insert(i, (key, value))
+                self.entries.insert(i, (key, value))
             }
         }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        self.take(key).map(Value::into_string)
+        self.take(key).map(|Taken(v)| v.into_string(&self.source))
     }
 
-    /// [`Self::remove`] without turning an inline value into a `String`.
+    /// [`Self::remove`] without turning the value into a `String`; resolve it against
+    /// [`Self::source`].
     #[inline]
-    pub(crate) fn take(&mut self, key: &str) -> Option<Value> {
+    pub(crate) fn take(&mut self, key: &str) -> Option<Taken> {
         // Typed headers take their keys in ascending order: the smallest is last.
-        if let Some((last, _)) = self.0.last()
+        if let Some((last, _)) = self.entries.last()
             && last.as_bytes() == key.as_bytes()
         {
-            return self.0.pop().map(|(_, v)| v);
+            return self.entries.pop().map(|(_, v)| Taken(v));
         }
         let i = self.position(key).ok()?;
-        Some(self.0.remove(i).1)
+        Some(Taken(self.entries.remove(i).1))
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -101,16 +125,19 @@ impl ExtFields {
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     /// Entries in key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &str)> + ExactSizeIterator {
-        self.0.iter().rev().map(|(k, v)| (k.as_ref(), v.as_str()))
+        self.entries
+            .iter()
+            .rev()
+            .map(|(k, v)| (k.as_ref(), v.resolve(&self.source)))
     }
 
     /// Entries sorted by key: the order fastjson writes them in, and a stable order for
@@ -121,28 +148,55 @@ impl ExtFields {
 
     /// Builds the map from entries in wire order in O(n log n), last duplicate winning
     /// (inserting one by one would be quadratic on a hostile frame with many keys).
-    pub(crate) fn from_entries(mut entries: Vec<(Cow<'static, str>, Value)>) -> Self {
-        let ascending =
-            |a: &(Cow<str>, Value), b: &(Cow<str>, Value)| cmp_key(a.0.as_bytes(), b.0.as_bytes());
-        if entries
-            .windows(2)
-            .all(|w| ascending(&w[0], &w[1]) == Ordering::Less)
-        {
-            // What fastjson writes, and so what almost every frame holds.
-            entries.reverse();
-            return Self(entries);
+    pub(crate) fn from_entries(entries: Vec<(Cow<'static, str>, Value)>) -> Self {
+        let mut decoded = DecodedEntries::with_capacity(entries.len());
+        for (key, value) in entries {
+            decoded.push(key, value);
         }
-        // Reversed, a stable sort puts the last occurrence of a key first in its run,
-        // and `dedup_by` keeps the first of each run.
-        entries.reverse();
-        entries.sort_by(|a, b| ascending(b, a));
-        entries.dedup_by(|later, earlier| later.0 == earlier.0);
-        Self(entries)
+        decoded.finish(Bytes::new())
     }
 }
 
-/// A value moved out of an [`ExtFields`] by [`ExtFields::take_slots`]; typed headers
-/// parse it without copying a long string a second time.
+/// Entries as a decoder meets them, in wire order, noting on the way whether they are
+/// strictly ascending: what fastjson and Java's binary writer produce, and so what
+/// almost every frame holds, which then needs neither sorting nor deduplication.
+pub(crate) struct DecodedEntries {
+    entries: Vec<(Cow<'static, str>, Value)>,
+    ascending: bool,
+}
+
+impl DecodedEntries {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(n),
+            ascending: true,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn push(&mut self, key: Cow<'static, str>, value: Value) {
+        if let Some((last, _)) = self.entries.last() {
+            self.ascending &= cmp_key(last.as_bytes(), key.as_bytes()) == Ordering::Less;
+        }
+        self.entries.push((key, value));
+    }
+
+    /// The map; `source` is the header the decoder's spans point into.
+    pub(crate) fn finish(self, source: Bytes) -> ExtFields {
+        let mut entries = self.entries;
+        entries.reverse();
+        if !self.ascending {
+            // Reversed, a stable sort puts the last occurrence of a key first in its
+            // run, and `dedup_by` keeps the first of each run.
+            entries.sort_by(|a, b| cmp_key(b.0.as_bytes(), a.0.as_bytes()));
+            entries.dedup_by(|later, earlier| later.0 == earlier.0);
+        }
+        ExtFields { entries, source }
+    }
+}
+
+/// A value moved out of an [`ExtFields`]; resolve it against the map's
+/// [`ExtFields::source`]. Typed headers parse it without copying a long string again.
 #[doc(hidden)]
 pub struct Taken(pub(crate) Value);
 
@@ -157,9 +211,9 @@ impl ExtFields {
         slot_of: impl Fn(&str) -> Option<usize>,
     ) -> [Option<&str>; N] {
         let mut slots = [None; N];
-        for (key, value) in &self.0 {
+        for (key, value) in &self.entries {
             if let Some(slot) = slot_of(key).and_then(|i| slots.get_mut(i)) {
-                *slot = Some(value.as_str());
+                *slot = Some(value.resolve(&self.source));
             }
         }
         slots
@@ -174,7 +228,7 @@ impl ExtFields {
         slot_of: impl Fn(&str) -> Option<usize>,
     ) -> [Option<Taken>; N] {
         let mut slots = [const { None }; N];
-        self.0.retain_mut(
+        self.entries.retain_mut(
             |(key, value)| match slot_of(key).and_then(|i| slots.get_mut(i)) {
                 Some(slot) => {
                     *slot = Some(Taken(std::mem::take(value)));
@@ -184,6 +238,21 @@ impl ExtFields {
             },
         );
         slots
+    }
+}
+
+/// Equal when they hold the same entries, wherever the values are stored.
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl fmt::Debug for ExtFields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 

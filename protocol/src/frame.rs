@@ -89,13 +89,12 @@ pub fn decode_frame_body(mut frame: bytes::Bytes) -> Result<RemotingCommand, Pro
     }
     let serialize_type =
         SerializeType::from_code(kind).ok_or(ProtocolError::UnknownSerializeType(kind))?;
-    // Read in place and skipped: splitting the header off as its own `Bytes` would
-    // turn a buffer with a single owner into a shared one (an allocation and two atomic
-    // operations per frame) only to drop it again.
-    let header_bytes = &frame[..header_len];
+    // The header's own slice of the frame (a reference count, no copy): the decoded
+    // extFields point into it.
+    let header_bytes = frame.slice(..header_len);
     let header = match serialize_type {
-        SerializeType::Json => serialize_json::decode(header_bytes)?,
-        SerializeType::RocketMq => serialize_binary::decode(header_bytes)?,
+        SerializeType::Json => serialize_json::decode(&header_bytes)?,
+        SerializeType::RocketMq => serialize_binary::decode(&header_bytes)?,
     };
     frame.advance(header_len);
     Ok(RemotingCommand {

@@ -22,6 +22,7 @@ pub mod language;
 pub mod message;
 mod serialize_binary;
 mod serialize_json;
+pub mod shared_str;
 
 pub use command::{RemotingCommand, SerializeType};
 pub use error::ProtocolError;
@@ -29,6 +30,7 @@ pub use ext_fields::ExtFields;
 pub use frame::RemotingCodec;
 pub use header::{CommandHeader, HeaderError};
 pub use language::LanguageCode;
+pub use shared_str::SharedStr;
 
 /// `MQVersion.CURRENT_VERSION` of RocketMQ 4.9.8 (ordinal of `V4_9_8`). Sent in every
 /// command this project creates; clients compare a broker's version against 232 before

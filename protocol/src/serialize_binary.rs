@@ -6,12 +6,12 @@
 //! length, value). All big-endian. Every length is checked against the bytes actually
 //! present before anything is allocated.
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::command::RemotingCommand;
-use crate::ext_fields::{Value, decoded_key};
+use crate::ext_fields::{DecodedEntries, Value, decoded_key};
 use crate::serialize_json::Header;
-use crate::{ExtFields, LanguageCode, ProtocolError};
+use crate::{LanguageCode, ProtocolError};
 
 const FIXED_LEN: usize = 2 + 1 + 2 + 4 + 4 + 4 + 4;
 
@@ -42,7 +42,9 @@ pub(crate) fn encode(cmd: &RemotingCommand, out: &mut BytesMut) {
     }
 }
 
-pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
+/// Decodes the header in `source`; its extFields keep `source` and point into it.
+pub(crate) fn decode(source: &Bytes) -> Result<Header, ProtocolError> {
+    let mut buf = &source[..];
     if buf.len() < FIXED_LEN - 8 {
         return Err(ProtocolError::Binary("header shorter than its fixed part"));
     }
@@ -59,16 +61,16 @@ pub(crate) fn decode(mut buf: &[u8]) -> Result<Header, ProtocolError> {
     let mut ext = &buf[..ext_len];
     // Each entry takes at least 6 bytes, which bounds the pre-allocation; a send
     // request's entries average well over 6 bytes, and 16 covers its 14 keys.
-    let mut entries = Vec::with_capacity((ext_len / 6).min(16));
+    let mut entries = DecodedEntries::with_capacity((ext_len / 6).min(16));
     while !ext.is_empty() {
         let key = take_str(&mut ext, 2, "extFields key")?;
         let value = take_str(&mut ext, 4, "extFields value")?;
         // Java turns zero-length strings into null and a null value reads as absent.
         if let (Some(k), Some(v)) = (key, value) {
-            entries.push((decoded_key(k), Value::copied(v)));
+            entries.push(decoded_key(k), Value::span(v, source));
         }
     }
-    let ext_fields = ExtFields::from_entries(entries);
+    let ext_fields = entries.finish(source.clone());
     Ok(Header {
         code,
         language,

@@ -16,7 +16,7 @@ mod oracle;
 #[cfg(test)]
 mod tests;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::command::RemotingCommand;
 use crate::{ExtFields, LanguageCode, ProtocolError};
@@ -33,8 +33,9 @@ pub(crate) struct Header {
     pub ext_fields: ExtFields,
 }
 
-pub(crate) fn decode(bytes: &[u8]) -> Result<Header, ProtocolError> {
-    reader::read(bytes)
+/// Decodes the header in `source`; its extFields keep `source` and point into it.
+pub(crate) fn decode(source: &Bytes) -> Result<Header, ProtocolError> {
+    reader::read(source)
 }
 
 /// Bytes of the header besides its strings, rounded up.

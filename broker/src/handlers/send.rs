@@ -43,7 +43,7 @@ pub async fn send_message(
     }
     let checked = match check(broker, request, &h) {
         Ok(c) => c,
-        Err(reply) => return Ok(reply.into()),
+        Err(reply) => return Ok((*reply).into()),
     };
     let (mut topic, topic_config) = (h.topic.clone(), checked);
     let mut queue_id = h.queue_id;
@@ -79,7 +79,7 @@ pub async fn send_message(
                 perm::READ | perm::WRITE,
                 0,
             );
-            topic = dlq;
+            topic = dlq.into();
             queue_id = 0;
             tracing::warn!(
                 group,
@@ -126,7 +126,7 @@ pub async fn send_message(
         broker
             .store
             .put_batch(PutBatch {
-                topic: topic.clone(),
+                topic: topic.to_string(),
                 queue_id,
                 body: request.body.clone(),
                 properties: batch_props.to_string(),
@@ -140,7 +140,7 @@ pub async fn send_message(
             .await
     } else {
         let mut put = PutMessage {
-            topic: topic.clone(),
+            topic: topic.to_string(),
             queue_id,
             flag: h.flag,
             body: request.body.clone(),
@@ -173,9 +173,10 @@ fn check(
     broker: &Broker,
     request: &RemotingCommand,
     h: &SendMessageRequestHeader,
-) -> Result<TopicConfig, RemotingCommand> {
+) -> Result<TopicConfig, Box<RemotingCommand>> {
     let b = &broker.config.broker;
-    let fail = |code, remark: String| RemotingCommand::error_response(request, code, remark);
+    let fail =
+        |code, remark: String| Box::new(RemotingCommand::error_response(request, code, remark));
     if !perm::is_writeable(broker.live.broker_permission()) {
         return Err(fail(
             response::NO_PERMISSION,

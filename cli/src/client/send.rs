@@ -1,7 +1,6 @@
 //! Producing: SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, oneway sends, and END_TRANSACTION for
 //! half messages (`MQClientAPIImpl.sendMessage`, `DefaultMQProducerImpl.endTransaction`).
 
-use protocol::RemotingCommand;
 use protocol::code::{request, response};
 use protocol::header::{
     CheckTransactionStateRequestHeader, ConsumerSendMsgBackRequestHeader,
@@ -12,6 +11,7 @@ use protocol::message::batch::BatchEntry;
 use protocol::message::msg_id::parse_offset_msg_id;
 use protocol::message::properties;
 use protocol::message::{MessageSysFlag, QueueOffset};
+use protocol::{RemotingCommand, SharedStr};
 use serde::Serialize;
 
 use super::message::{Message, OutgoingMessage};
@@ -67,15 +67,15 @@ impl Client {
         batch: bool,
     ) -> SendMessageRequestHeaderV2 {
         SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-            producer_group: to.producer_group.to_owned(),
-            topic: topic.to_owned(),
-            default_topic: super::admin::DEFAULT_TOPIC.to_owned(),
+            producer_group: to.producer_group.into(),
+            topic: topic.into(),
+            default_topic: SharedStr::from_static(super::admin::DEFAULT_TOPIC),
             default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
             queue_id: to.queue_id,
             sys_flag,
             born_timestamp: super::now_ms(),
             flag: 0,
-            properties: Some(props),
+            properties: Some(props.into()),
             reconsume_times: Some(0),
             unit_mode: false,
             batch,

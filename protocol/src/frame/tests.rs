@@ -33,6 +33,38 @@ fn round_trip_both_serializations() {
     }
 }
 
+/// Decoding copies no extFields value: a send header's string fields, read as
+/// `SharedStr`, point into the received buffer (escaped JSON strings excepted).
+#[test]
+fn send_header_strings_share_the_frame() {
+    use crate::header::{SendMessageRequestHeader, SendMessageRequestHeaderV2};
+    for st in [SerializeType::Json, SerializeType::RocketMq] {
+        let v2 = SendMessageRequestHeaderV2 {
+            a: "a-producer-group-longer-than-inline".into(),
+            b: "TopicTest".into(),
+            c: "TBW102".into(),
+            i: Some("KEYS\u{1}k1\u{2}WAIT\u{1}true".into()),
+            ..Default::default()
+        };
+        let cmd = RemotingCommand::request(310, &v2).with_serialize_type(st);
+        let mut buf = BytesMut::new();
+        RemotingCodec::default().encode(&cmd, &mut buf).unwrap();
+        let range = buf.as_ptr() as usize..buf.as_ptr() as usize + buf.len();
+        let back = RemotingCodec::default().decode(&mut buf).unwrap().unwrap();
+        let h = SendMessageRequestHeader::read_for_code(back.code, &back.ext_fields).unwrap();
+        for field in [&h.producer_group, &h.topic, &h.default_topic] {
+            assert!(range.contains(&(field.as_ptr() as usize)), "{st:?} copied {field}");
+        }
+        let properties = h.properties.unwrap();
+        assert_eq!(properties, "KEYS\u{1}k1\u{2}WAIT\u{1}true");
+        // JSON escapes the separators, so that value had to be rebuilt.
+        assert_eq!(
+            range.contains(&(properties.as_ptr() as usize)),
+            st == SerializeType::RocketMq
+        );
+    }
+}
+
 #[test]
 fn json_header_golden_bytes() {
     let mut cmd = sample(SerializeType::Json);

@@ -1,6 +1,10 @@
 //! Java's string conversions for header field values (`String.valueOf` out,
 //! `Integer.parseInt` / `Long.parseLong` / `Boolean.parseBoolean` in).
 
+use bytes::Bytes;
+
+use crate::SharedStr;
+
 pub trait FieldValue: Sized {
     /// `None` when the text is not a valid value of this type.
     fn parse(text: &str) -> Option<Self>;
@@ -10,6 +14,30 @@ pub trait FieldValue: Sized {
     /// Strings override it to move instead of copy.
     fn parse_owned(text: String) -> Result<Self, String> {
         Self::parse(&text).ok_or(text)
+    }
+
+    /// [`Self::parse`] of a value that may lie inside `source`, the decoded header it
+    /// came from; [`SharedStr`] overrides it to share those bytes instead of copying.
+    #[inline]
+    fn parse_shared(text: &str, source: &Bytes) -> Option<Self> {
+        let _ = source;
+        Self::parse(text)
+    }
+}
+
+impl FieldValue for SharedStr {
+    fn parse(text: &str) -> Option<Self> {
+        Some(text.into())
+    }
+    fn render(&self) -> String {
+        self.as_str().to_owned()
+    }
+    fn parse_owned(text: String) -> Result<Self, String> {
+        Ok(text.into())
+    }
+    #[inline]
+    fn parse_shared(text: &str, source: &Bytes) -> Option<Self> {
+        Some(SharedStr::within(text, source))
     }
 }
 

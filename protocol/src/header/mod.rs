@@ -32,6 +32,7 @@ pub use reply::*;
 pub use send::*;
 pub use transaction::*;
 
+use bytes::Bytes;
 use thiserror::Error;
 
 use crate::ExtFields;
@@ -73,17 +74,14 @@ pub fn read_required<T: FieldValue>(
     fields: &ExtFields,
     key: &'static str,
 ) -> Result<T, HeaderError> {
-    match fields.get(key) {
-        Some(v) => parse(key, v),
-        None => Err(HeaderError::Missing(key)),
-    }
+    parse_required(fields.get(key), key, fields.source())
 }
 
 pub fn read_optional<T: FieldValue>(
     fields: &ExtFields,
     key: &'static str,
 ) -> Result<Option<T>, HeaderError> {
-    fields.get(key).map(|v| parse(key, v)).transpose()
+    parse_optional(fields.get(key), key, fields.source())
 }
 
 /// [`read_required`] that moves the value out of `fields`.
@@ -91,28 +89,29 @@ pub fn take_required<T: FieldValue>(
     fields: &mut ExtFields,
     key: &'static str,
 ) -> Result<T, HeaderError> {
-    match fields.take(key) {
-        Some(v) => parse_taken(key, v),
-        None => Err(HeaderError::Missing(key)),
-    }
+    let value = fields.take(key);
+    parse_taken_required(value, key, fields.source())
 }
 
 pub fn take_optional<T: FieldValue>(
     fields: &mut ExtFields,
     key: &'static str,
 ) -> Result<Option<T>, HeaderError> {
-    fields.take(key).map(|v| parse_taken(key, v)).transpose()
+    let value = fields.take(key);
+    parse_taken_optional(value, key, fields.source())
 }
 
-/// [`read_required`] for a value found by [`ExtFields::lookup_slots`].
+/// [`read_required`] for a value found by [`ExtFields::lookup_slots`]; `source` is the
+/// map's [`ExtFields::source`].
 #[doc(hidden)]
 #[inline]
 pub fn parse_required<T: FieldValue>(
     value: Option<&str>,
     key: &'static str,
+    source: &Bytes,
 ) -> Result<T, HeaderError> {
     match value {
-        Some(v) => parse(key, v),
+        Some(v) => parse(key, v, source),
         None => Err(HeaderError::Missing(key)),
     }
 }
@@ -122,8 +121,9 @@ pub fn parse_required<T: FieldValue>(
 pub fn parse_optional<T: FieldValue>(
     value: Option<&str>,
     key: &'static str,
+    source: &Bytes,
 ) -> Result<Option<T>, HeaderError> {
-    value.map(|v| parse(key, v)).transpose()
+    value.map(|v| parse(key, v, source)).transpose()
 }
 
 /// [`take_required`] for a value moved out by [`ExtFields::take_slots`].
@@ -132,9 +132,10 @@ pub fn parse_optional<T: FieldValue>(
 pub fn parse_taken_required<T: FieldValue>(
     value: Option<Taken>,
     key: &'static str,
+    source: &Bytes,
 ) -> Result<T, HeaderError> {
     match value {
-        Some(Taken(v)) => parse_taken(key, v),
+        Some(Taken(v)) => parse_taken(key, v, source),
         None => Err(HeaderError::Missing(key)),
     }
 }
@@ -144,16 +145,23 @@ pub fn parse_taken_required<T: FieldValue>(
 pub fn parse_taken_optional<T: FieldValue>(
     value: Option<Taken>,
     key: &'static str,
+    source: &Bytes,
 ) -> Result<Option<T>, HeaderError> {
-    value.map(|Taken(v)| parse_taken(key, v)).transpose()
+    value
+        .map(|Taken(v)| parse_taken(key, v, source))
+        .transpose()
 }
 
-/// Moves a heap string into `T`; parses an inline one (numbers, flags) in place, so
-/// no `String` is built for it.
-fn parse_taken<T: FieldValue>(key: &'static str, value: Value) -> Result<T, HeaderError> {
+/// Moves a heap string into `T`; parses any other value in place (numbers and flags
+/// build no `String`, spans of the header are shared by [`crate::SharedStr`] fields).
+fn parse_taken<T: FieldValue>(
+    key: &'static str,
+    value: Value,
+    source: &Bytes,
+) -> Result<T, HeaderError> {
     match value.into_heap() {
         Ok(owned) => T::parse_owned(owned).map_err(|value| invalid(key, &value)),
-        Err(inline) => parse(key, inline.as_str()),
+        Err(other) => parse(key, other.resolve(source), source),
     }
 }
 
@@ -164,8 +172,9 @@ fn invalid(key: &'static str, value: &str) -> HeaderError {
     }
 }
 
-fn parse<T: FieldValue>(key: &'static str, value: &str) -> Result<T, HeaderError> {
-    T::parse(value).ok_or_else(|| invalid(key, value))
+#[inline]
+fn parse<T: FieldValue>(key: &'static str, value: &str, source: &Bytes) -> Result<T, HeaderError> {
+    T::parse_shared(value, source).ok_or_else(|| invalid(key, value))
 }
 
 /// Declares a header struct and its [`CommandHeader`] impl.
@@ -213,8 +222,9 @@ macro_rules! header {
                     $( $key => Some(Slot::$field as usize), )*
                     _ => None,
                 });
+                let source = fields.source();
                 Ok(Self {
-                    $( $field: $crate::header_parse_field!($kind parse $field, $key $(, $default)?), )*
+                    $( $field: $crate::header_parse_field!($kind parse $field, $key, source $(, $default)?), )*
                 })
             }
 
@@ -231,8 +241,9 @@ macro_rules! header {
                     $( $key => Some(Slot::$field as usize), )*
                     _ => None,
                 });
+                let source = fields.source();
                 Ok(Self {
-                    $( $field: $crate::header_parse_field!($kind parse_taken $field, $key $(, $default)?), )*
+                    $( $field: $crate::header_parse_field!($kind parse_taken $field, $key, source $(, $default)?), )*
                 })
             }
         }
@@ -242,23 +253,23 @@ macro_rules! header {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! header_parse_field {
-    (required parse $value:ident, $key:literal) => {
-        $crate::header::parse_required($value, $key)?
+    (required parse $value:ident, $key:literal, $source:ident) => {
+        $crate::header::parse_required($value, $key, $source)?
     };
-    (optional parse $value:ident, $key:literal) => {
-        $crate::header::parse_optional($value, $key)?
+    (optional parse $value:ident, $key:literal, $source:ident) => {
+        $crate::header::parse_optional($value, $key, $source)?
     };
-    (default parse $value:ident, $key:literal, $default:expr) => {
-        $crate::header::parse_optional($value, $key)?.unwrap_or($default)
+    (default parse $value:ident, $key:literal, $source:ident, $default:expr) => {
+        $crate::header::parse_optional($value, $key, $source)?.unwrap_or($default)
     };
-    (required parse_taken $value:ident, $key:literal) => {
-        $crate::header::parse_taken_required($value, $key)?
+    (required parse_taken $value:ident, $key:literal, $source:ident) => {
+        $crate::header::parse_taken_required($value, $key, $source)?
     };
-    (optional parse_taken $value:ident, $key:literal) => {
-        $crate::header::parse_taken_optional($value, $key)?
+    (optional parse_taken $value:ident, $key:literal, $source:ident) => {
+        $crate::header::parse_taken_optional($value, $key, $source)?
     };
-    (default parse_taken $value:ident, $key:literal, $default:expr) => {
-        $crate::header::parse_taken_optional($value, $key)?.unwrap_or($default)
+    (default parse_taken $value:ident, $key:literal, $source:ident, $default:expr) => {
+        $crate::header::parse_taken_optional($value, $key, $source)?.unwrap_or($default)
     };
 }
 

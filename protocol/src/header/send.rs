@@ -1,32 +1,32 @@
 //! Send headers (reference §7.1–7.3; `SendMessageRequestHeader`,
 //! `SendMessageRequestHeaderV2`, `SendMessageResponseHeader`).
 
-use crate::ExtFields;
 use crate::code::request;
 use crate::header::{CommandHeader, HeaderError};
 use crate::message::{MessageSysFlag, QueueOffset};
+use crate::{ExtFields, SharedStr};
 
 crate::header! {
     /// SEND_MESSAGE (10) and SEND_REPLY_MESSAGE (324).
     pub struct SendMessageRequestHeader {
-        required producer_group: String = "producerGroup",
-        required topic: String = "topic",
+        required producer_group: SharedStr = "producerGroup",
+        required topic: SharedStr = "topic",
         /// Template for auto-created topics, normally `TBW102`.
-        required default_topic: String = "defaultTopic",
+        required default_topic: SharedStr = "defaultTopic",
         required default_topic_queue_nums: i32 = "defaultTopicQueueNums",
         /// Negative: the broker picks a queue.
         required queue_id: i32 = "queueId",
         required sys_flag: MessageSysFlag = "sysFlag",
         required born_timestamp: i64 = "bornTimestamp",
         required flag: i32 = "flag",
-        optional properties: String = "properties",
+        optional properties: SharedStr = "properties",
         optional reconsume_times: i32 = "reconsumeTimes",
         default unit_mode: bool = "unitMode" => false,
         /// The body is a batch (reference §9.2).
         default batch: bool = "batch" => false,
         optional max_reconsume_times: i32 = "maxReconsumeTimes",
         /// Broker name (`RpcRequestHeader.bname`, 4.9.5+).
-        optional bname: String = "bname",
+        optional bname: SharedStr = "bname",
     }
 }
 
@@ -34,20 +34,20 @@ crate::header! {
     /// SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and SEND_REPLY_MESSAGE_V2 (325):
     /// the V1 fields under one-letter keys, to shrink every send frame.
     pub struct SendMessageRequestHeaderV2 {
-        required a: String = "a",
-        required b: String = "b",
-        required c: String = "c",
+        required a: SharedStr = "a",
+        required b: SharedStr = "b",
+        required c: SharedStr = "c",
         required d: i32 = "d",
         required e: i32 = "e",
         required f: MessageSysFlag = "f",
         required g: i64 = "g",
         required h: i32 = "h",
-        optional i: String = "i",
+        optional i: SharedStr = "i",
         optional j: i32 = "j",
         default k: bool = "k" => false,
         optional l: i32 = "l",
         default m: bool = "m" => false,
-        optional n: String = "n",
+        optional n: SharedStr = "n",
     }
 }
 
@@ -241,10 +241,10 @@ mod tests {
             bname in proptest::option::of("\\PC{0,8}"),
         ) {
             let v1 = SendMessageRequestHeader {
-                producer_group: pg, topic, default_topic: "TBW102".into(),
+                producer_group: pg.into(), topic: topic.into(), default_topic: "TBW102".into(),
                 default_topic_queue_nums: dqn, queue_id: qid, sys_flag: MessageSysFlag(sys),
-                born_timestamp: born, flag, properties: props, reconsume_times: rt,
-                unit_mode: unit, batch, max_reconsume_times: mrt, bname,
+                born_timestamp: born, flag, properties: props.map(Into::into), reconsume_times: rt,
+                unit_mode: unit, batch, max_reconsume_times: mrt, bname: bname.map(Into::into),
             };
             let v2 = SendMessageRequestHeaderV2::from(v1.clone());
             let mut f = ExtFields::new();

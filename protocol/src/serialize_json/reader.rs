@@ -21,14 +21,19 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
+
 use super::Header;
 use super::number::{Integer, Number, render_float};
 use super::plain_text::{STOPS_PLAIN_TEXT, stop_bytes};
-use crate::ext_fields::{Value, intern};
+use crate::ext_fields::{DecodedEntries, Value, intern};
 use crate::{ExtFields, LanguageCode, ProtocolError};
 
-pub(super) fn read(bytes: &[u8]) -> std::result::Result<Header, ProtocolError> {
+/// Reads the header in `source`; the extFields values of the result are spans of it.
+pub(super) fn read(source: &Bytes) -> std::result::Result<Header, ProtocolError> {
+    let bytes = &source[..];
     let mut reader = Reader {
+        source,
         bytes,
         text: std::str::from_utf8(bytes).ok(),
         pos: 0,
@@ -46,6 +51,7 @@ struct Error {
 type Result<T> = std::result::Result<T, Error>;
 
 struct Reader<'a> {
+    source: &'a Bytes,
     bytes: &'a [u8],
     /// The whole input when it is valid UTF-8 (checked once up front), so that strings
     /// read from it are borrowed without validating each one again.
@@ -64,10 +70,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips whitespace and returns the next byte without consuming it.
-    #[inline]
+    #[inline(always)]
     fn peek_token(&mut self) -> Option<u8> {
+        // fastjson writes no whitespace, so the first byte is almost always the token.
+        match self.bytes.get(self.pos) {
+            Some(&b) if !is_whitespace(b) => Some(b),
+            _ => self.skip_whitespace(),
+        }
+    }
+
+    #[inline(never)]
+    fn skip_whitespace(&mut self) -> Option<u8> {
         while let Some(&b) = self.bytes.get(self.pos) {
-            if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            if !is_whitespace(b) {
                 return Some(b);
             }
             self.pos += 1;
@@ -251,7 +266,8 @@ impl<'a> Reader<'a> {
             return Ok(ExtFields::new());
         }
         // An entry takes at least 5 bytes (`"":0,`), which bounds the reservation.
-        let mut entries = Vec::with_capacity(((self.bytes.len() - self.pos) / 5).min(16));
+        let mut entries =
+            DecodedEntries::with_capacity(((self.bytes.len() - self.pos) / 5).min(16));
         loop {
             self.expect(b'"', "expected an extFields key")?;
             let key = match self.string()? {
@@ -262,10 +278,10 @@ impl<'a> Reader<'a> {
             };
             self.expect(b':', "expected ':'")?;
             if let Some(value) = self.scalar()? {
-                entries.push((key, value));
+                entries.push(key, value);
             }
             if self.end_of_object()? {
-                return Ok(ExtFields::from_entries(entries));
+                return Ok(entries.finish(self.source.clone()));
             }
         }
     }
@@ -276,7 +292,7 @@ impl<'a> Reader<'a> {
             Some(b'"') => {
                 self.pos += 1;
                 match self.string()? {
-                    Cow::Borrowed(s) => Value::copied(s),
+                    Cow::Borrowed(s) => Value::span(s, self.bytes),
                     Cow::Owned(s) => Value::from(s),
                 }
             }
@@ -285,7 +301,7 @@ impl<'a> Reader<'a> {
                 let number = self.number()?;
                 match number.integer() {
                     // serde_json renders these integers as they are written.
-                    Some(_) => Value::copied(number.text),
+                    Some(_) => Value::span(number.text, self.bytes),
                     None => Value::from(render_float(number.text).ok_or(Error {
                         what: "number out of range",
                         at: start,
@@ -380,28 +396,26 @@ impl<'a> Reader<'a> {
     /// closing quote. Kept out of line so that the common case stays small.
     #[inline(never)]
     fn escaped_string(&mut self, start: usize, end: usize) -> Result<Cow<'a, str>> {
-        match self.peek() {
-            Some(b'\\') => {
-                // Bounded by the input: escapes only ever shrink.
-                let mut owned = String::with_capacity(self.bytes.len() - start);
-                owned.push_str(self.text_at(start, end)?);
-                loop {
+        if self.peek() != Some(b'\\') {
+            return self.string_error();
+        }
+        // Bounded by the input: escapes only ever shrink.
+        let mut owned = String::with_capacity(self.bytes.len() - start);
+        owned.push_str(self.text_at(start, end)?);
+        loop {
+            self.pos += 1;
+            self.escape(&mut owned)?;
+            let from = self.pos;
+            let to = self.scan_plain();
+            owned.push_str(self.text_at(from, to)?);
+            match self.peek() {
+                Some(b'"') => {
                     self.pos += 1;
-                    self.escape(&mut owned)?;
-                    let from = self.pos;
-                    let to = self.scan_plain();
-                    owned.push_str(self.text_at(from, to)?);
-                    match self.peek() {
-                        Some(b'"') => {
-                            self.pos += 1;
-                            return Ok(Cow::Owned(owned));
-                        }
-                        Some(b'\\') => {}
-                        _ => return self.string_error(),
-                    }
+                    return Ok(Cow::Owned(owned));
                 }
+                Some(b'\\') => {}
+                _ => return self.string_error(),
             }
-            _ => self.string_error(),
         }
     }
 
@@ -438,11 +452,18 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    #[inline(always)]
     fn text_at(&self, start: usize, end: usize) -> Result<&'a str> {
         let text = match self.text {
-            // `start` and `end` sit next to ASCII delimiters, so they are char
-            // boundaries and `get` cannot fail.
-            Some(text) => text.get(start..end),
+            Some(text) => {
+                let bytes = text.as_bytes().get(start..end).unwrap_or_default();
+                debug_assert!(std::str::from_utf8(bytes).is_ok());
+                // SAFETY: `text` is valid UTF-8, and `start` and `end` sit next to ASCII
+                // delimiters (a quote, a backslash escape, a control character) or at
+                // the end of the input. No byte of a multi-byte character is ASCII, so
+                // both are char boundaries and the range is valid UTF-8 on its own.
+                Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+            }
             None => std::str::from_utf8(&self.bytes[start..end]).ok(),
         };
         text.ok_or(Error {
@@ -463,6 +484,13 @@ impl<'a> Reader<'a> {
             Some(b'r') => '\r',
             Some(b't') => '\t',
             Some(b'u') => {
+                if let Some(ascii) = self.ascii_escape() {
+                    // `\u00XX` below 0x80: the separators of the message properties
+                    // (`\u0001`, `\u0002`) fastjson writes for every send.
+                    self.pos += 5;
+                    out.push(char::from(ascii));
+                    return Ok(());
+                }
                 self.pos += 1;
                 let unit = self.hex4()?;
                 let c = match unit {
@@ -489,6 +517,25 @@ impl<'a> Reader<'a> {
         self.pos += 1;
         out.push(c);
         Ok(())
+    }
+
+    /// The ASCII character of a `u00XX` escape body at the cursor (XX below 0x80).
+    #[inline]
+    fn ascii_escape(&self) -> Option<u8> {
+        let [b'u', b'0', b'0', high, low] = *self.bytes.get(self.pos..)?.first_chunk::<5>()? else {
+            return None;
+        };
+        let high = match high {
+            b'0'..=b'7' => high - b'0',
+            _ => return None,
+        };
+        let low = match low {
+            b'0'..=b'9' => low - b'0',
+            b'a'..=b'f' => low - b'a' + 10,
+            b'A'..=b'F' => low - b'A' + 10,
+            _ => return None,
+        };
+        Some(high << 4 | low)
     }
 
     fn hex4(&mut self) -> Result<u16> {
@@ -601,4 +648,9 @@ impl<'a> Reader<'a> {
         self.skip_string()?;
         self.expect(b':', "expected ':'")
     }
+}
+
+#[inline(always)]
+fn is_whitespace(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
 }
