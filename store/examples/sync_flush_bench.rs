@@ -8,7 +8,11 @@
 //!    `<seconds>`: throughput, ack latency percentiles, group commits and their mean size;
 //! 3. the ratio of the achieved throughput to the bound `writers / fdatasync latency`
 //!    (each writer has one put in flight, so at best every fdatasync acknowledges all of
-//!    them);
+//!    them), and to an *ideal group commit* measured right before and right after the
+//!    store run for as long: one thread writes `<writers>` 1 KiB records to a
+//!    preallocated file with one pwrite and fdatasyncs them, over and over, as if every
+//!    group held every writer and writers took no time. Shared disks drift by several times within
+//!    minutes, so that adjacent ceiling is the fair one;
 //! 4. the process's OS thread count sampled during the run next to the count before the
 //!    writers started: waiters are futures on two runtime threads, no thread is parked
 //!    per request.
@@ -57,7 +61,9 @@ fn main() -> BenchResult<()> {
         msync.pct(0.99),
     );
 
+    let ideal_before = ideal_group_commit(dir.path(), "ideal-before", writers, seconds)?;
     let run = group_commit_run(dir.path(), writers, seconds)?;
+    let ideal_after = ideal_group_commit(dir.path(), "ideal-after", writers, seconds)?;
     let acks = Latencies::new(run.latencies);
     let throughput = acks.len() as f64 / run.elapsed.as_secs_f64();
     let bound = writers as f64 / fdatasync.mean().as_secs_f64();
@@ -79,6 +85,11 @@ fn main() -> BenchResult<()> {
     println!(
         "bound writers/fdatasync={bound:.0} msg/s achieved/bound={:.2}",
         throughput / bound
+    );
+    let ideal = (ideal_before + ideal_after) / 2.0;
+    println!(
+        "ideal group commit (every sync acks {writers} msgs) before/after: {ideal_before:.0}/{ideal_after:.0} msg/s achieved/ideal={:.2}",
+        throughput / ideal
     );
     println!(
         "os threads: before writers={} max during run={} ({writers} writers as tasks on 2 runtime threads) -> {}",
@@ -193,6 +204,37 @@ async fn writer(
         }
     }
     Ok((latencies, timeouts))
+}
+
+/// Msgs/s of the ideal group commit: `writers` 1 KiB records written to a preallocated
+/// file with one pwrite and synced together, back to back for `seconds` (the store's
+/// SYNC_FLUSH write path, minus everything else).
+fn ideal_group_commit(dir: &Path, name: &str, writers: usize, seconds: u64) -> BenchResult<f64> {
+    const FILE: usize = 64 * 1024 * 1024;
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(dir.join(name))?;
+    for chunk in 0..FILE / (1024 * 1024) {
+        file.write_all_at(&vec![0u8; 1024 * 1024], (chunk * 1024 * 1024) as u64)?;
+    }
+    file.sync_all()?;
+    let group = vec![b'x'; writers * 1024];
+    let (mut at, mut syncs) = (0usize, 0u64);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        if at + group.len() > FILE {
+            at = 0;
+        }
+        file.write_all_at(&group, at as u64)?;
+        file.sync_data()?;
+        at += group.len();
+        syncs += 1;
+    }
+    std::fs::remove_file(dir.join(name))?;
+    Ok((syncs * writers as u64) as f64 / started.elapsed().as_secs_f64())
 }
 
 /// A file of `BASELINE_SYNCS` pages, written and synced once so the measured syncs

@@ -53,7 +53,10 @@ fn send_header_strings_share_the_frame() {
         let back = RemotingCodec::default().decode(&mut buf).unwrap().unwrap();
         let h = SendMessageRequestHeader::read_for_code(back.code, &back.ext_fields).unwrap();
         for field in [&h.producer_group, &h.topic, &h.default_topic] {
-            assert!(range.contains(&(field.as_ptr() as usize)), "{st:?} copied {field}");
+            assert!(
+                range.contains(&(field.as_ptr() as usize)),
+                "{st:?} copied {field}"
+            );
         }
         let properties = h.properties.unwrap();
         assert_eq!(properties, "KEYS\u{1}k1\u{2}WAIT\u{1}true");

@@ -221,32 +221,37 @@ impl CommitLog {
                 0
             };
             let mut batch_offsets = Vec::new();
-            let encoded = file
-                .append_with(total, store_timestamp, |out| {
-                    let mut at = 0usize;
-                    for (i, p) in records.iter().enumerate() {
-                        let physical_offset = PhysicalOffset((wrote_offset + at as u64) as i64);
-                        let queue_offset = if advances {
-                            first_queue_offset + i as i64
-                        } else {
-                            0
-                        };
-                        let stamp = StoreStamp {
-                            queue_offset: QueueOffset(queue_offset),
-                            physical_offset,
-                            store_timestamp,
-                            store_host,
-                        };
-                        p.record
-                            .encode_into(&stamp, &mut out[at..at + p.len as usize])?;
-                        if batch {
-                            batch_offsets.push(physical_offset);
-                        }
-                        at += p.len as usize;
+            let encode = |out: &mut [u8]| {
+                let mut at = 0usize;
+                for (i, p) in records.iter().enumerate() {
+                    let physical_offset = PhysicalOffset((wrote_offset + at as u64) as i64);
+                    let queue_offset = if advances {
+                        first_queue_offset + i as i64
+                    } else {
+                        0
+                    };
+                    let stamp = StoreStamp {
+                        queue_offset: QueueOffset(queue_offset),
+                        physical_offset,
+                        store_timestamp,
+                        store_host,
+                    };
+                    p.record
+                        .encode_into(&stamp, &mut out[at..at + p.len as usize])?;
+                    if batch {
+                        batch_offsets.push(physical_offset);
                     }
-                    Ok::<_, protocol::message::EncodeError>(())
-                })
-                .ok_or(PutMessageStatus::UnknownError);
+                    at += p.len as usize;
+                }
+                Ok::<_, protocol::message::EncodeError>(())
+            };
+            // `None`: no room (checked above, so never) or the write failed.
+            let encoded = if self.write_through {
+                file.append_through(total, store_timestamp, &mut state.scratch, encode)
+            } else {
+                file.append_with(total, store_timestamp, encode)
+            }
+            .ok_or(PutMessageStatus::UnknownError);
             state.file = Some(file);
             if let Err(e) = encoded.and_then(|r| {
                 r.map_err(|e| {

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use protocol::message::{PhysicalOffset, QueueOffset, RecordError, decode};
 
-use crate::config::{DelayLevels, MessageStoreConfig};
+use crate::config::{DelayLevels, FlushDiskType, MessageStoreConfig};
 use crate::error::StoreError;
 use crate::fs::StoreFs;
 use crate::mapped_file::{FlushOutcome, MappedFile, MappedFileQueue, QueueOptions};
@@ -70,6 +70,8 @@ struct PutState {
     offsets: QueueOffsets,
     /// The file being appended to (the queue's last file), cached to skip the lookup.
     file: Option<Arc<MappedFile>>,
+    /// Reused buffer of [`MappedFile::append_through`].
+    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -79,6 +81,9 @@ pub struct CommitLog {
     max_message_size: u32,
     delay_levels: DelayLevels,
     put: Mutex<PutState>,
+    /// Appends go to the file by `pwrite(2)` rather than through the mapping: under
+    /// SYNC_FLUSH, where every put waits for a sync (see [`MappedFile::append_through`]).
+    write_through: bool,
     /// Wall-clock ms at which the current put took the put lock, 0 when free
     /// (`beginTimeInLock`, for OS_PAGECACHE_BUSY).
     lock_since: AtomicI64,
@@ -113,6 +118,7 @@ impl CommitLog {
             max_message_size: config.max_message_size,
             delay_levels: config.delay_levels()?,
             put: Mutex::new(PutState::default()),
+            write_through: config.flush_disk_type == FlushDiskType::SyncFlush,
             lock_since: AtomicI64::new(0),
             signal: AppendSignal::new(max),
         })

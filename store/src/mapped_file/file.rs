@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -158,6 +159,45 @@ impl MappedFile {
         };
         let out = fill(slice);
         if out.is_ok() {
+            self.wrote.store(pos + len, Ordering::Release);
+            if store_timestamp != 0 {
+                self.store_timestamp
+                    .store(store_timestamp, Ordering::Release);
+            }
+        }
+        Some(out)
+    }
+
+    /// [`Self::append_with`] that hands the bytes to the kernel with one `pwrite(2)`
+    /// instead of storing them through the mapping: `fill` writes into `scratch`, whose
+    /// allocation is reused across calls. Readers still read through the mapping (the
+    /// page cache is shared). `None` also when the write fails (logged; nothing is
+    /// published, the next append overwrites whatever reached the file).
+    ///
+    /// Why: a store into a clean mapped page takes a write fault that dirties the inode,
+    /// and on ext4 the next sync then commits the journal. Measured on this project's
+    /// machines: 33 KB appended through the mapping + msync takes about 2 ms, the same
+    /// bytes by pwrite + fdatasync 0.25–0.4 ms. SYNC_FLUSH waits for every such sync.
+    pub fn append_through<R, E>(
+        &self,
+        len: u32,
+        store_timestamp: i64,
+        scratch: &mut Vec<u8>,
+        fill: impl FnOnce(&mut [u8]) -> Result<R, E>,
+    ) -> Option<Result<R, E>> {
+        let _writer = self.write_lock.lock();
+        let pos = self.wrote.load(Ordering::Relaxed);
+        if len > self.size - pos {
+            return None;
+        }
+        scratch.clear();
+        scratch.resize(len as usize, 0);
+        let out = fill(scratch);
+        if out.is_ok() {
+            if let Err(e) = self._file.write_all_at(scratch, u64::from(pos)) {
+                tracing::error!(path = %self.path.display(), pos, error = %e, "writing appended bytes failed");
+                return None;
+            }
             self.wrote.store(pos + len, Ordering::Release);
             if store_timestamp != 0 {
                 self.store_timestamp
