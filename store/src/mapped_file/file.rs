@@ -159,13 +159,18 @@ impl MappedFile {
         };
         let out = fill(slice);
         if out.is_ok() {
-            self.wrote.store(pos + len, Ordering::Release);
-            if store_timestamp != 0 {
-                self.store_timestamp
-                    .store(store_timestamp, Ordering::Release);
-            }
+            self.publish(pos + len, store_timestamp);
         }
         Some(out)
+    }
+
+    /// Makes `[0, end)` visible to readers; called with `write_lock` held.
+    fn publish(&self, end: u32, store_timestamp: i64) {
+        self.wrote.store(end, Ordering::Release);
+        if store_timestamp != 0 {
+            self.store_timestamp
+                .store(store_timestamp, Ordering::Release);
+        }
     }
 
     /// [`Self::append_with`] that hands the bytes to the kernel with one `pwrite(2)`
@@ -198,11 +203,7 @@ impl MappedFile {
                 tracing::error!(path = %self.path.display(), pos, error = %e, "writing appended bytes failed");
                 return None;
             }
-            self.wrote.store(pos + len, Ordering::Release);
-            if store_timestamp != 0 {
-                self.store_timestamp
-                    .store(store_timestamp, Ordering::Release);
-            }
+            self.publish(pos + len, store_timestamp);
         }
         Some(out)
     }
