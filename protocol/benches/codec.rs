@@ -86,18 +86,6 @@ fn bench_send_request_parts(c: &mut Criterion) {
             ))
         })
     });
-    c.bench_function("send_v2_typed_header_only/take", |b| {
-        b.iter_batched(
-            || cmd.ext_fields.clone(),
-            |mut fields| {
-                black_box(SendMessageRequestHeader::take_for_code(
-                    cmd.code,
-                    &mut fields,
-                ))
-            },
-            BatchSize::SmallInput,
-        )
-    });
 }
 
 fn bench_send_response(c: &mut Criterion) {

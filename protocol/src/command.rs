@@ -127,12 +127,6 @@ impl RemotingCommand {
         H::read(&self.ext_fields)
     }
 
-    /// [`Self::header`] moving the header's strings out of the extFields instead of
-    /// copying them (see [`CommandHeader::take`]).
-    pub fn take_header<H: CommandHeader>(&mut self) -> Result<H, HeaderError> {
-        H::take(&mut self.ext_fields)
-    }
-
     pub fn is_response(&self) -> bool {
         self.flag & FLAG_RESPONSE != 0
     }

@@ -16,10 +16,9 @@ pub(crate) use value::{Value, subslice_range};
 ///
 /// Stored as a vector sorted by key: commands carry a dozen short entries, for which a
 /// binary search beats hashing, and well-known keys are kept as `&'static str` instead
-/// of being allocated per frame. The vector is sorted in *descending* order so that a
-/// typed header taking its fields in ascending key order (the V2 send header's `a`..`n`)
-/// removes from the end, moving nothing; iteration reverses it into the ascending order
-/// fastjson writes.
+/// of being allocated per frame. The vector is sorted in *descending* order (decoders
+/// reverse the ascending wire order, which costs nothing); iteration reverses it back
+/// into the ascending order fastjson writes.
 ///
 /// A decoded map keeps the frame's header bytes (`source`, a reference-counted slice of
 /// the read buffer) and its values are spans of them: decoding copies no value, and a
@@ -103,21 +102,8 @@ impl ExtFields {
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        self.take(key).map(|Taken(v)| v.into_string(&self.source))
-    }
-
-    /// [`Self::remove`] without turning the value into a `String`; resolve it against
-    /// [`Self::source`].
-    #[inline]
-    pub(crate) fn take(&mut self, key: &str) -> Option<Taken> {
-        // Typed headers take their keys in ascending order: the smallest is last.
-        if let Some((last, _)) = self.entries.last()
-            && last.as_bytes() == key.as_bytes()
-        {
-            return self.entries.pop().map(|(_, v)| Taken(v));
-        }
         let i = self.position(key).ok()?;
-        Some(Taken(self.entries.remove(i).1))
+        Some(self.entries.remove(i).1.into_string(&self.source))
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -195,11 +181,6 @@ impl DecodedEntries {
     }
 }
 
-/// A value moved out of an [`ExtFields`]; resolve it against the map's
-/// [`ExtFields::source`]. Typed headers parse it without copying a long string again.
-#[doc(hidden)]
-pub struct Taken(pub(crate) Value);
-
 impl ExtFields {
     /// The values of the keys that `slot_of` maps to a slot, in one pass over the
     /// entries: a typed header reads all its fields this way instead of searching the
@@ -216,27 +197,6 @@ impl ExtFields {
                 *slot = Some(value.resolve(&self.source));
             }
         }
-        slots
-    }
-
-    /// [`Self::lookup_slots`] that moves the values out of the map, leaving the entries
-    /// no slot claims.
-    #[doc(hidden)]
-    #[inline]
-    pub fn take_slots<const N: usize>(
-        &mut self,
-        slot_of: impl Fn(&str) -> Option<usize>,
-    ) -> [Option<Taken>; N] {
-        let mut slots = [const { None }; N];
-        self.entries.retain_mut(
-            |(key, value)| match slot_of(key).and_then(|i| slots.get_mut(i)) {
-                Some(slot) => {
-                    *slot = Some(Taken(std::mem::take(value)));
-                    false
-                }
-                None => true,
-            },
-        );
         slots
     }
 }

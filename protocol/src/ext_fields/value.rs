@@ -85,16 +85,6 @@ impl Value {
         }
     }
 
-    /// The heap string when there is one, so that it can be moved out instead of
-    /// copied; the value otherwise.
-    #[inline]
-    pub(crate) fn into_heap(self) -> Result<String, Self> {
-        match self {
-            Self::Heap(s) => Ok(s),
-            other => Err(other),
-        }
-    }
-
     pub(crate) fn into_string(self, source: &[u8]) -> String {
         match self {
             Self::Heap(s) => s,
@@ -164,7 +154,6 @@ mod tests {
                 s.len() <= Value::INLINE_CAP
             );
             assert_eq!(copied.clone().into_string(&[]), s);
-            assert_eq!(copied.into_heap().is_ok(), s.len() > Value::INLINE_CAP);
         }
         assert_eq!(format!("{:?}", Value::copied("a\"b")), "\"a\\\"b\"");
     }

@@ -36,7 +36,6 @@ use bytes::Bytes;
 use thiserror::Error;
 
 use crate::ExtFields;
-use crate::ext_fields::{Taken, Value};
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HeaderError {
@@ -51,13 +50,6 @@ pub enum HeaderError {
 pub trait CommandHeader: Sized {
     fn read(fields: &ExtFields) -> Result<Self, HeaderError>;
     fn write(&self, fields: &mut ExtFields);
-
-    /// Like [`Self::read`], but moves the header's fields out of `fields` instead of
-    /// copying their strings: for request paths that need nothing else from the
-    /// extFields afterwards. On error some fields may already have been removed.
-    fn take(fields: &mut ExtFields) -> Result<Self, HeaderError> {
-        Self::read(fields)
-    }
 }
 
 /// A command that carries no header fields.
@@ -84,23 +76,6 @@ pub fn read_optional<T: FieldValue>(
     parse_optional(fields.get(key), key, fields.source())
 }
 
-/// [`read_required`] that moves the value out of `fields`.
-pub fn take_required<T: FieldValue>(
-    fields: &mut ExtFields,
-    key: &'static str,
-) -> Result<T, HeaderError> {
-    let value = fields.take(key);
-    parse_taken_required(value, key, fields.source())
-}
-
-pub fn take_optional<T: FieldValue>(
-    fields: &mut ExtFields,
-    key: &'static str,
-) -> Result<Option<T>, HeaderError> {
-    let value = fields.take(key);
-    parse_taken_optional(value, key, fields.source())
-}
-
 /// [`read_required`] for a value found by [`ExtFields::lookup_slots`]; `source` is the
 /// map's [`ExtFields::source`].
 #[doc(hidden)]
@@ -124,45 +99,6 @@ pub fn parse_optional<T: FieldValue>(
     source: &Bytes,
 ) -> Result<Option<T>, HeaderError> {
     value.map(|v| parse(key, v, source)).transpose()
-}
-
-/// [`take_required`] for a value moved out by [`ExtFields::take_slots`].
-#[doc(hidden)]
-#[inline]
-pub fn parse_taken_required<T: FieldValue>(
-    value: Option<Taken>,
-    key: &'static str,
-    source: &Bytes,
-) -> Result<T, HeaderError> {
-    match value {
-        Some(Taken(v)) => parse_taken(key, v, source),
-        None => Err(HeaderError::Missing(key)),
-    }
-}
-
-#[doc(hidden)]
-#[inline]
-pub fn parse_taken_optional<T: FieldValue>(
-    value: Option<Taken>,
-    key: &'static str,
-    source: &Bytes,
-) -> Result<Option<T>, HeaderError> {
-    value
-        .map(|Taken(v)| parse_taken(key, v, source))
-        .transpose()
-}
-
-/// Moves a heap string into `T`; parses any other value in place (numbers and flags
-/// build no `String`, spans of the header are shared by [`crate::SharedStr`] fields).
-fn parse_taken<T: FieldValue>(
-    key: &'static str,
-    value: Value,
-    source: &Bytes,
-) -> Result<T, HeaderError> {
-    match value.into_heap() {
-        Ok(owned) => T::parse_owned(owned).map_err(|value| invalid(key, &value)),
-        Err(other) => parse(key, other.resolve(source), source),
-    }
 }
 
 fn invalid(key: &'static str, value: &str) -> HeaderError {
@@ -210,9 +146,9 @@ macro_rules! header {
         }
 
         impl $crate::header::CommandHeader for $name {
-            // Both readers visit the extFields once, mapping each key to its field's
-            // slot, then parse the fields in declaration order (so the first error is
-            // the one a field-by-field read would give).
+            // One visit of the extFields maps each key to its field's slot; then the
+            // fields are parsed in declaration order (so the first error is the one a
+            // field-by-field read would give).
             fn read(
                 fields: &$crate::ExtFields,
             ) -> ::core::result::Result<Self, $crate::header::HeaderError> {
@@ -224,27 +160,12 @@ macro_rules! header {
                 });
                 let source = fields.source();
                 Ok(Self {
-                    $( $field: $crate::header_parse_field!($kind parse $field, $key, source $(, $default)?), )*
+                    $( $field: $crate::header_parse_field!($kind $field, $key, source $(, $default)?), )*
                 })
             }
 
             fn write(&self, fields: &mut $crate::ExtFields) {
                 $( $crate::header_write_field!($kind fields, $key, &self.$field); )*
-            }
-
-            fn take(
-                fields: &mut $crate::ExtFields,
-            ) -> ::core::result::Result<Self, $crate::header::HeaderError> {
-                #[allow(non_camel_case_types)]
-                enum Slot { $( $field, )* }
-                let [$( $field, )*] = fields.take_slots(|key| match key {
-                    $( $key => Some(Slot::$field as usize), )*
-                    _ => None,
-                });
-                let source = fields.source();
-                Ok(Self {
-                    $( $field: $crate::header_parse_field!($kind parse_taken $field, $key, source $(, $default)?), )*
-                })
             }
         }
     };
@@ -253,23 +174,14 @@ macro_rules! header {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! header_parse_field {
-    (required parse $value:ident, $key:literal, $source:ident) => {
+    (required $value:ident, $key:literal, $source:ident) => {
         $crate::header::parse_required($value, $key, $source)?
     };
-    (optional parse $value:ident, $key:literal, $source:ident) => {
+    (optional $value:ident, $key:literal, $source:ident) => {
         $crate::header::parse_optional($value, $key, $source)?
     };
-    (default parse $value:ident, $key:literal, $source:ident, $default:expr) => {
+    (default $value:ident, $key:literal, $source:ident, $default:expr) => {
         $crate::header::parse_optional($value, $key, $source)?.unwrap_or($default)
-    };
-    (required parse_taken $value:ident, $key:literal, $source:ident) => {
-        $crate::header::parse_taken_required($value, $key, $source)?
-    };
-    (optional parse_taken $value:ident, $key:literal, $source:ident) => {
-        $crate::header::parse_taken_optional($value, $key, $source)?
-    };
-    (default parse_taken $value:ident, $key:literal, $source:ident, $default:expr) => {
-        $crate::header::parse_taken_optional($value, $key, $source)?.unwrap_or($default)
     };
 }
 
@@ -343,20 +255,5 @@ mod tests {
         let f: ExtFields = [("topic", "T"), ("queueId", "+1")].into_iter().collect();
         let p = Probe::read(&f).unwrap();
         assert_eq!((p.queue_id, p.offset, p.unit_mode), (1, None, false));
-
-        let mut f: ExtFields = [("topic", "T"), ("queueId", "2"), ("other", "x")]
-            .into_iter()
-            .collect();
-        let p = Probe::take(&mut f).unwrap();
-        assert_eq!((p.topic.as_str(), p.queue_id), ("T", 2));
-        assert_eq!(f.sorted(), [("other", "x")]);
-        let mut bad: ExtFields = [("topic", "T"), ("queueId", "z")].into_iter().collect();
-        assert!(matches!(
-            Probe::take(&mut bad),
-            Err(HeaderError::Invalid {
-                field: "queueId",
-                ..
-            })
-        ));
     }
 }

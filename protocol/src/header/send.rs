@@ -110,20 +110,6 @@ impl SendMessageRequestHeader {
     }
 }
 
-impl SendMessageRequestHeader {
-    /// [`Self::read_for_code`] moving the strings out of `fields`.
-    pub fn take_for_code(code: i32, fields: &mut ExtFields) -> Result<Self, HeaderError> {
-        match code {
-            request::SEND_MESSAGE_V2
-            | request::SEND_BATCH_MESSAGE
-            | request::SEND_REPLY_MESSAGE_V2 => {
-                SendMessageRequestHeaderV2::take(fields).map(Self::from)
-            }
-            _ => Self::take(fields),
-        }
-    }
-}
-
 crate::header! {
     /// Response to every send request.
     pub struct SendMessageResponseHeader {
@@ -198,12 +184,10 @@ mod tests {
             SendMessageRequestHeader::read_for_code(request::SEND_MESSAGE, &f),
             Err(HeaderError::Missing("producerGroup"))
         );
-        let mut taken = f.clone();
         assert_eq!(
-            SendMessageRequestHeader::take_for_code(request::SEND_BATCH_MESSAGE, &mut taken),
+            SendMessageRequestHeader::read_for_code(request::SEND_BATCH_MESSAGE, &f),
             Ok(sample_v1())
         );
-        assert!(taken.is_empty());
         f.remove("h");
         assert_eq!(
             SendMessageRequestHeaderV2::read(&f),
