@@ -16,9 +16,8 @@ pub(crate) use value::{Value, subslice_range};
 ///
 /// Stored as a vector sorted by key: commands carry a dozen short entries, for which a
 /// binary search beats hashing, and well-known keys are kept as `&'static str` instead
-/// of being allocated per frame. The vector is sorted in *descending* order (decoders
-/// reverse the ascending wire order, which costs nothing); iteration reverses it back
-/// into the ascending order fastjson writes.
+/// of being allocated per frame. Ascending key order is also the order fastjson writes,
+/// so a decoded map is usually already sorted.
 ///
 /// A decoded map keeps the frame's header bytes (`source`, a reference-counted slice of
 /// the read buffer) and its values are spans of them: decoding copies no value, and a
@@ -56,7 +55,7 @@ impl ExtFields {
     fn position(&self, key: &str) -> Result<usize, usize> {
         let key = key.as_bytes();
         self.entries
-            .binary_search_by(|(k, _)| cmp_key(key, k.as_bytes()))
+            .binary_search_by(|(k, _)| cmp_key(k.as_bytes(), key))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -122,7 +121,6 @@ impl ExtFields {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &str)> + ExactSizeIterator {
         self.entries
             .iter()
-            .rev()
             .map(|(k, v)| (k.as_ref(), v.resolve(&self.source)))
     }
 
@@ -170,11 +168,11 @@ impl DecodedEntries {
     /// The map; `source` is the header the decoder's spans point into.
     pub(crate) fn finish(self, source: Bytes) -> ExtFields {
         let mut entries = self.entries;
-        entries.reverse();
         if !self.ascending {
             // Reversed, a stable sort puts the last occurrence of a key first in its
             // run, and `dedup_by` keeps the first of each run.
-            entries.sort_by(|a, b| cmp_key(b.0.as_bytes(), a.0.as_bytes()));
+            entries.reverse();
+            entries.sort_by(|a, b| cmp_key(a.0.as_bytes(), b.0.as_bytes()));
             entries.dedup_by(|later, earlier| later.0 == earlier.0);
         }
         ExtFields { entries, source }
