@@ -20,6 +20,8 @@ pub enum PlaceError {
     NoRoom { at: PhysicalOffset },
     #[error("cannot create a CommitLog file for {at}")]
     CreateFile { at: PhysicalOffset },
+    #[error("writing replicated bytes at {at} failed")]
+    Write { at: PhysicalOffset },
 }
 
 impl CommitLog {
@@ -46,12 +48,23 @@ impl CommitLog {
                 got: at,
             });
         }
-        file.append_with(len, store_timestamp, |dst| {
+        let fill = |dst: &mut [u8]| {
             fill(dst);
             Ok::<(), ()>(())
-        })
-        .ok_or(PlaceError::NoRoom { at })?
-        .map_err(|()| PlaceError::NoRoom { at })?;
+        };
+        // Same write path as the leader's appends (see `CommitLog::write_through`).
+        let placed = if self.write_through {
+            if len > file.remaining() {
+                return Err(PlaceError::NoRoom { at });
+            }
+            // Room was checked, so `None` is a failed write.
+            file.append_through(len, store_timestamp, &mut state.scratch, fill)
+                .ok_or(PlaceError::Write { at })?
+        } else {
+            file.append_with(len, store_timestamp, fill)
+                .ok_or(PlaceError::NoRoom { at })?
+        };
+        placed.map_err(|()| PlaceError::NoRoom { at })?;
         drop(state);
         self.signal.publish(PhysicalOffset(at.0 + i64::from(len)));
         Ok(())

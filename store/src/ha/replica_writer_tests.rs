@@ -69,6 +69,21 @@ fn batches_cut_anywhere_rebuild_an_identical_log() {
     }
 }
 
+/// A SYNC_FLUSH slave places the bytes by pwrite (`MappedFile::append_through`).
+#[test]
+fn a_sync_flush_replica_writes_through_and_matches() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = master_with_data(md.path(), 120);
+    let mut c = config(sd.path(), FILE);
+    c.flush_disk_type = crate::FlushDiskType::SyncFlush;
+    let slave = Arc::new(CommitLog::open(&c, Arc::new(OsFs)).unwrap());
+    let mut w = ReplicaWriter::new(Arc::clone(&slave), true, 4 * 1024 * 1024);
+    for (at, data) in frames(&master, PhysicalOffset(0), 1000) {
+        w.accept(at, &data).unwrap();
+    }
+    assert_same(&master, &slave, PhysicalOffset(0));
+}
+
 #[test]
 fn an_empty_replica_starts_at_the_file_the_master_names() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
