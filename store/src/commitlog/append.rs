@@ -247,6 +247,7 @@ impl CommitLog {
                     Ok::<_, protocol::message::EncodeError>(())
                 })
                 .ok_or(PutMessageStatus::UnknownError);
+            self.queue.keep_prefaulted(&file);
             state.file = Some(file);
             if let Err(e) = encoded.and_then(|r| {
                 r.map_err(|e| {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use super::allocate::Allocator;
+use super::allocate::{Allocator, PREFAULT_WINDOW};
 use super::{MappedFile, parse_file_name};
 use crate::error::{IoContext, StoreError};
 use crate::fs::StoreFs;
@@ -180,7 +180,10 @@ impl MappedFileQueue {
     /// Only the queue's single writer may call this.
     pub fn last_or_create(&self, start: u64) -> std::io::Result<Arc<MappedFile>> {
         let create_at = match self.last() {
-            Some(last) if !last.is_full() => return Ok(last),
+            Some(last) if !last.is_full() => {
+                self.keep_prefaulted(&last);
+                return Ok(last);
+            }
             Some(last) => last.end_offset(),
             None => start - start % u64::from(self.file_size),
         };
@@ -203,6 +206,17 @@ impl MappedFileQueue {
             allocator.request(create_at + u64::from(self.file_size));
         }
         Ok(file)
+    }
+
+    /// Has the allocator thread pre-fault the pages ahead of `file`'s write position when
+    /// less than half of [`PREFAULT_WINDOW`] is left (two atomic loads otherwise). The
+    /// writer calls it after appending.
+    pub fn keep_prefaulted(&self, file: &Arc<MappedFile>) {
+        if let Some(allocator) = &self.allocator
+            && file.prefault_due(PREFAULT_WINDOW)
+        {
+            allocator.request_prefault(file);
+        }
     }
 
     /// Flushes from the flushed position on. With `least_pages > 0` the file being
