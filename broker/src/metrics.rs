@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::metric_handles::HandleCache;
 use crate::state::Broker;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,8 +93,27 @@ pub struct Metrics {
     pub transactions: crate::transaction::metrics::TransactionMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
+    /// Handles into `latency`, `put_*` and `get_*` by request code / topic.
+    latency_by_code: HandleCache<i32, Histogram>,
+    put_by_topic: HandleCache<String, (Counter, Counter)>,
+    get_by_topic: HandleCache<String, (Counter, Counter)>,
     boot: Instant,
     boot_ms: i64,
+}
+
+/// The message and byte counters of `topic` in two per-topic families.
+fn topic_pair(
+    messages: &Family<TopicLabels, Counter>,
+    bytes: &Family<TopicLabels, Counter>,
+    topic: &str,
+) -> (Counter, Counter) {
+    let l = TopicLabels {
+        topic: topic.to_owned(),
+    };
+    (
+        messages.get_or_create(&l).clone(),
+        bytes.get_or_create(&l).clone(),
+    )
 }
 
 fn latency_histogram() -> Histogram {
@@ -131,6 +151,9 @@ impl Metrics {
             transactions: Default::default(),
             put_total: AtomicU64::new(0),
             get_total: AtomicU64::new(0),
+            latency_by_code: HandleCache::default(),
+            put_by_topic: HandleCache::default(),
+            get_by_topic: HandleCache::default(),
             boot: Instant::now(),
             boot_ms: crate::now_ms(),
             registry: Registry::default(),
@@ -280,28 +303,32 @@ impl Metrics {
     }
 
     pub fn observe_request(&self, code: i32, elapsed: Duration) {
-        let request_code =
-            protocol::code::request::name(code).map_or_else(|| code.to_string(), str::to_owned);
-        self.latency
-            .get_or_create(&CodeLabels { request_code })
-            .observe(elapsed.as_secs_f64());
+        let make = || {
+            let request_code =
+                protocol::code::request::name(code).map_or_else(|| code.to_string(), str::to_owned);
+            self.latency
+                .get_or_create(&CodeLabels { request_code })
+                .clone()
+        };
+        self.latency_by_code
+            .with(&code, make, |h| h.observe(elapsed.as_secs_f64()));
     }
 
     pub fn record_put(&self, topic: &str, messages: u64, bytes: u64) {
-        let l = TopicLabels {
-            topic: topic.to_owned(),
-        };
-        self.put_messages.get_or_create(&l).inc_by(messages);
-        self.put_bytes.get_or_create(&l).inc_by(bytes);
+        let make = || topic_pair(&self.put_messages, &self.put_bytes, topic);
+        self.put_by_topic.with(topic, make, |(m, b)| {
+            m.inc_by(messages);
+            b.inc_by(bytes);
+        });
         self.put_total.fetch_add(messages, Ordering::Relaxed);
     }
 
     pub fn record_get(&self, topic: &str, messages: u64, bytes: u64) {
-        let l = TopicLabels {
-            topic: topic.to_owned(),
-        };
-        self.get_messages.get_or_create(&l).inc_by(messages);
-        self.get_bytes.get_or_create(&l).inc_by(bytes);
+        let make = || topic_pair(&self.get_messages, &self.get_bytes, topic);
+        self.get_by_topic.with(topic, make, |(m, b)| {
+            m.inc_by(messages);
+            b.inc_by(bytes);
+        });
         self.get_total.fetch_add(messages, Ordering::Relaxed);
     }
 
@@ -496,7 +523,10 @@ mod tests {
     fn renders_series() {
         let m = Metrics::new();
         m.observe_request(10, Duration::from_micros(80));
+        m.observe_request(10, Duration::from_micros(90));
         m.record_put("T", 2, 10);
+        m.record_put("T", 3, 5);
+        m.record_put("U", 1, 1);
         m.record_get("T", 1, 100);
         m.connection_opened();
         m.record_retry("G");
@@ -515,15 +545,17 @@ mod tests {
         assert!(text.contains(r#"rocketmq_delay_messages_delivered_total{level="2"} 5"#));
         assert!(
             text.contains(
-                r#"rocketmq_request_latency_seconds_count{request_code="SEND_MESSAGE"} 1"#
+                r#"rocketmq_request_latency_seconds_count{request_code="SEND_MESSAGE"} 2"#
             ),
             "{text}"
         );
-        assert!(text.contains(r#"rocketmq_producer_messages_total{topic="T"} 2"#));
+        assert!(text.contains(r#"rocketmq_producer_messages_total{topic="T"} 5"#));
+        assert!(text.contains(r#"rocketmq_producer_message_size_total{topic="T"} 15"#));
+        assert!(text.contains(r#"rocketmq_producer_messages_total{topic="U"} 1"#));
         assert!(text.contains(r#"rocketmq_consumer_message_size_total{topic="T"} 100"#));
         assert!(text.contains("rocketmq_broker_connections 1"));
         assert!(text.contains("rocketmq_storage_dispatch_behind_bytes 0"));
-        assert_eq!(m.put_messages_total(), 2);
+        assert_eq!(m.put_messages_total(), 6);
         assert!(m.runtime_text().starts_with("[ 0 days, 0 hours"));
     }
 }

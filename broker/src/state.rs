@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use store::config_files::ConfigFileError;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
 use crate::consume_rate::ConsumeRate;
 use crate::groups::GroupManager;
+use crate::in_flight::InFlightLimit;
 use crate::live_config::LiveConfig;
 use crate::locks::LockManager;
 use crate::long_polling::PullHold;
@@ -40,7 +40,7 @@ pub struct Broker {
     pub pull_hold: PullHold,
     pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
-    pub in_flight: Arc<Semaphore>,
+    pub in_flight: Arc<InFlightLimit>,
     /// True once recovery finished and the listener is up (`/readyz`).
     pub ready: AtomicBool,
     pub shutdown: CancellationToken,
@@ -71,7 +71,7 @@ impl Broker {
                 reason: e.to_string(),
             })?;
         let schedule = ScheduleService::open(&root, levels)?;
-        let in_flight = Arc::new(Semaphore::new(b.max_in_flight_total.max(1) as usize));
+        let in_flight = InFlightLimit::new(b.max_in_flight_total as usize);
         Ok(Arc::new(Self {
             topics,
             groups,

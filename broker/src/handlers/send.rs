@@ -315,13 +315,42 @@ fn answer(
 }
 
 /// The properties a single message is stored with: `WAIT` removed (4.9.1+), `CLUSTER`
-/// set to the broker's cluster and moved last (`SendMessageProcessor`).
+/// set to the broker's cluster and moved last (`SendMessageProcessor`). Written in one
+/// pass over borrowed entries; the result equals parsing into [`Properties`], editing
+/// and encoding (a repeated name keeps its first position and its last value).
 fn store_properties(text: &str, cluster: &str) -> String {
-    let mut props = Properties::parse(text);
-    props.remove(WAIT);
-    props.remove(CLUSTER);
-    props.insert(CLUSTER, cluster);
-    props.to_string()
+    /// Beyond this many entries the quadratic duplicate check below gives way to the map.
+    const SCAN_MAX: usize = 32;
+    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
+    for entry in properties::iter(text).filter(|(n, _)| *n != WAIT && *n != CLUSTER) {
+        if entries.len() == SCAN_MAX {
+            let mut props = Properties::parse(text);
+            props.remove(WAIT);
+            props.remove(CLUSTER);
+            props.insert(CLUSTER, cluster);
+            return props.to_string();
+        }
+        entries.push(entry);
+    }
+    let mut out = String::with_capacity(text.len() + CLUSTER.len() + cluster.len() + 2);
+    for (i, (name, _)) in entries.iter().enumerate() {
+        if entries[..i].iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let value = entries[i..]
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, v)| *v);
+        out.push_str(name);
+        out.push(properties::NAME_VALUE_SEPARATOR);
+        out.push_str(value);
+        out.push(properties::PROPERTY_SEPARATOR);
+    }
+    out.push_str(CLUSTER);
+    out.push(properties::NAME_VALUE_SEPARATOR);
+    out.push_str(cluster);
+    out
 }
 
 /// The host:port written into records and message ids: `brokerIP1:listenPort`.
@@ -353,5 +382,62 @@ mod tests {
             "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2\u{2}CLUSTER\u{1}C1"
         );
         assert_eq!(store_properties("", "C1"), "CLUSTER\u{1}C1");
+    }
+
+    /// What `store_properties` must equal: parse, edit, encode.
+    fn store_properties_by_map(text: &str, cluster: &str) -> String {
+        let mut props = Properties::parse(text);
+        props.remove(WAIT);
+        props.remove(CLUSTER);
+        props.insert(CLUSTER, cluster);
+        props.to_string()
+    }
+
+    #[test]
+    fn store_properties_repeated_names_keep_first_place_last_value() {
+        let sent =
+            "A\u{1}1\u{2}B\u{1}2\u{2}A\u{1}3\u{2}\u{2}C\u{2}\u{1}x\u{2}D\u{1}\u{2}WAIT\u{1}true";
+        assert_eq!(
+            store_properties(sent, "C1"),
+            "A\u{1}3\u{2}B\u{1}2\u{2}CLUSTER\u{1}C1"
+        );
+        assert_eq!(
+            store_properties(sent, "C1"),
+            store_properties_by_map(sent, "C1")
+        );
+    }
+
+    #[test]
+    fn store_properties_many_entries_fall_back_to_the_map() {
+        let sent: String = (0..100)
+            .map(|i| format!("K{}\u{1}v{i}\u{2}", i % 40))
+            .collect();
+        assert_eq!(
+            store_properties(&sent, "C"),
+            store_properties_by_map(&sent, "C")
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn store_properties_equals_the_map_round_trip(
+            parts in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["", "TAGS", "KEYS", "WAIT", "CLUSTER", "A", "UNIQ_KEY"]),
+                    "[a-c\u{1}\u{2}]{0,4}",
+                ),
+                0..12,
+            ),
+            sep in proptest::sample::select(vec!["\u{1}", "", "\u{2}"]),
+        ) {
+            let text: String = parts
+                .iter()
+                .map(|(n, v)| format!("{n}{sep}{v}\u{2}"))
+                .collect();
+            proptest::prop_assert_eq!(
+                store_properties(&text, "DefaultCluster"),
+                store_properties_by_map(&text, "DefaultCluster")
+            );
+        }
     }
 }

@@ -252,6 +252,7 @@ impl CommitLog {
                 file.append_with(total, store_timestamp, encode)
             }
             .ok_or(PutMessageStatus::UnknownError);
+            self.queue.keep_prefaulted(&file);
             state.file = Some(file);
             if let Err(e) = encoded.and_then(|r| {
                 r.map_err(|e| {

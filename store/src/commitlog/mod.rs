@@ -101,9 +101,13 @@ impl CommitLog {
     /// Maps the CommitLog files of `config` (positions are "full" until recovery).
     pub fn open(config: &MessageStoreConfig, fs: Arc<dyn StoreFs>) -> Result<Self, StoreError> {
         config.validate()?;
+        let write_through = config.flush_disk_type == FlushDiskType::SyncFlush;
         let options = QueueOptions {
             preallocate: true,
             warm: config.warm_mapped_file_enable,
+            // Pre-faulting dirties pages through the mapping, which is what
+            // write-through avoids (see `MappedFile::append_through`).
+            prefault_ahead: !write_through,
         };
         let queue = MappedFileQueue::open(
             &config.commit_log_dir(),
@@ -118,7 +122,7 @@ impl CommitLog {
             max_message_size: config.max_message_size,
             delay_levels: config.delay_levels()?,
             put: Mutex::new(PutState::default()),
-            write_through: config.flush_disk_type == FlushDiskType::SyncFlush,
+            write_through,
             lock_since: AtomicI64::new(0),
             signal: AppendSignal::new(max),
         })

@@ -1,6 +1,8 @@
 //! Background creation of the next segment file (`AllocateMappedFileService`): when the
 //! queue starts using file N it asks for N+1, so the append that rolls over finds it
-//! ready and never waits for allocation (or for pre-faulting when warm-up is on).
+//! ready and never waits for allocation (or for pre-faulting when warm-up is on). The
+//! same thread keeps the pages just ahead of the write position pre-faulted
+//! ([`PREFAULT_WINDOW`]), so appends do not take the page faults themselves.
 
 use std::io;
 use std::path::PathBuf;
@@ -28,9 +30,14 @@ struct Shared {
     changed: Condvar,
 }
 
+/// Bytes past the write position kept pre-faulted; a new round is asked for when less
+/// than half of it is left.
+pub(super) const PREFAULT_WINDOW: u32 = 16 * 1024 * 1024;
+
 #[derive(Debug, Default)]
 struct State {
     requested: Option<u64>,
+    prefault: Option<Arc<MappedFile>>,
     in_progress: Option<u64>,
     ready: Option<(u64, io::Result<MappedFile>)>,
     stop: bool,
@@ -74,6 +81,16 @@ impl Allocator {
             return;
         }
         state.requested = Some(from);
+        self.shared.changed.notify_all();
+    }
+
+    /// Asks for the pages ahead of `file`'s write position to be pre-faulted.
+    pub(super) fn request_prefault(&self, file: &Arc<MappedFile>) {
+        let mut state = self.shared.state.lock();
+        if state.stop || state.prefault.is_some() {
+            return;
+        }
+        state.prefault = Some(Arc::clone(file));
         self.shared.changed.notify_all();
     }
 
@@ -131,6 +148,14 @@ impl Shared {
                 return;
             }
             let Some(from) = state.requested.take() else {
+                if let Some(file) = state.prefault.clone() {
+                    drop(state);
+                    file.prefault_ahead(PREFAULT_WINDOW);
+                    state = self.state.lock();
+                    // Cleared only now, so appends do not ask again while it runs.
+                    state.prefault = None;
+                    continue;
+                }
                 self.changed.wait(&mut state);
                 continue;
             };

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use super::allocate::Allocator;
+use super::allocate::{Allocator, PREFAULT_WINDOW};
 use super::{MappedFile, parse_file_name};
 use crate::error::{IoContext, StoreError};
 use crate::fs::StoreFs;
@@ -17,6 +17,9 @@ pub struct QueueOptions {
     pub preallocate: bool,
     /// Pre-fault new files (only with `preallocate`, so no append waits for it).
     pub warm: bool,
+    /// Keep the pages just ahead of the write position pre-faulted (only with
+    /// `preallocate`): for appends that store through the mapping.
+    pub prefault_ahead: bool,
 }
 
 /// Result of a flush: how far the stream is durable, and the store time of the last
@@ -37,6 +40,7 @@ pub struct MappedFileQueue {
     files: RwLock<Vec<Arc<MappedFile>>>,
     allocator: Option<Allocator>,
     warm: bool,
+    prefault_ahead: bool,
     flushed_where: AtomicU64,
 }
 
@@ -115,6 +119,7 @@ impl MappedFileQueue {
             files: RwLock::new(files),
             allocator,
             warm: options.warm,
+            prefault_ahead: options.prefault_ahead,
             flushed_where: AtomicU64::new(flushed),
         })
     }
@@ -180,7 +185,10 @@ impl MappedFileQueue {
     /// Only the queue's single writer may call this.
     pub fn last_or_create(&self, start: u64) -> std::io::Result<Arc<MappedFile>> {
         let create_at = match self.last() {
-            Some(last) if !last.is_full() => return Ok(last),
+            Some(last) if !last.is_full() => {
+                self.keep_prefaulted(&last);
+                return Ok(last);
+            }
             Some(last) => last.end_offset(),
             None => start - start % u64::from(self.file_size),
         };
@@ -203,6 +211,18 @@ impl MappedFileQueue {
             allocator.request(create_at + u64::from(self.file_size));
         }
         Ok(file)
+    }
+
+    /// Has the allocator thread pre-fault the pages ahead of `file`'s write position when
+    /// less than half of [`PREFAULT_WINDOW`] is left (two atomic loads otherwise). The
+    /// writer calls it after appending.
+    pub fn keep_prefaulted(&self, file: &Arc<MappedFile>) {
+        if let Some(allocator) = &self.allocator
+            && self.prefault_ahead
+            && file.prefault_due(PREFAULT_WINDOW)
+        {
+            allocator.request_prefault(file);
+        }
     }
 
     /// Flushes from the flushed position on. With `least_pages > 0` the file being

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::config::OS_PAGE_SIZE;
 use crate::fs::{OsFs, StoreFs};
 
 fn fs() -> Arc<dyn StoreFs> {
@@ -28,6 +29,7 @@ fn append_read_flush_and_views_outlive_deletion() {
         QueueOptions {
             preallocate: true,
             warm: true,
+            prefault_ahead: true,
         },
     )
     .unwrap();
@@ -141,4 +143,64 @@ fn flush_respects_least_pages() {
     assert_eq!(q.flush(4).unwrap().flushed, 17000);
     assert!(f.append(&[1u8; 10]));
     assert_eq!(q.flush(0).unwrap().flushed, 17010);
+}
+
+#[test]
+fn prefault_ahead_maps_pages_without_changing_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 64 * OS_PAGE_SIZE;
+    let file = Arc::new(MappedFile::create(fs().as_ref(), dir.path(), 0, size).unwrap());
+    let window = 8 * OS_PAGE_SIZE;
+    assert!(file.prefault_due(window));
+    assert!(file.append(&[7u8; 5000]));
+    file.prefault_ahead(window);
+    // Up to the page after write position + window, and no further.
+    assert!(!file.prefault_due(window));
+    assert!(file.append(&[9u8; 6 * 4096]));
+    assert!(
+        file.prefault_due(window),
+        "less than half a window left ahead"
+    );
+    file.prefault_ahead(window);
+    assert!(!file.prefault_due(window));
+    let wrote = file.wrote_position();
+    assert_eq!(file.bytes(0, 5000).unwrap(), &[7u8; 5000][..]);
+    assert_eq!(file.bytes(5000, 6 * 4096).unwrap(), &[9u8; 6 * 4096][..]);
+    // Pre-faulted space beyond the write position still reads as zeros on disk.
+    file.flush().unwrap();
+    let on_disk = std::fs::read(file.path()).unwrap();
+    assert!(on_disk[wrote as usize..].iter().all(|b| *b == 0));
+    // Near the end the window is cut at the file size; a full file is never due.
+    let rest = file.remaining();
+    assert!(file.append(&vec![1u8; rest as usize]));
+    file.prefault_ahead(window);
+    assert!(!file.prefault_due(window));
+}
+
+#[test]
+fn appends_through_a_queue_get_their_pages_prefaulted() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = MappedFileQueue::open(
+        dir.path(),
+        super::allocate::PREFAULT_WINDOW * 2,
+        fs(),
+        QueueOptions {
+            preallocate: true,
+            warm: false,
+            prefault_ahead: true,
+        },
+    )
+    .unwrap();
+    let file = q.last_or_create(0).unwrap();
+    assert!(file.append(&[3u8; 100]));
+    // This call sees the window due and asks the allocator thread for it.
+    let same = q.last_or_create(0).unwrap();
+    assert!(Arc::ptr_eq(&file, &same));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while file.prefault_due(super::allocate::PREFAULT_WINDOW) {
+        assert!(std::time::Instant::now() < deadline, "never pre-faulted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(file.bytes(0, 100).unwrap(), &[3u8; 100][..]);
+    q.shutdown();
 }

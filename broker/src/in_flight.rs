@@ -1,0 +1,107 @@
+//! The bounds on requests in progress (`maxInFlightPerConnection`, `maxInFlightTotal`).
+//! A plain counter with a cap: nothing ever waits for a permit (a request over the bound
+//! is answered SYSTEM_BUSY at once), so a semaphore's wait queue, and the lock it takes on
+//! every release, would be pure cost on the request path.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[derive(Debug)]
+pub struct InFlightLimit {
+    max: usize,
+    used: AtomicUsize,
+}
+
+/// One request in progress; dropping it frees its slot.
+#[derive(Debug)]
+pub struct InFlightPermit(Arc<InFlightLimit>);
+
+impl InFlightLimit {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max: max.max(1),
+            used: AtomicUsize::new(0),
+        })
+    }
+
+    /// A permit while fewer than the cap are out, else `None`.
+    pub fn try_acquire(self: &Arc<Self>) -> Option<InFlightPermit> {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            if used >= self.max {
+                return None;
+            }
+            match self.used.compare_exchange_weak(
+                used,
+                used + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(InFlightPermit(Arc::clone(self))),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Permits out now.
+    pub fn in_use(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for InFlightPermit {
+    fn drop(&mut self) {
+        self.0.used.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_and_frees_on_drop() {
+        let limit = InFlightLimit::new(2);
+        let a = limit.try_acquire().expect("first");
+        let b = limit.try_acquire().expect("second");
+        assert!(limit.try_acquire().is_none());
+        assert_eq!(limit.in_use(), 2);
+        drop(a);
+        let c = limit.try_acquire().expect("freed slot");
+        assert!(limit.try_acquire().is_none());
+        drop((b, c));
+        assert_eq!(limit.in_use(), 0);
+    }
+
+    #[test]
+    fn zero_cap_still_admits_one() {
+        let limit = InFlightLimit::new(0);
+        let p = limit.try_acquire();
+        assert!(p.is_some());
+        assert!(limit.try_acquire().is_none());
+    }
+
+    #[test]
+    fn concurrent_acquirers_never_exceed_the_cap() {
+        let limit = InFlightLimit::new(3);
+        let peak = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (limit, peak) = (Arc::clone(&limit), Arc::clone(&peak));
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        if let Some(p) = limit.try_acquire() {
+                            peak.fetch_max(limit.in_use(), Ordering::Relaxed);
+                            drop(p);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert!(peak.load(Ordering::Relaxed) <= 3);
+        assert_eq!(limit.in_use(), 0);
+    }
+}
