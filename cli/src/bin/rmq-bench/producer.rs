@@ -152,11 +152,16 @@ async fn sender(ctx: Arc<Ctx>, window: usize) {
             match ctx.plan.claim() {
                 None => exhausted = true,
                 Some(slot) => {
-                    let due = tokio::time::Instant::from_std(slot.due);
-                    loop {
-                        tokio::select! {
-                            () = tokio::time::sleep_until(due) => break,
-                            Some(()) = pending.next(), if !pending.is_empty() => {}
+                    // Only a fixed rate schedules slots in the future. A timer for a slot
+                    // that is already due would still wait for the timer wheel's next
+                    // millisecond tick, capping each sender near 1,000 sends/s.
+                    if slot.due > Instant::now() {
+                        let due = tokio::time::Instant::from_std(slot.due);
+                        loop {
+                            tokio::select! {
+                                () = tokio::time::sleep_until(due) => break,
+                                Some(()) = pending.next(), if !pending.is_empty() => {}
+                            }
                         }
                     }
                     pending.push(ctx.clone().send(slot));
