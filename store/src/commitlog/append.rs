@@ -246,12 +246,14 @@ impl CommitLog {
                 Ok::<_, protocol::message::EncodeError>(())
             };
             // `None`: no room (checked above, so never) or the write failed.
-            let encoded = if self.write_through {
-                file.append_through(total, store_timestamp, &mut state.scratch, encode)
-            } else {
-                file.append_with(total, store_timestamp, encode)
-            }
-            .ok_or(PutMessageStatus::UnknownError);
+            let encoded = file
+                .append_with(
+                    total,
+                    store_timestamp,
+                    self.write_buffer(&mut state),
+                    encode,
+                )
+                .ok_or(PutMessageStatus::UnknownError);
             self.queue.keep_prefaulted(&file);
             state.file = Some(file);
             if let Err(e) = encoded.and_then(|r| {
@@ -290,7 +292,7 @@ impl CommitLog {
 /// remaining bytes stay as they are (zeros).
 fn write_blank(file: &MappedFile) {
     let remaining = file.remaining();
-    let _ = file.append_with(remaining, 0, |out| {
+    let _ = file.append_with(remaining, 0, None, |out| {
         if out.len() >= END_FILE_MIN_BLANK_LENGTH {
             out[..4].copy_from_slice(&(remaining as i32).to_be_bytes());
             out[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());

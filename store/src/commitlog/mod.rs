@@ -70,7 +70,7 @@ struct PutState {
     offsets: QueueOffsets,
     /// The file being appended to (the queue's last file), cached to skip the lookup.
     file: Option<Arc<MappedFile>>,
-    /// Reused buffer of [`MappedFile::append_through`].
+    /// Reused write-through buffer (see [`CommitLog::write_buffer`]).
     scratch: Vec<u8>,
 }
 
@@ -82,7 +82,7 @@ pub struct CommitLog {
     delay_levels: DelayLevels,
     put: Mutex<PutState>,
     /// Appends go to the file by `pwrite(2)` rather than through the mapping: under
-    /// SYNC_FLUSH, where every put waits for a sync (see [`MappedFile::append_through`]).
+    /// SYNC_FLUSH, where every put waits for a sync (see [`MappedFile::append_with`]).
     write_through: bool,
     /// Wall-clock ms at which the current put took the put lock, 0 when free
     /// (`beginTimeInLock`, for OS_PAGECACHE_BUSY).
@@ -106,7 +106,7 @@ impl CommitLog {
             preallocate: true,
             warm: config.warm_mapped_file_enable,
             // Pre-faulting dirties pages through the mapping, which is what
-            // write-through avoids (see `MappedFile::append_through`).
+            // write-through avoids (see `MappedFile::append_with`).
             prefault_ahead: !write_through,
         };
         let queue = MappedFileQueue::open(
@@ -126,6 +126,12 @@ impl CommitLog {
             lock_since: AtomicI64::new(0),
             signal: AppendSignal::new(max),
         })
+    }
+
+    /// The buffer appends go through under write-through, `None` to store through the
+    /// mapping; borrowed from the put state, so only the put lock's holder gets it.
+    fn write_buffer<'a>(&self, state: &'a mut PutState) -> Option<&'a mut Vec<u8>> {
+        self.write_through.then_some(&mut state.scratch)
     }
 
     pub fn mapped_files(&self) -> &MappedFileQueue {

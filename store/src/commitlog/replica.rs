@@ -48,23 +48,16 @@ impl CommitLog {
                 got: at,
             });
         }
-        let fill = |dst: &mut [u8]| {
+        if len > file.remaining() {
+            return Err(PlaceError::NoRoom { at });
+        }
+        // Room was checked, so `None` is a failed write.
+        file.append_with(len, store_timestamp, self.write_buffer(&mut state), |dst| {
             fill(dst);
             Ok::<(), ()>(())
-        };
-        // Same write path as the leader's appends (see `CommitLog::write_through`).
-        let placed = if self.write_through {
-            if len > file.remaining() {
-                return Err(PlaceError::NoRoom { at });
-            }
-            // Room was checked, so `None` is a failed write.
-            file.append_through(len, store_timestamp, &mut state.scratch, fill)
-                .ok_or(PlaceError::Write { at })?
-        } else {
-            file.append_with(len, store_timestamp, fill)
-                .ok_or(PlaceError::NoRoom { at })?
-        };
-        placed.map_err(|()| PlaceError::NoRoom { at })?;
+        })
+        .ok_or(PlaceError::Write { at })?
+        .map_err(|()| PlaceError::Write { at })?;
         drop(state);
         self.signal.publish(PhysicalOffset(at.0 + i64::from(len)));
         Ok(())

@@ -38,7 +38,7 @@ fn open(dir: &std::path::Path, file_size: u32) -> CommitLog {
 }
 
 /// Both write paths: through the mapping (ASYNC_FLUSH) and by pwrite (SYNC_FLUSH, see
-/// `MappedFile::append_through`), whose bytes readers see through the mapping.
+/// `MappedFile::append_with`), whose bytes readers see through the mapping.
 #[test]
 fn round_trip_across_many_files_with_blanks() {
     for flush in [FlushDiskType::AsyncFlush, FlushDiskType::SyncFlush] {

@@ -32,7 +32,7 @@ pub struct MappedFile {
     store_timestamp: AtomicI64,
     /// Pages below this were pre-faulted for writing ahead of the appends.
     prefaulted: AtomicU32,
-    _file: File,
+    file: File,
 }
 
 impl MappedFile {
@@ -99,7 +99,7 @@ impl MappedFile {
             flush_lock: Mutex::new(()),
             store_timestamp: AtomicI64::new(0),
             prefaulted: AtomicU32::new(0),
-            _file: file,
+            file,
         }
     }
 
@@ -143,54 +143,22 @@ impl MappedFile {
     /// Appends `len` bytes produced by `fill`, which must overwrite the whole slice it
     /// gets. Returns `None` without calling `fill` when fewer than `len` bytes are left;
     /// when `fill` fails nothing is published (the bytes stay beyond the write position).
-    pub fn append_with<R, E>(
-        &self,
-        len: u32,
-        store_timestamp: i64,
-        fill: impl FnOnce(&mut [u8]) -> Result<R, E>,
-    ) -> Option<Result<R, E>> {
-        let _writer = self.write_lock.lock();
-        let pos = self.wrote.load(Ordering::Relaxed);
-        if len > self.size - pos {
-            return None;
-        }
-        // SAFETY: the mapping is `size` bytes and pos + len <= size. Only the holder of
-        // `write_lock` touches bytes at or past `wrote`, and readers only read below
-        // `wrote`, so this slice aliases nothing.
-        let slice = unsafe {
-            std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos as usize), len as usize)
-        };
-        let out = fill(slice);
-        if out.is_ok() {
-            self.publish(pos + len, store_timestamp);
-        }
-        Some(out)
-    }
-
-    /// Makes `[0, end)` visible to readers; called with `write_lock` held.
-    fn publish(&self, end: u32, store_timestamp: i64) {
-        self.wrote.store(end, Ordering::Release);
-        if store_timestamp != 0 {
-            self.store_timestamp
-                .store(store_timestamp, Ordering::Release);
-        }
-    }
-
-    /// [`Self::append_with`] that hands the bytes to the kernel with one `pwrite(2)`
-    /// instead of storing them through the mapping: `fill` writes into `scratch`, whose
-    /// allocation is reused across calls. Readers still read through the mapping (the
-    /// page cache is shared). `None` also when the write fails (logged; nothing is
-    /// published, the next append overwrites whatever reached the file).
+    ///
+    /// With `through: Some(buffer)` the bytes are filled into `buffer` (its allocation is
+    /// reused across calls) and handed to the kernel with one `pwrite(2)` instead of being
+    /// stored through the mapping; readers still read through the mapping (the page
+    /// cache is shared). A failed write is logged and also answers `None`, publishing
+    /// nothing (the next append overwrites whatever reached the file).
     ///
     /// Why: a store into a clean mapped page takes a write fault that dirties the inode,
     /// and on ext4 the next sync then commits the journal. Measured on this project's
     /// machines: 33 KB appended through the mapping + msync takes about 2 ms, the same
     /// bytes by pwrite + fdatasync 0.25–0.4 ms. SYNC_FLUSH waits for every such sync.
-    pub fn append_through<R, E>(
+    pub fn append_with<R, E>(
         &self,
         len: u32,
         store_timestamp: i64,
-        scratch: &mut Vec<u8>,
+        through: Option<&mut Vec<u8>>,
         fill: impl FnOnce(&mut [u8]) -> Result<R, E>,
     ) -> Option<Result<R, E>> {
         let _writer = self.write_lock.lock();
@@ -198,15 +166,38 @@ impl MappedFile {
         if len > self.size - pos {
             return None;
         }
-        scratch.clear();
-        scratch.resize(len as usize, 0);
-        let out = fill(scratch);
-        if out.is_ok() {
-            if let Err(e) = self._file.write_all_at(scratch, u64::from(pos)) {
-                tracing::error!(path = %self.path.display(), pos, error = %e, "writing appended bytes failed");
-                return None;
+        let out = match through {
+            None => {
+                // SAFETY: the mapping is `size` bytes and pos + len <= size. Only the
+                // holder of `write_lock` touches bytes at or past `wrote`, and readers
+                // only read below `wrote`, so this slice aliases nothing.
+                let slice = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        self.map.as_mut_ptr().add(pos as usize),
+                        len as usize,
+                    )
+                };
+                fill(slice)
             }
-            self.publish(pos + len, store_timestamp);
+            Some(buffer) => {
+                buffer.clear();
+                buffer.resize(len as usize, 0);
+                let out = fill(buffer);
+                if out.is_ok()
+                    && let Err(e) = self.file.write_all_at(buffer, u64::from(pos))
+                {
+                    tracing::error!(path = %self.path.display(), pos, error = %e, "writing appended bytes failed");
+                    return None;
+                }
+                out
+            }
+        };
+        if out.is_ok() {
+            self.wrote.store(pos + len, Ordering::Release);
+            if store_timestamp != 0 {
+                self.store_timestamp
+                    .store(store_timestamp, Ordering::Release);
+            }
         }
         Some(out)
     }
@@ -215,7 +206,7 @@ impl MappedFile {
         let Ok(len) = u32::try_from(data.len()) else {
             return false;
         };
-        self.append_with(len, 0, |dst| {
+        self.append_with(len, 0, None, |dst| {
             dst.copy_from_slice(data);
             Ok::<(), ()>(())
         })

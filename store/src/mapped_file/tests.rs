@@ -41,7 +41,7 @@ fn append_read_flush_and_views_outlive_deletion() {
         let file = q.last_or_create(0).unwrap();
         let file = if file.remaining() < len {
             offset = file.end_offset();
-            file.append_with(file.remaining(), 0, |d| {
+            file.append_with(file.remaining(), 0, None, |d| {
                 d.fill(0);
                 Ok::<_, ()>(())
             })
