@@ -126,7 +126,13 @@ broker_config! {
     long_polling_enable: bool = "longPollingEnable" => true;
     short_polling_time_mills: u64 = "shortPollingTimeMills" => 1000;
     notify_consumer_ids_changed_enable: bool = "notifyConsumerIdsChangedEnable" => true;
+    /// SQL92 subscriptions are served only when on (4.9 default: off).
     enable_property_filter: bool = "enablePropertyFilter" => false;
+    /// `%RETRY%<group>` pulls apply the group's SQL92 filter of the original topic.
+    filter_support_retry: bool = "filterSupportRetry" => false;
+    /// Accepted for broker.conf compatibility; the ConsumeQueueExt bloom bitmap is not
+    /// built, so SQL92 always evaluates exactly against the stored properties.
+    enable_calc_filter_bit_map: bool = "enableCalcFilterBitMap" => false;
     reject_transaction_message: bool = "rejectTransactionMessage" => false;
     region_id: String = "regionId" => "DefaultRegion".to_owned();
     trace_on: bool = "traceOn" => true;

@@ -99,11 +99,14 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let broker =
         Broker::open(config, Arc::clone(&store), metrics).context("cannot load broker metadata")?;
     let weak: Weak<Broker> = Arc::downgrade(&broker);
-    store.set_arrival_listener(Arc::new(move |topic, queue_id, offset, tags_code| {
-        if let Some(b) = weak.upgrade() {
-            b.pull_hold.on_arrival(topic, queue_id, offset, tags_code);
-        }
-    }));
+    store.set_arrival_listener(Arc::new(
+        move |topic, queue_id, offset, tags_code, properties| {
+            if let Some(b) = weak.upgrade() {
+                b.pull_hold
+                    .on_arrival(topic, queue_id, offset, tags_code, properties);
+            }
+        },
+    ));
     let _ = http.broker.set(Arc::clone(&broker));
     let _ = broker.ha.set(Arc::clone(&ha));
     let ha_tasks = broker::ha::start(&broker, &ha);

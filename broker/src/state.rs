@@ -38,6 +38,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     pub store: Arc<dyn MessageStoreApi>,
     pub pull_hold: PullHold,
+    /// Compiled SQL92 subscriptions (`ConsumerFilterManager`).
+    pub filters: Arc<crate::filter::registry::FilterRegistry>,
     pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
     pub in_flight: Arc<InFlightLimit>,
@@ -82,6 +84,7 @@ impl Broker {
             metrics,
             store,
             pull_hold: PullHold::default(),
+            filters: Arc::default(),
             transactions: Transactions::default(),
             in_flight,
             ready: AtomicBool::new(false),

@@ -112,6 +112,10 @@ impl StoreFilter for TagFilter<'_> {
     fn matches_consume_queue(&self, tags_code: i64) -> bool {
         self.0.matches_tags_code(tags_code)
     }
+
+    fn matches_commit_log(&self, record: &[u8]) -> bool {
+        self.0.matches_record(record)
+    }
 }
 
 struct Listener(ArrivalListener);
@@ -124,6 +128,7 @@ impl MessageArrivalListener for Listener {
             m.queue_id,
             QueueOffset(m.max_offset.get() - 1),
             m.tags_code,
+            m.properties,
         );
     }
 }

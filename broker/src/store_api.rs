@@ -122,8 +122,8 @@ pub struct QueueUnit {
 }
 
 /// Called by the store's dispatcher for every message it indexes into a ConsumeQueue:
-/// `(topic, queue id, its queue offset, tags code)`. Drives long polling.
-pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64) + Send + Sync>;
+/// `(topic, queue id, its queue offset, tags code, properties text)`. Drives long polling.
+pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64, &str) + Send + Sync>;
 
 pub trait MessageStoreApi: Send + Sync + 'static {
     fn put_message(&self, msg: PutMessage) -> BoxFuture<'static, PutResult>;

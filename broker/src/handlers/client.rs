@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::{HandlerResult, Reply, error, success};
 use crate::clients::ClientInfo;
 use crate::connection::Conn;
-use crate::filter::MessageFilter;
+use crate::filter::registry::{compile, is_tag_type};
 use crate::names::{self, perm};
 use crate::state::Broker;
 
@@ -35,6 +35,7 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
         version: request.version,
         last_update: Instant::now(),
     };
+    let mut parse_failures = Vec::new();
     for consumer in &data.consumer_data_set {
         if let Some(group) = broker.groups.find_or_create(
             &consumer.group_name,
@@ -51,6 +52,17 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
                 sys_flag,
             );
         }
+        // `ConsumerFilterManager.register`: SQL92 subscriptions are compiled here, once
+        // per subscription version.
+        for sub in &consumer.subscription_data_set {
+            if let Err(e) = broker.filters.register(&consumer.group_name, sub) {
+                tracing::warn!(group = %consumer.group_name, topic = %sub.topic, error = %e, "subscription does not compile");
+                parse_failures.push(format!(
+                    "subscription of group {} to topic {} ({}): {e}",
+                    consumer.group_name, sub.topic, sub.sub_string
+                ));
+            }
+        }
         let changed = broker
             .clients
             .register_consumer(consumer, conn.id, info.clone());
@@ -63,6 +75,16 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
         broker
             .clients
             .register_producer(&producer.group_name, conn.id, info.clone());
+    }
+    // 4.9 answers SUCCESS and lets the pulls fail with FILTER_DATA_NOT_EXIST; the client
+    // is told here too (it logs a failed heartbeat), with the error's position. The
+    // consumer stays registered, so its other subscriptions keep working.
+    if !parse_failures.is_empty() {
+        return error(
+            request,
+            response::SUBSCRIPTION_PARSE_FAILED,
+            parse_failures.join("; "),
+        );
     }
     Ok(success(request).into())
 }
@@ -128,11 +150,23 @@ pub fn check_client_config(broker: &Arc<Broker>, request: &RemotingCommand) -> H
     let Some(sub) = body.subscription_data else {
         return Ok(success(request).into());
     };
-    match MessageFilter::from_subscription(&sub) {
+    // `ClientManageProcessor.checkClientConfig`: TAG passes; other types need
+    // enablePropertyFilter, then must compile. Only parsing is checked.
+    if is_tag_type(Some(&sub.expression_type)) {
+        return Ok(success(request).into());
+    }
+    if !broker.config.broker.enable_property_filter {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!(
+                "The broker does not support consumer to filter message by {}",
+                sub.expression_type
+            ),
+        );
+    }
+    match compile(&sub.expression_type, &sub.sub_string) {
         Ok(_) => Ok(success(request).into()),
-        Err(e) if !broker.config.broker.enable_property_filter => {
-            error(request, response::SYSTEM_ERROR, e.to_string())
-        }
         Err(e) => error(request, response::SUBSCRIPTION_PARSE_FAILED, e.to_string()),
     }
 }

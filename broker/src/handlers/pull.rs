@@ -137,12 +137,9 @@ fn process(
         );
     }
     let filter = if flag.has_subscription() {
-        match MessageFilter::parse(
-            h.expression_type.as_deref(),
-            h.subscription.as_deref().unwrap_or("*"),
-        ) {
+        match crate::filter::pull::from_request(broker, h) {
             Ok(f) => f,
-            Err(e) => return fail(request, response::SYSTEM_ERROR, e.to_string()),
+            Err((code, remark)) => return fail(request, code, remark),
         }
     } else {
         let Some(info) = broker.clients.consumer_group(&h.consumer_group) else {
@@ -179,9 +176,9 @@ fn process(
                 "the consumer's subscription not latest".to_owned(),
             );
         }
-        match MessageFilter::from_subscription(sub) {
+        match crate::filter::pull::from_registered(broker, h, sub) {
             Ok(f) => f,
-            Err(e) => return fail(request, response::SYSTEM_ERROR, e.to_string()),
+            Err((code, remark)) => return fail(request, code, remark),
         }
     };
 

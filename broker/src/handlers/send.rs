@@ -110,6 +110,17 @@ pub async fn send_message(
         return error(request, response::MESSAGE_ILLEGAL, ILLEGAL_REMARK);
     }
 
+    // A batch (SEND_BATCH_MESSAGE, or batch="true"/"1" as the C++ client sends it) must
+    // decode as one; otherwise nothing is stored.
+    if batch && let Err(e) = protocol::message::batch::validate(&request.body) {
+        broker.metrics.rejected_illegal();
+        return error(
+            request,
+            response::MESSAGE_ILLEGAL,
+            format!("the body of a batch send is not a valid message batch: {e}"),
+        );
+    }
+
     let mut sys_flag = h.sys_flag;
     if topic_config.topic_filter_type == TopicFilterType::MultiTag {
         sys_flag = sys_flag.with(MessageSysFlag::MULTI_TAGS);

@@ -18,7 +18,7 @@ use super::message::{Message, OutgoingMessage};
 use super::{Client, ClientError, Peer, Result, bad_body};
 
 /// `defaultTopicQueueNums` the Java producer sends.
-const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
+pub(crate) const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
 
 /// The broker's verdict on a stored message (`SendStatus`): anything but `SendOk`
 /// still means the message was stored.

@@ -252,6 +252,10 @@ pub enum MessageCmd {
         delay_level: Option<i32>,
         #[arg(long, default_value = "rmqctl_producer")]
         producer_group: String,
+        /// Fail when the topic has no route, instead of sending on the TBW102 route so
+        /// that the broker creates the topic (as the Java producer does).
+        #[arg(long)]
+        no_auto_create: bool,
     },
     /// Pull messages from an offset or a store timestamp, without committing anything.
     #[command(
@@ -273,8 +277,12 @@ pub enum MessageCmd {
         #[arg(long, default_value_t = 32)]
         max: usize,
         /// Tag expression.
-        #[arg(long, default_value = "*")]
+        #[arg(long, default_value = "*", conflicts_with = "sql")]
         tags: String,
+        /// SQL92 selector over message properties, evaluated by the broker (which needs
+        /// enablePropertyFilter=true), e.g. "a > 5 AND TAGS IN ('x')".
+        #[arg(long)]
+        sql: Option<String>,
         #[arg(short = 'g', long, default_value = "rmqctl_consumer")]
         group: String,
     },

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use protocol::message::QueueOffset;
 use rmq_cli::client::message::{Message, OutgoingMessage};
-use rmq_cli::client::pull::{MessageQuery, PullRequest, PullStatus};
+use rmq_cli::client::pull::{ExpressionType, MessageQuery, PullRequest, PullStatus};
 use rmq_cli::client::send::SendTo;
 use rmq_cli::client::{Client, Peer};
 use serde_json::{Value, json};
@@ -30,8 +30,10 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             broker_name,
             delay_level,
             producer_group,
+            no_auto_create,
         } => {
-            let route = client.topic_route(&topic).await?;
+            let publish = client.publish_route(&topic, !no_auto_create).await?;
+            let route = publish.route;
             let broker = route
                 .broker_datas
                 .iter()
@@ -66,7 +68,19 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                 queue_id,
                 producer_group: &producer_group,
             };
-            let r = client.send(to, &msg, false).await?;
+            let r = client.send(to, &msg, false).await.map_err(|e| {
+                let refused = e.response_code() == Some(protocol::code::response::TOPIC_NOT_EXIST);
+                let e = anyhow::Error::from(e);
+                if publish.via_default && refused {
+                    e.context(format!(
+                        "topic {topic} does not exist and broker {} did not create it \
+                         (autoCreateTopicEnable is off there): create it first (rmqctl topic create)",
+                        broker.0
+                    ))
+                } else {
+                    e
+                }
+            })?;
             let status = serde_json::to_value(r.status)?;
             Ok(Report::text(
                 format!(
@@ -88,6 +102,7 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             timestamp: ts,
             max,
             tags,
+            sql,
             group,
         } => {
             let route = client.topic_route(&topic).await?;
@@ -118,7 +133,12 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                             queue_id: q,
                             offset: next,
                             max_messages: want,
-                            subscription: &tags,
+                            subscription: sql.as_deref().unwrap_or(&tags),
+                            expression_type: if sql.is_some() {
+                                ExpressionType::Sql92
+                            } else {
+                                ExpressionType::Tag
+                            },
                             suspend_ms: None,
                             commit_offset: None,
                         };
