@@ -56,7 +56,9 @@ fn evaluation_table() {
         ("n not between 5 and 7", "n=4", T),
         ("n not between 5 and 7", "n=6", F),
         ("n between 5 and 7", "n=6.5", E),
-        ("n between 5.0 and 7", "n=6.5", T),
+        ("n between 5.0 and 7.0", "n=6.5", T),
+        // The upper bound is an Integer, so "6.5" fails Integer.valueOf there.
+        ("n between 5.0 and 7", "n=6.5", E),
         ("n between 1 and 3 and m='1'", "n=2 m=1", T),
         // IS [NOT] NULL.
         ("p is null", "q=1", T),
