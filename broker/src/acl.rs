@@ -161,7 +161,11 @@ pub fn requirement<'a>(request: &'a RemotingCommand, owned: &'a OwnedNames) -> R
         rq::LOCK_BATCH_MQ | rq::UNLOCK_BATCH_MQ => match &owned.lock {
             Some(body) => {
                 let mut v = vec![(Resource::group(&body.consumer_group), Perm::SUB)];
-                v.extend(body.mq_set.iter().map(|mq| (Resource::topic(&mq.topic), Perm::SUB)));
+                v.extend(
+                    body.mq_set
+                        .iter()
+                        .map(|mq| (Resource::topic(&mq.topic), Perm::SUB)),
+                );
                 needs(v)
             }
             // Undecodable: the handler refuses it; only authentication is left to check.
@@ -218,11 +222,17 @@ mod tests {
             "Resources([(Topic(\"T\"), Perm(8)), (Group(\"G\"), Perm(8))])"
         );
         assert_eq!(
-            need(rq::CONSUMER_SEND_MSG_BACK, &[("group", "G"), ("originTopic", "T")]),
+            need(
+                rq::CONSUMER_SEND_MSG_BACK,
+                &[("group", "G"), ("originTopic", "T")]
+            ),
             "Resources([(Group(\"G\"), Perm(8))])"
         );
         assert_eq!(
-            need(rq::UPDATE_CONSUMER_OFFSET, &[("consumerGroup", "G"), ("topic", "%DLQ%G")]),
+            need(
+                rq::UPDATE_CONSUMER_OFFSET,
+                &[("consumerGroup", "G"), ("topic", "%DLQ%G")]
+            ),
             "Resources([(Group(\"G\"), Perm(8)), (Group(\"G\"), Perm(8))])"
         );
     }

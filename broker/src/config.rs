@@ -53,7 +53,9 @@ impl ConfigValue for Option<Secret> {
         Some((!t.is_empty()).then(|| Secret::new(t)))
     }
     fn render(&self) -> String {
-        self.as_ref().map(|s| s.expose().to_owned()).unwrap_or_default()
+        self.as_ref()
+            .map(|s| s.expose().to_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -226,7 +228,10 @@ impl BrokerConfig {
             key_path: self.tls_server_key_path.as_ref().map(Into::into),
             trust_cert_path: self.tls_server_trust_cert_path.as_ref().map(Into::into),
             client_auth: self.tls_server_need_client_auth.parse().map_err(|_| {
-                bad("tls.server.need.client.auth", &self.tls_server_need_client_auth)
+                bad(
+                    "tls.server.need.client.auth",
+                    &self.tls_server_need_client_auth,
+                )
             })?,
         })
     }
@@ -399,7 +404,13 @@ mod tests {
         );
         let creds = c.broker.credentials().unwrap().unwrap();
         assert_eq!(creds.secret_key.expose(), "topsecret-1");
-        assert!(Config::from_properties("accessKey=x\nsecretKey=").unwrap().broker.credentials().is_err());
+        assert!(
+            Config::from_properties("accessKey=x\nsecretKey=")
+                .unwrap()
+                .broker
+                .credentials()
+                .is_err()
+        );
     }
 
     #[test]

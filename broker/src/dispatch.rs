@@ -11,7 +11,8 @@ use protocol::code::{request as rq, response};
 
 use crate::connection::Conn;
 use crate::handlers::{
-    HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, pull, send, send_back,
+    HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, pull, send,
+    send_back,
 };
 use crate::outbound::Outbound;
 use crate::state::Broker;

@@ -145,7 +145,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     broker.shutdown.cancel();
     let _ = accept.await;
-    for t in tasks.into_iter().chain(ha_tasks).chain(acl_watcher).chain(tls_watcher) {
+    for t in tasks
+        .into_iter()
+        .chain(ha_tasks)
+        .chain(acl_watcher)
+        .chain(tls_watcher)
+    {
         let _ = t.await;
     }
     registrar.unregister_all(&broker).await;

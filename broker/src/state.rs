@@ -82,11 +82,12 @@ impl Broker {
         let in_flight = InFlightLimit::new(b.max_in_flight_total as usize);
         let acl = if b.acl_enable {
             let path = b.acl_file_path(&root);
-            let store = security::acl::AclStore::open(&path).map_err(|e| ConfigFileError::Parse {
-                path: path.clone(),
-                what: "plain_acl.yml (aclFile)",
-                reason: e.to_string(),
-            })?;
+            let store =
+                security::acl::AclStore::open(&path).map_err(|e| ConfigFileError::Parse {
+                    path: path.clone(),
+                    what: "plain_acl.yml (aclFile)",
+                    reason: e.to_string(),
+                })?;
             Some(Arc::new(store))
         } else {
             None

@@ -15,10 +15,20 @@ use security::tls::{ClientTlsSettings, TlsClient, TlsError};
 #[derive(Clone, Args)]
 pub struct AuthArgs {
     /// ACL access key; requests are signed (RocketMQ ACL 1.0) when given.
-    #[arg(long, env = "ROCKETMQ_ACCESS_KEY", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "ROCKETMQ_ACCESS_KEY",
+        hide_env_values = true,
+        global = true
+    )]
     pub access_key: Option<String>,
     /// ACL secret key (prefer the env var or --credentials-file: flags show in `ps`).
-    #[arg(long, env = "ROCKETMQ_SECRET_KEY", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "ROCKETMQ_SECRET_KEY",
+        hide_env_values = true,
+        global = true
+    )]
     pub secret_key: Option<String>,
     /// File with `accessKey: ...` and `secretKey: ...` lines (mqadmin's tools.yml).
     #[arg(
@@ -34,7 +44,10 @@ impl std::fmt::Debug for AuthArgs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuthArgs")
             .field("access_key", &self.access_key)
-            .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
             .field("credentials_file", &self.credentials_file)
             .finish()
     }

@@ -43,7 +43,10 @@ pub fn check(shared: &Shared, request: &RemotingCommand) -> Result<(), Option<Re
             shared.metrics.acl_refused(denial.reason());
             tracing::info!(
                 code = request.code,
-                access_key = request.ext_fields.get(security::sign::ACCESS_KEY).unwrap_or(""),
+                access_key = request
+                    .ext_fields
+                    .get(security::sign::ACCESS_KEY)
+                    .unwrap_or(""),
                 reason = denial.reason(),
                 "request refused by ACL"
             );
@@ -88,7 +91,10 @@ mod tests {
         let refused = check(&s, &app).unwrap_err().unwrap();
         assert!(refused.remark.unwrap().contains("needs an admin account"));
         let mut signed = register.clone();
-        sign_request(&mut signed, &Credentials::new("brokerAccount", "brokerSecret1"));
+        sign_request(
+            &mut signed,
+            &Credentials::new("brokerAccount", "brokerSecret1"),
+        );
         assert!(check(&s, &signed).is_ok());
         signed.ext_fields.insert("brokerName", "broker-b");
         assert!(check(&s, &signed).is_err(), "tampered header");
@@ -101,8 +107,17 @@ mod tests {
             rq::DELETE_KV_CONFIG,
             rq::UPDATE_NAMESRV_CONFIG,
         ] {
-            assert!(check(&s, &RemotingCommand::bare_request(code)).is_err(), "{code}");
+            assert!(
+                check(&s, &RemotingCommand::bare_request(code)).is_err(),
+                "{code}"
+            );
         }
-        assert!(check(&s, &RemotingCommand::bare_request(rq::GET_ROUTEINFO_BY_TOPIC)).is_ok());
+        assert!(
+            check(
+                &s,
+                &RemotingCommand::bare_request(rq::GET_ROUTEINFO_BY_TOPIC)
+            )
+            .is_ok()
+        );
     }
 }

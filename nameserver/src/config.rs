@@ -210,21 +210,25 @@ impl NamesrvConfig {
                 self.scan_not_active_broker_interval.as_millis().to_string(),
             ),
         ];
-        let shown = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let shown = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
         out.push(("tls.server.mode", self.tls.mode.to_string()));
         out.push(("tls.server.certPath", shown(&self.tls.cert_path)));
         out.push(("tls.server.keyPath", shown(&self.tls.key_path)));
         out.push(("tls.server.trustCertPath", shown(&self.tls.trust_cert_path)));
-        out.push(("tls.server.need.client.auth", self.tls.client_auth.to_string()));
+        out.push((
+            "tls.server.need.client.auth",
+            self.tls.client_auth.to_string(),
+        ));
         out.push((
             "tlsFileCheckIntervalMs",
             self.tls_file_check_interval.as_millis().to_string(),
         ));
         out.push(("aclEnable", self.acl_enable.to_string()));
-        out.push((
-            "aclFile",
-            self.acl_file_path().display().to_string(),
-        ));
+        out.push(("aclFile", self.acl_file_path().display().to_string()));
         out.push((
             "aclFileCheckIntervalMs",
             self.acl_file_check_interval.as_millis().to_string(),
@@ -239,7 +243,9 @@ impl NamesrvConfig {
             return p.clone();
         }
         if !self.rocketmq_home.is_empty() {
-            return Path::new(&self.rocketmq_home).join("conf").join("plain_acl.yml");
+            return Path::new(&self.rocketmq_home)
+                .join("conf")
+                .join("plain_acl.yml");
         }
         self.kv_config_path
             .parent()

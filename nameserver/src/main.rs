@@ -138,8 +138,8 @@ fn main() -> anyhow::Result<()> {
         None
     };
     let acl_interval = config.acl_file_check_interval;
-    let tls = security::tls::TlsServer::new(config.tls.clone())
-        .context("TLS settings (tls.server.*)")?;
+    let tls =
+        security::tls::TlsServer::new(config.tls.clone()).context("TLS settings (tls.server.*)")?;
     let tls_interval = config.tls_file_check_interval;
     let shared = Arc::new(Shared::new(config, kv).with_acl(acl).with_tls(tls));
 

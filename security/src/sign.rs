@@ -59,7 +59,9 @@ pub struct Credentials {
 pub enum CredentialsError {
     #[error("{0}: cannot read the credentials file ({1})")]
     Read(String, String),
-    #[error("{0}: no {1} in the credentials file (expected `accessKey: ...` and `secretKey: ...` lines)")]
+    #[error(
+        "{0}: no {1} in the credentials file (expected `accessKey: ...` and `secretKey: ...` lines)"
+    )]
     Missing(String, &'static str),
     #[error("an access key needs a secret key and the other way round")]
     Half,
@@ -264,7 +266,11 @@ mod tests {
         assert!(!format!("{c:?}").contains("s3cr3t"));
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("tools.yml");
-        std::fs::write(&p, "# mqadmin\naccessKey: rocketmq2\nsecretKey: \"12345678\"\n").unwrap();
+        std::fs::write(
+            &p,
+            "# mqadmin\naccessKey: rocketmq2\nsecretKey: \"12345678\"\n",
+        )
+        .unwrap();
         let c = Credentials::from_file(&p).unwrap();
         assert_eq!(c.access_key, "rocketmq2");
         assert_eq!(c.secret_key.expose(), "12345678");

@@ -212,7 +212,11 @@ fn build_acceptor(s: &ServerTlsSettings) -> Result<TlsAcceptor, TlsError> {
         } else {
             verifier
         };
-        builder.with_client_cert_verifier(verifier.build().map_err(|e| TlsError::Config(e.to_string()))?)
+        builder.with_client_cert_verifier(
+            verifier
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+        )
     };
     let config = builder
         .with_single_cert(certs(cert_path)?, key(key_path)?)
@@ -319,13 +323,17 @@ impl TlsServer {
         let hello = n == 1 && first[0] == TLS_HANDSHAKE;
         match (self.settings.mode, hello) {
             (TlsMode::Disabled, true) => Err(refused("TLS is disabled on this port")),
-            (TlsMode::Enforcing, false) => Err(refused("plaintext refused (tls.server.mode=enforcing)")),
+            (TlsMode::Enforcing, false) => {
+                Err(refused("plaintext refused (tls.server.mode=enforcing)"))
+            }
             (_, false) => Ok(MaybeTls::Plain(tcp)),
             (_, true) => {
                 let acceptor = self.acceptor.read().clone();
                 let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
                     .await
-                    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+                    .map_err(|_| {
+                        io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")
+                    })??;
                 Ok(MaybeTls::Server(Box::new(stream)))
             }
         }

@@ -32,7 +32,8 @@ fn vectors() -> Vec<Vector> {
             let body = hex(v["body"].as_str().expect("body"));
             let mut cmd = RemotingCommand::bare_request(code).with_body(body);
             for (k, val) in v["fields"].as_object().expect("fields") {
-                cmd.ext_fields.insert(k.as_str(), val.as_str().expect("string value"));
+                cmd.ext_fields
+                    .insert(k.as_str(), val.as_str().expect("string value"));
             }
             cmd.ext_fields
                 .insert(SIGNATURE, v["signature"].as_str().expect("signature"));
@@ -66,12 +67,20 @@ fn python_signatures_are_accepted_and_tampering_refused() {
         // Our own signer agrees byte for byte.
         let mut ours = v.cmd.clone();
         ours.ext_fields.remove(SIGNATURE);
-        let ak = ours.ext_fields.get(sign::ACCESS_KEY).unwrap_or("").to_owned();
+        let ak = ours
+            .ext_fields
+            .get(sign::ACCESS_KEY)
+            .unwrap_or("")
+            .to_owned();
         let token = ours.ext_fields.get(sign::SECURITY_TOKEN).map(str::to_owned);
         let mut creds = sign::Credentials::new(ak, v.secret.clone());
         creds.security_token = token;
         sign::sign_request(&mut ours, &creds);
-        assert_eq!(ours.ext_fields.get(SIGNATURE), v.cmd.ext_fields.get(SIGNATURE), "vector {i}");
+        assert_eq!(
+            ours.ext_fields.get(SIGNATURE),
+            v.cmd.ext_fields.get(SIGNATURE),
+            "vector {i}"
+        );
 
         // Body changed (one byte flipped, or one appended to an empty body).
         let mut body = v.cmd.body.to_vec();
@@ -95,6 +104,9 @@ fn python_signatures_are_accepted_and_tampering_refused() {
         assert!(!sign::verify(&tampered, &v.secret), "vector {i}: extField");
 
         // Wrong key.
-        assert!(!sign::verify(&v.cmd, &format!("{}x", v.secret)), "vector {i}: key");
+        assert!(
+            !sign::verify(&v.cmd, &format!("{}x", v.secret)),
+            "vector {i}: key"
+        );
     }
 }

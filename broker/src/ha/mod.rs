@@ -87,7 +87,9 @@ impl HaSettings {
             metadata_sync_period: Duration::from_millis(b.slave_sync_interval.max(100)),
             // Validated (and refused at startup) by `Broker::open`.
             credentials: b.credentials().ok().flatten().map(std::sync::Arc::new),
-            tls_client: security::tls::TlsClient::new(&b.client_tls()).ok().flatten(),
+            tls_client: security::tls::TlsClient::new(&b.client_tls())
+                .ok()
+                .flatten(),
         }
     }
 }

@@ -104,7 +104,10 @@ pub fn update_global_whitelist(broker: &Arc<Broker>, request: &RemotingCommand) 
     };
     let h: UpdateGlobalWhiteAddrsConfigRequestHeader = request.header()?;
     // A request never chooses which file the broker writes.
-    if let Some(p) = h.acl_file_full_path.as_deref().filter(|p| !p.trim().is_empty())
+    if let Some(p) = h
+        .acl_file_full_path
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
         && std::path::Path::new(p.trim()) != acl.path()
     {
         return error(
@@ -149,5 +152,7 @@ pub fn acl_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
             "groupPerms": a.group_perms,
         })).collect::<Vec<_>>(),
     });
-    Ok(success(request).with_body(body.to_string().into_bytes()).into())
+    Ok(success(request)
+        .with_body(body.to_string().into_bytes())
+        .into())
 }

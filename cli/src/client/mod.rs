@@ -121,7 +121,7 @@ impl Client {
                 self.tls.as_ref(),
             )
             .await?
-                .with_credentials(self.credentials.clone()),
+            .with_credentials(self.credentials.clone()),
         );
         let mut map = self.connections.lock();
         let entry = map

@@ -163,7 +163,10 @@ accounts:
     #[test]
     fn reads_the_4_9_sample() {
         let f = PlainAclFile::parse(SAMPLE).unwrap();
-        assert_eq!(f.global_white_remote_addresses, ["10.10.103.*", "192.168.0.*"]);
+        assert_eq!(
+            f.global_white_remote_addresses,
+            ["10.10.103.*", "192.168.0.*"]
+        );
         assert_eq!(f.accounts.len(), 2);
         assert_eq!(f.accounts[0].secret_key, "12345678");
         assert_eq!(f.accounts[0].white_remote_address, "");

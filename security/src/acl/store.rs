@@ -15,10 +15,10 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
+use super::addr::AddrPattern;
 use super::file::{AccountEntry, FileDataVersion, FileSyntaxError, PlainAclFile};
 use super::perm::Perm;
 use super::table::{AclTable, TableError};
-use super::addr::AddrPattern;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AclError {
@@ -83,7 +83,9 @@ pub struct AclStore {
 
 impl std::fmt::Debug for AclStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AclStore").field("path", &self.path).finish()
+        f.debug_struct("AclStore")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -102,7 +104,11 @@ impl AclStore {
         Ok(Self {
             path,
             table: RwLock::new(Arc::new(table)),
-            loaded: Mutex::new(Loaded { missing: false, file, text }),
+            loaded: Mutex::new(Loaded {
+                missing: false,
+                file,
+                text,
+            }),
             reload_failures: AtomicU64::new(0),
             reloads: AtomicU64::new(0),
         })
@@ -155,7 +161,11 @@ impl AclStore {
                     "ACL file reloaded"
                 );
                 *self.table.write() = Arc::new(table);
-                *loaded = Loaded { missing: false, file, text };
+                *loaded = Loaded {
+                    missing: false,
+                    file,
+                    text,
+                };
                 self.reloads.fetch_add(1, Ordering::Relaxed);
                 ReloadOutcome::Reloaded
             }
@@ -292,7 +302,11 @@ impl AclStore {
         let text = file.render();
         write_atomically(&self.path, &text)?;
         *self.table.write() = Arc::new(table);
-        *loaded = Loaded { missing: false, file, text };
+        *loaded = Loaded {
+            missing: false,
+            file,
+            text,
+        };
         Ok(())
     }
 }
@@ -359,14 +373,19 @@ mod tests {
     use crate::sign::{Credentials, sign_request};
     use protocol::RemotingCommand;
 
-    const GOOD: &str = "accounts:\n  - accessKey: producer1\n    secretKey: secret123\n    topicPerms: [T=PUB]\n";
+    const GOOD: &str =
+        "accounts:\n  - accessKey: producer1\n    secretKey: secret123\n    topicPerms: [T=PUB]\n";
 
     fn may_send(store: &AclStore, topic: &str) -> bool {
         let mut cmd = RemotingCommand::bare_request(310);
         sign_request(&mut cmd, &Credentials::new("producer1", "secret123"));
         store
             .table()
-            .check(None, &cmd, &Requirement::Resources(vec![(Resource::topic(topic), Perm::PUB)]))
+            .check(
+                None,
+                &cmd,
+                &Requirement::Resources(vec![(Resource::topic(topic), Perm::PUB)]),
+            )
             .is_ok()
     }
 
@@ -394,7 +413,12 @@ mod tests {
         assert_eq!(store.reload_if_changed(), ReloadOutcome::KeptLastGood);
         assert!(may_send(&store, "U"));
         // Startup is strict.
-        assert!(AclStore::open(&path).unwrap_err().to_string().contains("plain_acl.yml"));
+        assert!(
+            AclStore::open(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("plain_acl.yml")
+        );
     }
 
     #[test]
@@ -416,13 +440,15 @@ mod tests {
         assert_eq!(on_disk.accounts[0].secret_key, "secret123");
         assert_eq!(on_disk.accounts[0].topic_perms, ["T=PUB", "V=PUB|SUB"]);
         assert_eq!(store.reload_if_changed(), ReloadOutcome::Unchanged);
-        assert!(store
-            .upsert_account(&AccountEdit {
-                access_key: "producer1".into(),
-                topic_perms: Some("T=ALL".into()),
-                ..AccountEdit::default()
-            })
-            .is_err());
+        assert!(
+            store
+                .upsert_account(&AccountEdit {
+                    access_key: "producer1".into(),
+                    topic_perms: Some("T=ALL".into()),
+                    ..AccountEdit::default()
+                })
+                .is_err()
+        );
         store
             .upsert_account(&AccountEdit {
                 access_key: "consumer1".into(),
@@ -431,7 +457,13 @@ mod tests {
             })
             .unwrap();
         assert!(store.table().account("consumer1").is_some());
-        assert!(store.redacted().accounts.iter().all(|a| a.secret_key.is_empty()));
+        assert!(
+            store
+                .redacted()
+                .accounts
+                .iter()
+                .all(|a| a.secret_key.is_empty())
+        );
         store.delete_account("consumer1").unwrap();
         assert!(store.delete_account("consumer1").is_err());
         store.set_global_whitelist(&["10.0.0.0/8".into()]).unwrap();

@@ -22,7 +22,9 @@ const MIN_KEY_LEN: usize = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TableError {
-    #[error("account {access_key:?}: accessKey and secretKey are required and must be at least 7 characters long")]
+    #[error(
+        "account {access_key:?}: accessKey and secretKey are required and must be at least 7 characters long"
+    )]
     ShortKey { access_key: String },
     #[error("account {access_key:?} appears twice")]
     Duplicate { access_key: String },
@@ -61,13 +63,12 @@ impl Account {
                 access_key: ak.to_owned(),
             });
         }
-        let white =
-            AddrPattern::parse(&e.white_remote_address).map_err(|pattern| {
-                TableError::AccountAddress {
-                    access_key: ak.to_owned(),
-                    pattern,
-                }
-            })?;
+        let white = AddrPattern::parse(&e.white_remote_address).map_err(|pattern| {
+            TableError::AccountAddress {
+                access_key: ak.to_owned(),
+                pattern,
+            }
+        })?;
         let perms = |items: &[String], what: &'static str| {
             items
                 .iter()
@@ -147,7 +148,9 @@ pub enum Denial {
     MissingAccessKey,
     UnknownAccessKey,
     BadSignature,
-    NotAdmin { code: i32 },
+    NotAdmin {
+        code: i32,
+    },
     NoPermission {
         group: bool,
         name: String,
@@ -190,7 +193,10 @@ impl Denial {
 pub enum Grant {
     /// Matched `globalWhiteRemoteAddresses`: no key, no signature, nothing else checked.
     GlobalWhitelist,
-    Account { access_key: String, admin: bool },
+    Account {
+        access_key: String,
+        admin: bool,
+    },
 }
 
 /// The compiled content of one `plain_acl.yml`.
@@ -350,16 +356,29 @@ accounts:
             Err(Denial::MissingAccessKey)
         );
         // The client sees one remark for all three.
-        assert_eq!(Denial::BadSignature.remark(), Denial::UnknownAccessKey.remark());
+        assert_eq!(
+            Denial::BadSignature.remark(),
+            Denial::UnknownAccessKey.remark()
+        );
         // Global whitelist: nothing needed, even admin.
         let white = Some("10.10.103.9".parse().unwrap());
-        assert_eq!(t.check(white, &bare, &Requirement::Admin), Ok(Grant::GlobalWhitelist));
+        assert_eq!(
+            t.check(white, &bare, &Requirement::Admin),
+            Ok(Grant::GlobalWhitelist)
+        );
         // ...unless whitelists do not apply (nameserver).
         assert!(t.check(None, &bare, &Requirement::Admin).is_err());
         // Account whitelist: no signature needed, but admin still checked.
         let mut keyed = RemotingCommand::bare_request(17);
         keyed.ext_fields.insert(sign::ACCESS_KEY, "rocketmq2");
-        assert!(t.check(Some("192.168.1.5".parse().unwrap()), &keyed, &Requirement::Admin).is_ok());
+        assert!(
+            t.check(
+                Some("192.168.1.5".parse().unwrap()),
+                &keyed,
+                &Requirement::Admin
+            )
+            .is_ok()
+        );
         assert_eq!(
             t.check(LOCAL, &keyed, &Requirement::Admin),
             Err(Denial::BadSignature)
@@ -371,26 +390,58 @@ accounts:
         let t = table();
         let cmd = signed(10, "RocketMQ", "12345678");
         let need = |r, p| Requirement::Resources(vec![(r, p)]);
-        assert!(t.check(LOCAL, &cmd, &need(Resource::topic("topicB"), Perm::PUB)).is_ok());
+        assert!(
+            t.check(LOCAL, &cmd, &need(Resource::topic("topicB"), Perm::PUB))
+                .is_ok()
+        );
         let denied = t.check(LOCAL, &cmd, &need(Resource::topic("topicA"), Perm::PUB));
         assert_eq!(
             denied.map_err(|d| d.remark()),
             Err("ACL: no PUB permission on topic topicA".to_owned())
         );
-        assert!(t.check(LOCAL, &cmd, &need(Resource::topic("topicC"), Perm::PUB)).is_err());
-        assert!(t.check(LOCAL, &cmd, &need(Resource::topic("other"), Perm::SUB)).is_err());
+        assert!(
+            t.check(LOCAL, &cmd, &need(Resource::topic("topicC"), Perm::PUB))
+                .is_err()
+        );
+        assert!(
+            t.check(LOCAL, &cmd, &need(Resource::topic("other"), Perm::SUB))
+                .is_err()
+        );
         // Retry and DLQ topics are their group's.
-        assert!(t.check(LOCAL, &cmd, &need(Resource::topic("%RETRY%groupB"), Perm::PUB)).is_ok());
-        assert!(t.check(LOCAL, &cmd, &need(Resource::topic("%DLQ%groupA"), Perm::SUB)).is_err());
-        assert!(t.check(LOCAL, &cmd, &need(Resource::group("anyGroup"), Perm::SUB)).is_ok());
-        assert!(t.check(LOCAL, &cmd, &need(Resource::topic(TRACE_TOPIC), Perm::PUB)).is_ok());
+        assert!(
+            t.check(
+                LOCAL,
+                &cmd,
+                &need(Resource::topic("%RETRY%groupB"), Perm::PUB)
+            )
+            .is_ok()
+        );
+        assert!(
+            t.check(
+                LOCAL,
+                &cmd,
+                &need(Resource::topic("%DLQ%groupA"), Perm::SUB)
+            )
+            .is_err()
+        );
+        assert!(
+            t.check(LOCAL, &cmd, &need(Resource::group("anyGroup"), Perm::SUB))
+                .is_ok()
+        );
+        assert!(
+            t.check(LOCAL, &cmd, &need(Resource::topic(TRACE_TOPIC), Perm::PUB))
+                .is_ok()
+        );
         assert_eq!(
             t.check(LOCAL, &cmd, &Requirement::Admin),
             Err(Denial::NotAdmin { code: 10 })
         );
         let admin = signed(17, "rocketmq2", "87654321");
         assert!(t.check(LOCAL, &admin, &Requirement::Admin).is_ok());
-        assert!(t.check(LOCAL, &admin, &need(Resource::topic("x"), Perm::PUB)).is_ok());
+        assert!(
+            t.check(LOCAL, &admin, &need(Resource::topic("x"), Perm::PUB))
+                .is_ok()
+        );
     }
 
     #[test]
