@@ -8,6 +8,8 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use security::sign::{Credentials, Secret};
+use security::tls::{ClientTlsSettings, ServerTlsSettings};
 use store::MessageStoreConfig;
 
 use crate::properties;
@@ -44,6 +46,23 @@ macro_rules! display_value {
     )*};
 }
 display_value!(bool, i32, i64, u16, u32, u64, String, IpAddr);
+
+impl ConfigValue for Option<Secret> {
+    fn parse_value(text: &str) -> Option<Self> {
+        let t = text.trim();
+        Some((!t.is_empty()).then(|| Secret::new(t)))
+    }
+    fn render(&self) -> String {
+        self.as_ref()
+            .map(|s| s.expose().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// Keys whose values never leave the process: `-p` and GET_BROKER_CONFIG show them as
+/// [`REDACTED`] when set.
+pub const SECRET_KEYS: &[&str] = &["haSecret", "secretKey"];
+pub const REDACTED: &str = "******";
 
 impl ConfigValue for Option<String> {
     fn parse_value(text: &str) -> Option<Self> {
@@ -153,12 +172,97 @@ broker_config! {
     transaction_time_out: u64 = "transactionTimeOut" => 6_000;
     /// Check-backs before a half message is moved to `TRANS_CHECK_MAX_TIME_TOPIC`.
     transaction_check_max: i32 = "transactionCheckMax" => 15;
+    /// ACL 1.0 (4.9 `aclEnable`): every request is checked against `aclFile`.
+    acl_enable: bool = "aclEnable" => false;
+    /// The `plain_acl.yml` file; unset = `<storePathRootDir>/../conf/plain_acl.yml`.
+    acl_file: Option<String> = "aclFile" => None;
+    /// How often the ACL file is re-read for changes, ms.
+    acl_file_check_interval_ms: u64 = "aclFileCheckIntervalMs" => 1_000;
+    /// The broker's own account, signing its registrations and its requests to the
+    /// master (default: env `ROCKETMQ_BROKER_ACCESS_KEY` / `ROCKETMQ_BROKER_SECRET_KEY`,
+    /// so a Kubernetes Secret need not be written into broker.conf).
+    access_key: Option<String> = "accessKey" => std::env::var("ROCKETMQ_BROKER_ACCESS_KEY").ok();
+    secret_key: Option<Secret> = "secretKey" => std::env::var("ROCKETMQ_BROKER_SECRET_KEY").ok().map(Secret::new);
+    /// TLS on the remoting port (4.9 `tls.server.mode`): disabled, permissive (TLS or
+    /// plaintext, told apart by the first byte) or enforcing. 4.9 defaults to permissive
+    /// with a generated self-signed certificate; here TLS needs real files, so the
+    /// default is disabled.
+    tls_server_mode: String = "tls.server.mode" => "disabled".to_owned();
+    tls_server_cert_path: Option<String> = "tls.server.certPath" => None;
+    tls_server_key_path: Option<String> = "tls.server.keyPath" => None;
+    /// CA bundle for client certificates (mTLS).
+    tls_server_trust_cert_path: Option<String> = "tls.server.trustCertPath" => None;
+    /// none, optional or require (mTLS).
+    tls_server_need_client_auth: String = "tls.server.need.client.auth" => "none".to_owned();
+    /// Speak TLS to the nameservers and, as a slave, to the master (4.9 `tls.enable`).
+    tls_enable: bool = "tls.enable" => false;
+    tls_client_trust_cert_path: Option<String> = "tls.client.trustCertPath" => None;
+    tls_client_cert_path: Option<String> = "tls.client.certPath" => None;
+    tls_client_key_path: Option<String> = "tls.client.keyPath" => None;
+    /// Name the peers' certificates are checked against (default: the dialled host).
+    tls_client_server_name: Option<String> = "tls.client.serverName" => None;
+    /// How often the certificate files are re-read for changes, ms.
+    tls_file_check_interval_ms: u64 = "tlsFileCheckIntervalMs" => 1_000;
 }
 
 impl BrokerConfig {
     /// The address clients and nameservers reach this broker at (`brokerIP1:listenPort`).
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip1, self.listen_port)
+    }
+
+    /// The ACL file: `aclFile`, or `<storePathRootDir>/../conf/plain_acl.yml`.
+    pub fn acl_file_path(&self, store_root: &Path) -> std::path::PathBuf {
+        match &self.acl_file {
+            Some(f) => f.into(),
+            None => store_root.join("..").join("conf").join("plain_acl.yml"),
+        }
+    }
+
+    /// The `tls.server.*` keys.
+    pub fn server_tls(&self) -> Result<ServerTlsSettings, ConfigError> {
+        let bad = |key: &str, value: &str| ConfigError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        };
+        Ok(ServerTlsSettings {
+            mode: self
+                .tls_server_mode
+                .parse()
+                .map_err(|_| bad("tls.server.mode", &self.tls_server_mode))?,
+            cert_path: self.tls_server_cert_path.as_ref().map(Into::into),
+            key_path: self.tls_server_key_path.as_ref().map(Into::into),
+            trust_cert_path: self.tls_server_trust_cert_path.as_ref().map(Into::into),
+            client_auth: self.tls_server_need_client_auth.parse().map_err(|_| {
+                bad(
+                    "tls.server.need.client.auth",
+                    &self.tls_server_need_client_auth,
+                )
+            })?,
+        })
+    }
+
+    /// The `tls.enable` / `tls.client.*` keys.
+    pub fn client_tls(&self) -> ClientTlsSettings {
+        ClientTlsSettings {
+            enable: self.tls_enable,
+            trust_cert_path: self.tls_client_trust_cert_path.as_ref().map(Into::into),
+            cert_path: self.tls_client_cert_path.as_ref().map(Into::into),
+            key_path: self.tls_client_key_path.as_ref().map(Into::into),
+            server_name: self.tls_client_server_name.clone(),
+        }
+    }
+
+    /// The broker's own credentials (`accessKey` + `secretKey`), if configured.
+    pub fn credentials(&self) -> Result<Option<Credentials>, ConfigError> {
+        Credentials::from_parts(
+            self.access_key.clone(),
+            self.secret_key.as_ref().map(|s| s.expose().to_owned()),
+        )
+        .map_err(|e| ConfigError::BadValue {
+            key: "accessKey/secretKey".into(),
+            value: e.to_string(),
+        })
     }
 
     /// `haListenPort`, defaulting to `listenPort + 1`.
@@ -238,6 +342,11 @@ impl Config {
     pub fn render(&self) -> String {
         let mut out = String::new();
         for (k, v) in self.broker.entries() {
+            let v = if SECRET_KEYS.contains(&k) && !v.is_empty() {
+                REDACTED.to_owned()
+            } else {
+                v
+            };
             let _ = writeln!(out, "{k}={v}");
         }
         let store = serde_json::to_value(&self.store).unwrap_or_default();
@@ -280,6 +389,34 @@ mod tests {
         assert!(printed.contains("brokerName=b1\n"));
         assert!(printed.contains("flushDiskType=SYNC_FLUSH\n"));
         assert!(printed.contains("storePathRootDir=/tmp/s\n"));
+    }
+
+    #[test]
+    fn secrets_are_redacted_and_acl_keys_read() {
+        let c = Config::from_properties(
+            "haSecret=hunter2hunter2\naccessKey=broker-a1\nsecretKey=topsecret-1\naclEnable=true\nstorePathRootDir=/data/store\n",
+        )
+        .unwrap();
+        let printed = c.render();
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(!printed.contains("topsecret"), "{printed}");
+        assert!(!format!("{c:?}").contains("topsecret"));
+        assert!(printed.contains("secretKey=******\n"));
+        assert!(printed.contains("accessKey=broker-a1\n"));
+        assert!(c.broker.acl_enable);
+        assert_eq!(
+            c.broker.acl_file_path(&c.store.store_path_root_dir),
+            Path::new("/data/store/../conf/plain_acl.yml")
+        );
+        let creds = c.broker.credentials().unwrap().unwrap();
+        assert_eq!(creds.secret_key.expose(), "topsecret-1");
+        assert!(
+            Config::from_properties("accessKey=x\nsecretKey=")
+                .unwrap()
+                .broker
+                .credentials()
+                .is_err()
+        );
     }
 
     #[test]

@@ -18,9 +18,7 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use protocol::code::response;
 use protocol::{RemotingCodec, RemotingCommand};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -54,10 +52,13 @@ pub struct Conn {
     pub channel: Channel,
 }
 
-pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
-    let _ = stream.set_nodelay(true);
+/// Serves one accepted connection, plaintext or TLS (`crate::server` splits it).
+pub async fn serve<R, W>(read: R, write: W, peer: SocketAddr, broker: Arc<Broker>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let id = broker.next_conn_id();
-    let (read, write) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Answers>(OUTBOUND_QUEUE);
     let (push_tx, push_rx) = mpsc::channel::<RemotingCommand>(64);
     let close = broker.shutdown.child_token();
@@ -173,8 +174,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     tracing::debug!(%peer, conn = id, "connection closed");
 }
 
-async fn write_loop(
-    mut write: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut write: W,
     mut responses: mpsc::Receiver<Answers>,
     mut pushes: mpsc::Receiver<RemotingCommand>,
     max_frame: usize,
@@ -225,10 +226,10 @@ async fn write_loop(
     let _ = write.shutdown().await;
 }
 
-async fn append(
+async fn append<W: AsyncWrite + Unpin>(
     codec: &mut RemotingCodec,
     buf: &mut BytesMut,
-    write: &mut OwnedWriteHalf,
+    write: &mut W,
     out: Outbound,
 ) -> std::io::Result<()> {
     if let Err(e) = out.encode_head(codec, buf) {

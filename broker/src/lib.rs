@@ -7,6 +7,7 @@
 //! ([`topics`], [`groups`], [`offsets`], [`clients`], [`locks`]) shared through
 //! [`state::Broker`].
 
+pub mod acl;
 pub mod clients;
 pub mod config;
 pub mod connection;

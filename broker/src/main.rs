@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use broker::config::Config;
@@ -110,6 +110,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let _ = http.broker.set(Arc::clone(&broker));
     let _ = broker.ha.set(Arc::clone(&ha));
     let ha_tasks = broker::ha::start(&broker, &ha);
+    let tls_watcher = broker.tls.as_ref().map(|tls| {
+        let every = Duration::from_millis(broker.config.broker.tls_file_check_interval_ms);
+        tracing::info!(mode = %tls.mode(), "TLS on the remoting port");
+        tls.spawn_watcher(every, broker.shutdown.clone())
+    });
+    let acl_watcher = broker.acl.as_ref().map(|acl| {
+        let every = Duration::from_millis(broker.config.broker.acl_file_check_interval_ms);
+        tracing::info!(path = %acl.path().display(), "ACL enabled");
+        acl.spawn_watcher(every, broker.shutdown.clone())
+    });
 
     let listener = server::bind(&broker).await?;
     let local = listener.local_addr()?;
@@ -138,7 +148,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     broker.shutdown.cancel();
     let _ = accept.await;
-    for t in tasks.into_iter().chain(ha_tasks) {
+    for t in tasks
+        .into_iter()
+        .chain(ha_tasks)
+        .chain(acl_watcher)
+        .chain(tls_watcher)
+    {
         let _ = t.await;
     }
     registrar.unregister_all(&broker).await;

@@ -51,6 +51,11 @@ pub struct LevelLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SlaveLabels {
     pub slave: String,
 }
@@ -86,6 +91,7 @@ pub struct Metrics {
     connections: Gauge,
     busy: Counter,
     illegal: Counter,
+    acl_refused: Family<ReasonLabels, Counter>,
     dispatch_behind: Gauge,
     commitlog_min: Gauge,
     commitlog_max: Gauge,
@@ -144,6 +150,7 @@ impl Metrics {
             connections: Gauge::default(),
             busy: Counter::default(),
             illegal: Counter::default(),
+            acl_refused: Family::default(),
             dispatch_behind: Gauge::default(),
             commitlog_min: Gauge::default(),
             commitlog_max: Gauge::default(),
@@ -298,6 +305,11 @@ impl Metrics {
             "Delayed messages delivered to their real topic, by delay level",
             m.delay_delivered.clone(),
         );
+        r.register(
+            "rocketmq_acl_refused",
+            "Requests refused by the ACL, by reason (missing_access_key, unknown_access_key, bad_signature, not_admin, topic_permission, group_permission)",
+            m.acl_refused.clone(),
+        );
         m.transactions.register(&mut r);
         Self { registry: r, ..m }
     }
@@ -366,6 +378,14 @@ impl Metrics {
 
     pub fn rejected_busy(&self) {
         self.busy.inc();
+    }
+
+    pub fn acl_refused(&self, reason: &str) {
+        self.acl_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn rejected_illegal(&self) {

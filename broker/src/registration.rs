@@ -29,7 +29,11 @@ impl Registrar {
                 .broker
                 .namesrv_addrs()
                 .into_iter()
-                .map(RemotingClient::new)
+                .map(|addr| {
+                    RemotingClient::new(addr)
+                        .with_credentials(broker.credentials.clone())
+                        .with_tls(broker.tls_client.clone())
+                })
                 .collect(),
         }
     }

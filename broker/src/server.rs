@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
+use security::tls::MaybeTls;
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::connection;
 use crate::state::Broker;
@@ -35,7 +36,8 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
         };
         match accepted {
             Ok((stream, peer)) => {
-                tokio::spawn(connection::serve(stream, peer, Arc::clone(&broker)));
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker)));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -45,6 +47,22 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
         }
     }
     broker.ready.store(false, Ordering::Release);
+}
+
+/// TLS or plaintext as `tls.server.mode` decides, then the connection; a plaintext
+/// stream keeps tokio's lock-free owned halves.
+async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
+    match security::tls::accept(broker.tls.as_deref(), stream).await {
+        Ok(MaybeTls::Plain(tcp)) => {
+            let (read, write) = tcp.into_split();
+            connection::serve(read, write, peer, broker).await;
+        }
+        Ok(tls) => {
+            let (read, write) = tokio::io::split(tls);
+            connection::serve(read, write, peer, broker).await;
+        }
+        Err(e) => tracing::info!(%peer, error = %e, "connection refused by TLS"),
+    }
 }
 
 /// Persists consumer offsets every `flushConsumerOffsetInterval` when they changed.

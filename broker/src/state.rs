@@ -47,6 +47,14 @@ pub struct Broker {
     pub ready: AtomicBool,
     pub shutdown: CancellationToken,
     next_conn: AtomicU64,
+    /// The ACL when `aclEnable=true` (checked in `crate::acl` before dispatch).
+    pub acl: Option<Arc<security::acl::AclStore>>,
+    /// The broker's own account, signing what it sends to nameservers and its master.
+    pub credentials: Option<Arc<security::sign::Credentials>>,
+    /// TLS on the remoting port unless `tls.server.mode=disabled`.
+    pub tls: Option<Arc<security::tls::TlsServer>>,
+    /// TLS towards nameservers and the master when `tls.enable=true`.
+    pub tls_client: Option<security::tls::TlsClient>,
     /// Replication, once started (absent in tests that build a broker without it).
     pub ha: std::sync::OnceLock<Arc<crate::ha::Ha>>,
 }
@@ -74,6 +82,40 @@ impl Broker {
             })?;
         let schedule = ScheduleService::open(&root, levels)?;
         let in_flight = InFlightLimit::new(b.max_in_flight_total as usize);
+        let acl = if b.acl_enable {
+            let path = b.acl_file_path(&root);
+            let store =
+                security::acl::AclStore::open(&path).map_err(|e| ConfigFileError::Parse {
+                    path: path.clone(),
+                    what: "plain_acl.yml (aclFile)",
+                    reason: e.to_string(),
+                })?;
+            Some(Arc::new(store))
+        } else {
+            None
+        };
+        let credentials = b
+            .credentials()
+            .map_err(|e| ConfigFileError::Parse {
+                path: "broker.conf".into(),
+                what: "broker config",
+                reason: e.to_string(),
+            })?
+            .map(Arc::new);
+        let tls_error = |what: &'static str, reason: String| ConfigFileError::Parse {
+            path: "broker.conf".into(),
+            what,
+            reason,
+        };
+        let tls = b
+            .server_tls()
+            .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
+            .and_then(|s| {
+                security::tls::TlsServer::new(s)
+                    .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
+            })?;
+        let tls_client = security::tls::TlsClient::new(&b.client_tls())
+            .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
         Ok(Arc::new(Self {
             topics,
             groups,
@@ -91,6 +133,10 @@ impl Broker {
             shutdown: CancellationToken::new(),
             next_conn: AtomicU64::new(1),
             ha: std::sync::OnceLock::new(),
+            acl,
+            credentials,
+            tls,
+            tls_client,
             live,
             consume_rate: ConsumeRate::default(),
             config,

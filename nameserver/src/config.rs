@@ -65,6 +65,16 @@ pub struct NamesrvConfig {
     pub broker_channel_expired: Duration,
     /// How often brokers are checked for expiry (Java: every 10 s).
     pub scan_not_active_broker_interval: Duration,
+    /// Signed admin requests only for state changes (`aclEnable`; 4.9's nameserver has
+    /// no ACL at all).
+    pub acl_enable: bool,
+    /// The `plain_acl.yml` file; unset = `<rocketmqHome>/conf/plain_acl.yml`, or
+    /// `~/namesrv/plain_acl.yml` without a home.
+    pub acl_file: Option<PathBuf>,
+    pub acl_file_check_interval: Duration,
+    /// TLS on the remoting port (4.9's `tls.server.*` keys).
+    pub tls: security::tls::ServerTlsSettings,
+    pub tls_file_check_interval: Duration,
     compat: BTreeMap<&'static str, String>,
 }
 
@@ -85,6 +95,11 @@ impl Default for NamesrvConfig {
             metrics_port: 9877,
             broker_channel_expired: Duration::from_secs(120),
             scan_not_active_broker_interval: Duration::from_secs(10),
+            acl_enable: false,
+            acl_file: None,
+            acl_file_check_interval: Duration::from_secs(1),
+            tls: security::tls::ServerTlsSettings::default(),
+            tls_file_check_interval: Duration::from_secs(1),
             compat: COMPAT_KEYS
                 .iter()
                 .map(|(k, v)| (*k, (*v).to_owned()))
@@ -118,6 +133,21 @@ impl NamesrvConfig {
             }
             "scanNotActiveBrokerIntervalMillis" => {
                 self.scan_not_active_broker_interval = millis(value).ok_or_else(invalid)?
+            }
+            "tls.server.mode" => self.tls.mode = value.parse().map_err(|_| invalid())?,
+            "tls.server.certPath" => self.tls.cert_path = path(value),
+            "tls.server.keyPath" => self.tls.key_path = path(value),
+            "tls.server.trustCertPath" => self.tls.trust_cert_path = path(value),
+            "tls.server.need.client.auth" => {
+                self.tls.client_auth = value.parse().map_err(|_| invalid())?
+            }
+            "tlsFileCheckIntervalMs" => {
+                self.tls_file_check_interval = millis(value).ok_or_else(invalid)?
+            }
+            "aclEnable" => self.acl_enable = parse_bool(value),
+            "aclFile" => self.acl_file = (!value.is_empty()).then(|| PathBuf::from(value)),
+            "aclFileCheckIntervalMs" => {
+                self.acl_file_check_interval = millis(value).ok_or_else(invalid)?
             }
             _ => match self.compat.get_mut(key) {
                 Some(slot) => *slot = value.to_owned(),
@@ -180,8 +210,47 @@ impl NamesrvConfig {
                 self.scan_not_active_broker_interval.as_millis().to_string(),
             ),
         ];
+        let shown = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        out.push(("tls.server.mode", self.tls.mode.to_string()));
+        out.push(("tls.server.certPath", shown(&self.tls.cert_path)));
+        out.push(("tls.server.keyPath", shown(&self.tls.key_path)));
+        out.push(("tls.server.trustCertPath", shown(&self.tls.trust_cert_path)));
+        out.push((
+            "tls.server.need.client.auth",
+            self.tls.client_auth.to_string(),
+        ));
+        out.push((
+            "tlsFileCheckIntervalMs",
+            self.tls_file_check_interval.as_millis().to_string(),
+        ));
+        out.push(("aclEnable", self.acl_enable.to_string()));
+        out.push(("aclFile", self.acl_file_path().display().to_string()));
+        out.push((
+            "aclFileCheckIntervalMs",
+            self.acl_file_check_interval.as_millis().to_string(),
+        ));
         out.extend(self.compat.iter().map(|(k, v)| (*k, v.clone())));
         out
+    }
+
+    /// `aclFile`, or its default.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if let Some(p) = &self.acl_file {
+            return p.clone();
+        }
+        if !self.rocketmq_home.is_empty() {
+            return Path::new(&self.rocketmq_home)
+                .join("conf")
+                .join("plain_acl.yml");
+        }
+        self.kv_config_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("plain_acl.yml")
     }
 
     pub fn kv_config_path(&self) -> &Path {
@@ -192,6 +261,10 @@ impl NamesrvConfig {
 /// `Boolean.parseBoolean`.
 fn parse_bool(v: &str) -> bool {
     v.eq_ignore_ascii_case("true")
+}
+
+fn path(v: &str) -> Option<PathBuf> {
+    (!v.is_empty()).then(|| PathBuf::from(v))
 }
 
 fn secs(v: &str) -> Option<Duration> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::{SinkExt, StreamExt};
 use protocol::RemotingCodec;
-use tokio::net::TcpStream;
+use security::tls::MaybeTls;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,7 @@ use crate::route_table::ConnId;
 use crate::state::Shared;
 
 pub async fn serve(
-    stream: TcpStream,
+    stream: MaybeTls,
     peer: SocketAddr,
     shared: Arc<Shared>,
     conn: ConnId,

@@ -74,6 +74,11 @@ pub async fn dispatch(
     let started = Instant::now();
     let code = request.code;
     let oneway = request.is_oneway();
+    // The one ACL check, in front of the table (a no-op unless aclEnable=true).
+    if let Err(refusal) = crate::acl::check(shared, &request) {
+        shared.metrics.observe_request(code, started.elapsed());
+        return refusal.filter(|_| !oneway);
+    }
     let response = match lookup(code) {
         // The Java nameserver sends nothing for unknown codes and lets the client time
         // out; answering like the broker's AdminBrokerProcessor is kinder.

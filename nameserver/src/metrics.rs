@@ -26,8 +26,14 @@ pub struct CodeLabels {
     pub code: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    acl_refused: Family<ReasonLabels, Counter>,
     requests: Family<CodeLabels, Counter>,
     latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
     connections: Gauge,
@@ -69,8 +75,15 @@ impl Default for Metrics {
             live_brokers.clone(),
         );
         registry.register("topics", "Topics with route data", topics.clone());
+        let acl_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "acl_refused",
+            "State-changing requests refused by the ACL, by reason",
+            acl_refused.clone(),
+        );
         Self {
             registry,
+            acl_refused,
             requests,
             latency,
             connections,
@@ -91,6 +104,14 @@ impl Metrics {
         self.latency
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn acl_refused(&self, reason: &str) {
+        self.acl_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn connection_opened(&self) {

@@ -49,13 +49,17 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
             Ok((stream, peer)) => {
                 let (conn, close) = shared.open_connection(&shutdown);
                 tracing::debug!(%peer, conn, "connection opened");
-                tokio::spawn(connection::serve(
-                    stream,
-                    peer,
-                    Arc::clone(&shared),
-                    conn,
-                    close,
-                ));
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    // TLS or plaintext as `tls.server.mode` decides.
+                    match security::tls::accept(shared.tls.as_deref(), stream).await {
+                        Ok(stream) => connection::serve(stream, peer, shared, conn, close).await,
+                        Err(e) => {
+                            tracing::info!(%peer, error = %e, "connection refused by TLS");
+                            shared.close_connection(conn);
+                        }
+                    }
+                });
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

@@ -53,6 +53,10 @@ pub struct HaSettings {
     pub housekeeping: Duration,
     pub confirm_visibility: Option<bool>,
     pub metadata_sync_period: Duration,
+    /// The broker's account, signing the slave's requests to its master (ACL).
+    pub credentials: Option<std::sync::Arc<security::sign::Credentials>>,
+    /// TLS towards the master's remoting port (`tls.enable`).
+    pub tls_client: Option<security::tls::TlsClient>,
 }
 
 impl HaSettings {
@@ -81,6 +85,11 @@ impl HaSettings {
                 _ => None,
             },
             metadata_sync_period: Duration::from_millis(b.slave_sync_interval.max(100)),
+            // Validated (and refused at startup) by `Broker::open`.
+            credentials: b.credentials().ok().flatten().map(std::sync::Arc::new),
+            tls_client: security::tls::TlsClient::new(&b.client_tls())
+                .ok()
+                .flatten(),
         }
     }
 }

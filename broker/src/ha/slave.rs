@@ -106,7 +106,7 @@ async fn follow(
         Some(a) => a,
         None => {
             let master = master_addr.unwrap_or_default();
-            ask_ha_addr(&master).await?
+            ask_ha_addr(ha, &master).await?
         }
     };
     let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&ha_addr))
@@ -191,8 +191,10 @@ async fn stream_from(ha: &Arc<Ha>, stream: TcpStream) -> Result<(), SlaveError> 
     }
 }
 
-async fn invoke(master: &str, code: i32) -> Result<RemotingCommand, SlaveError> {
-    let client = RemotingClient::new(master);
+async fn invoke(ha: &Ha, master: &str, code: i32) -> Result<RemotingCommand, SlaveError> {
+    let client = RemotingClient::new(master)
+        .with_credentials(ha.settings.credentials.clone())
+        .with_tls(ha.settings.tls_client.clone());
     let cmd = RemotingCommand::request(code, &());
     let r = client.invoke(cmd, Duration::from_secs(3)).await?;
     if r.code != response::SUCCESS {
@@ -205,8 +207,8 @@ async fn invoke(master: &str, code: i32) -> Result<RemotingCommand, SlaveError> 
 }
 
 /// The master's HA address, from its GET_BROKER_HA_STATUS answer.
-async fn ask_ha_addr(master: &str) -> Result<String, SlaveError> {
-    let r = invoke(master, request::GET_BROKER_HA_STATUS).await?;
+async fn ask_ha_addr(ha: &Ha, master: &str) -> Result<String, SlaveError> {
+    let r = invoke(ha, master, request::GET_BROKER_HA_STATUS).await?;
     let info: HaRuntimeInfo = protocol::body::decode(&r.body).map_err(|e| SlaveError::Master {
         addr: master.to_owned(),
         reason: e.to_string(),
@@ -217,7 +219,7 @@ async fn ask_ha_addr(master: &str) -> Result<String, SlaveError> {
 /// Cuts this replica back to the last (epoch, offset) it shares with the master and
 /// adopts the master's epoch history.
 async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
-    let r = invoke(master, request::GET_BROKER_EPOCH_CACHE).await?;
+    let r = invoke(ha, master, request::GET_BROKER_EPOCH_CACHE).await?;
     let cache: EpochEntryCache =
         protocol::body::decode(&r.body).map_err(|e| SlaveError::Master {
             addr: master.to_owned(),

@@ -1,6 +1,7 @@
 //! Request handlers, grouped like RocketMQ's processors. Each returns a [`Reply`]; the
 //! dispatch table maps errors to SYSTEM_ERROR answers.
 
+pub mod acl_admin;
 pub mod admin;
 pub mod client;
 pub mod delay_offset;

@@ -120,6 +120,15 @@ async fn mark_done(
 
 /// `checkPrepareMessage`: the record at `commitLogOffset` must be a half message of the
 /// request's producer group at the request's half queue offset.
+/// The real topic of the half message an END_TRANSACTION names, for the ACL check
+/// (`crate::acl`); `None` when the header or the half message does not check out (the
+/// handler then answers the error).
+pub(crate) fn half_real_topic(broker: &Broker, request: &RemotingCommand) -> Option<String> {
+    let h: EndTransactionRequestHeader = request.header().ok()?;
+    let record = verified_half(broker, &h).ok()?;
+    half::real_destination(record.view().properties()).map(|(topic, _)| topic)
+}
+
 fn verified_half(
     broker: &Broker,
     h: &EndTransactionRequestHeader,

@@ -6,6 +6,7 @@
 //! field is `required`, `optional` (an `Option`) or `default` (a Java primitive that
 //! keeps its initial value when absent).
 
+mod acl;
 mod admin;
 mod client;
 mod consumer;
@@ -19,6 +20,7 @@ mod reply;
 mod send;
 mod transaction;
 
+pub use acl::*;
 pub use admin::*;
 pub use client::*;
 pub use consumer::*;

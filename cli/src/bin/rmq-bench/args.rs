@@ -24,6 +24,10 @@ pub struct Cli {
     pub json: bool,
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub auth: rmq_cli::security_args::AuthArgs,
+    #[command(flatten)]
+    pub tls: rmq_cli::security_args::TlsArgs,
     #[command(subcommand)]
     pub mode: Mode,
 }

@@ -27,6 +27,10 @@ pub struct Cli {
     /// Timeout of each request, in milliseconds.
     #[arg(long, default_value_t = 5000, global = true)]
     pub timeout_ms: u64,
+    #[command(flatten)]
+    pub auth: rmq_cli::security_args::AuthArgs,
+    #[command(flatten)]
+    pub tls: rmq_cli::security_args::TlsArgs,
     #[command(subcommand)]
     pub command: Command,
 }

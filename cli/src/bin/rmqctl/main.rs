@@ -34,7 +34,23 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let client = Client::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms));
+    let credentials = match cli.auth.credentials() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rmqctl: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let tls = match cli.tls.client() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rmqctl: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let client = Client::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms))
+        .with_credentials(credentials)
+        .with_tls(tls);
     match runtime.block_on(run(&client, cli.command)) {
         Ok(report) => {
             print!("{}", report.render(cli.output));
