@@ -530,8 +530,15 @@ async fn metrics(State(http): State<Arc<Http>>) -> impl IntoResponse {
 
 async fn readyz(State(http): State<Arc<Http>>) -> impl IntoResponse {
     match http.broker.get() {
-        Some(b) if b.is_ready() => (StatusCode::OK, "ready\n"),
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "recovering\n"),
+        Some(b) if b.is_ready() => match b.store.out_of_service() {
+            // A fenced store stays out of service until a restart: not ready.
+            Some(reason) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("store out of service: {reason}\n"),
+            ),
+            None => (StatusCode::OK, "ready\n".to_owned()),
+        },
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "recovering\n".to_owned()),
     }
 }
 

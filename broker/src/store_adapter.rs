@@ -343,6 +343,12 @@ impl MessageStoreApi for StoreAdapter {
         self.store.dispatcher().dispatch_behind_bytes()
     }
 
+    fn out_of_service(&self) -> Option<String> {
+        self.store
+            .fence_reason()
+            .or_else(|| self.store.dispatcher().dispatch_failure())
+    }
+
     fn min_phy_offset(&self) -> PhysicalOffset {
         self.store.min_phy_offset()
     }

@@ -186,6 +186,11 @@ pub trait MessageStoreApi: Send + Sync + 'static {
     /// The whole record stored at `offset`.
     fn view_message(&self, offset: PhysicalOffset) -> Option<Bytes>;
     fn dispatch_behind_bytes(&self) -> u64;
+    /// Why the store refuses writes: until a restart after a failed CommitLog write or
+    /// flush, or while dispatch cannot index a record. The broker is then not ready.
+    fn out_of_service(&self) -> Option<String> {
+        None
+    }
     fn min_phy_offset(&self) -> PhysicalOffset;
     fn max_phy_offset(&self) -> PhysicalOffset;
     fn set_arrival_listener(&self, listener: ArrivalListener);
