@@ -1,4 +1,5 @@
-//! The remoting listener and the broker's periodic tasks: consumer offset flush
+//! The remoting listener (capped by `maxConnections` / `maxConnectionsPerIp`) and the
+//! broker's periodic tasks: consumer offset flush
 //! (`flushConsumerOffsetInterval`) and expiry of silent clients (every 10 s, 120 s).
 
 use std::net::SocketAddr;
@@ -35,7 +36,13 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
         };
         match accepted {
             Ok((stream, peer)) => {
-                tokio::spawn(connection::serve(stream, peer, Arc::clone(&broker)));
+                // Over a cap: the stream is dropped (closed) here, before any work.
+                match broker.remoting_gate.admit(peer.ip()) {
+                    Some(slot) => {
+                        tokio::spawn(connection::serve(stream, peer, Arc::clone(&broker), slot));
+                    }
+                    None => tracing::debug!(%peer, "connection cap reached, closing at once"),
+                }
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

@@ -5,6 +5,7 @@
 //! flags below override the file.
 
 mod config;
+mod conn_gate;
 mod connection;
 mod dispatch;
 mod handlers;

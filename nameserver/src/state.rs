@@ -16,6 +16,8 @@ pub struct Shared {
     pub routes: RwLock<RouteTable>,
     pub kv: KvConfig,
     pub metrics: Metrics,
+    /// Slots of `Mode::Heavy` requests (`maxConcurrentRegistrations`).
+    pub heavy_slots: tokio::sync::Semaphore,
     /// Open connections, so the expiry scanner can close a dead broker's channel.
     connections: Mutex<HashMap<ConnId, CancellationToken>>,
     next_conn: AtomicU64,
@@ -24,7 +26,9 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(config: NamesrvConfig, kv: KvConfig) -> Self {
+        let heavy = config.max_concurrent_registrations.max(1);
         Self {
+            heavy_slots: tokio::sync::Semaphore::new(heavy),
             config: RwLock::new(config),
             routes: RwLock::new(RouteTable::default()),
             kv,
