@@ -73,8 +73,13 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>, slo
 }
 
 /// The connection over any byte stream halves (plain TCP today; TLS wraps the same).
-pub async fn serve_io<R, W>(read: R, write: W, peer: SocketAddr, broker: Arc<Broker>, slot: ConnSlot)
-where
+pub async fn serve_io<R, W>(
+    read: R,
+    write: W,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    slot: ConnSlot,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -179,7 +184,11 @@ where
 
 /// Hands the collected answers to the writer; `false` when the connection is closing
 /// (the writer is gone, or stuck until its write deadline closes the connection).
-async fn hand_over(tx: &mpsc::Sender<Answers>, answers: &mut Answers, close: &CancellationToken) -> bool {
+async fn hand_over(
+    tx: &mpsc::Sender<Answers>,
+    answers: &mut Answers,
+    close: &CancellationToken,
+) -> bool {
     tokio::select! {
         sent = tx.send(std::mem::take(answers)) => sent.is_ok(),
         _ = close.cancelled() => false,
@@ -243,13 +252,17 @@ fn run_request(
 ) -> Option<Outbound> {
     let (opaque, serialize_type) = (request.opaque, request.serialize_type);
     let (code, oneway) = (request.code, request.is_oneway());
-    let permits = limits.requests.try_acquire().zip(broker.in_flight.try_acquire());
+    let permits = limits
+        .requests
+        .try_acquire()
+        .zip(broker.in_flight.try_acquire());
     let Some(permits) = permits else {
         broker.metrics.rejected_busy();
         return (!oneway).then(|| busy(opaque, serialize_type, "maxInFlight"));
     };
     let (task_broker, task_conn) = (Arc::clone(broker), Arc::clone(conn));
-    let mut task = Box::pin(async move { dispatch::dispatch(&task_broker, &task_conn, request).await });
+    let mut task =
+        Box::pin(async move { dispatch::dispatch(&task_broker, &task_conn, request).await });
     // Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) complete on their
     // first poll: answer those here and spare a task spawn and a cross-thread wakeup.
     // Only a request that has to wait (disk, slave, long polling) gets its own task,

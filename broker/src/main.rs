@@ -79,7 +79,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         inner: TcpListener::bind(http_addr)
             .await
             .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?,
-        gate: ConnGate::new(config.broker.http_max_connections as usize, 0, open, refused),
+        gate: ConnGate::new(
+            config.broker.http_max_connections as usize,
+            0,
+            open,
+            refused,
+        ),
     };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
     let http_task = tokio::spawn(metrics::serve_http(

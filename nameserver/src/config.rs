@@ -229,7 +229,10 @@ impl NamesrvConfig {
                 self.scan_not_active_broker_interval.as_millis().to_string(),
             ),
             ("maxConnections", self.max_connections.to_string()),
-            ("maxConnectionsPerIp", self.max_connections_per_ip.to_string()),
+            (
+                "maxConnectionsPerIp",
+                self.max_connections_per_ip.to_string(),
+            ),
             ("httpMaxConnections", self.http_max_connections.to_string()),
             (
                 "writeTimeoutMillis",
@@ -368,7 +371,10 @@ mod tests {
             "orderMessageEnable=true\nbrokerChannelExpiredMillis=10",
         ] {
             assert!(
-                matches!(c.update_at_runtime(body), Err(ConfigError::InvalidValue { .. })),
+                matches!(
+                    c.update_at_runtime(body),
+                    Err(ConfigError::InvalidValue { .. })
+                ),
                 "{body}"
             );
             assert_eq!(c, before, "{body} changed nothing");
@@ -377,7 +383,8 @@ mod tests {
             .unwrap();
         assert_eq!(c.broker_channel_expired, Duration::from_secs(86_400));
         // A file may still shorten expiry (tests do).
-        c.apply_properties("brokerChannelExpiredMillis=1500").unwrap();
+        c.apply_properties("brokerChannelExpiredMillis=1500")
+            .unwrap();
         assert_eq!(c.broker_channel_expired, Duration::from_millis(1500));
     }
 

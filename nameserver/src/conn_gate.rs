@@ -76,7 +76,6 @@ impl ConnGate {
             ip,
         })
     }
-
 }
 
 impl Drop for ConnSlot {

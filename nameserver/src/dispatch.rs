@@ -106,11 +106,8 @@ async fn blocking(
     conn: ConnId,
 ) -> RemotingCommand {
     let shared = Arc::clone(shared);
-    let fallback = RemotingCommand::error_response(
-        &request,
-        response::SYSTEM_ERROR,
-        "request handler failed",
-    );
+    let fallback =
+        RemotingCommand::error_response(&request, response::SYSTEM_ERROR, "request handler failed");
     tokio::task::spawn_blocking(move || run(handler, &shared, &request, conn))
         .await
         .unwrap_or(fallback)

@@ -23,7 +23,11 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
             c.bind_address,
             c.listen_port,
             c.metrics_port,
-            (c.max_connections, c.max_connections_per_ip, c.http_max_connections),
+            (
+                c.max_connections,
+                c.max_connections_per_ip,
+                c.http_max_connections,
+            ),
         )
     };
     let (open, refused) = shared.metrics.listener("remoting");

@@ -9,6 +9,7 @@ use e2e::Client;
 use e2e::broker_harness::{TempBroker, properties, pull, send_v2, with_fields};
 use e2e::http;
 use e2e::wait::{eventually, runtime};
+use futures::StreamExt;
 use protocol::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, LockBatchRequestBody,
     LockBatchResponseBody, MessageModel, MessageQueue,
@@ -17,7 +18,6 @@ use protocol::code::{request, response};
 use protocol::{RemotingCodec, RemotingCommand};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
-use futures::StreamExt;
 use tokio_util::codec::{Encoder, FramedRead};
 
 /// The frames of `requests`, opaques 1.., back to back.
@@ -124,7 +124,12 @@ fn parked_pulls_do_not_starve_sends_or_heartbeats() {
         .await;
 
         let r = other
-            .request(send_v2("Parked", 0, b"m", &properties(&[("TAGS", "other")])))
+            .request(send_v2(
+                "Parked",
+                0,
+                b"m",
+                &properties(&[("TAGS", "other")]),
+            ))
             .await
             .unwrap();
         assert_eq!(r.code, response::SUCCESS, "send: {:?}", r.remark);
@@ -175,7 +180,10 @@ fn pull_hold_is_capped() {
 fn peer_that_stops_reading_is_disconnected_and_its_locks_released() {
     let b = TempBroker::start(
         None,
-        &[("writeTimeoutMillis", "1000"), ("maxMessageSize", "2097152")],
+        &[
+            ("writeTimeoutMillis", "1000"),
+            ("maxMessageSize", "2097152"),
+        ],
     );
     runtime().block_on(async {
         let admin = Client::connect(b.broker.port).await.unwrap();
@@ -206,8 +214,14 @@ fn peer_that_stops_reading_is_disconnected_and_its_locks_released() {
             .take(2)
             .collect()
             .await;
-        assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|a| a.code == response::SUCCESS)));
-        let pulls = (0..64).map(|i| pull("G_ORDER", "Big", 0, i % 4, 1, None, "*")).collect();
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_ok_and(|a| a.code == response::SUCCESS))
+        );
+        let pulls = (0..64)
+            .map(|i| pull("G_ORDER", "Big", 0, i % 4, 1, None, "*"))
+            .collect();
         stuck.write_all(&frames(pulls)).await.unwrap();
 
         let next = Client::connect(b.broker.port).await.unwrap();
@@ -238,16 +252,16 @@ fn peer_that_stops_reading_is_disconnected_and_its_locks_released() {
 /// everyone admitted keeps working, and a freed slot admits again.
 #[test]
 fn connection_caps_close_over_limit_peers() {
-    let b = TempBroker::start(None, &[("maxConnections", "4"), ("maxConnectionsPerIp", "3")]);
+    let b = TempBroker::start(
+        None,
+        &[("maxConnections", "4"), ("maxConnectionsPerIp", "3")],
+    );
     let port = b.broker.port;
     runtime().block_on(async {
         let closed_at_once = |from: [u8; 4]| async move {
             let socket = TcpSocket::new_v4().unwrap();
             socket.bind((from, 0).into()).unwrap();
-            let mut s = socket
-                .connect(([127, 0, 0, 1], port).into())
-                .await
-                .unwrap();
+            let mut s = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
             let mut buf = [0u8; 1];
             matches!(
                 tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await,
@@ -308,7 +322,9 @@ fn heartbeat_group_bounds() {
                 .await
                 .unwrap();
             let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-            v["subscriptionGroupTable"].as_object().map_or(0, |m| m.len())
+            v["subscriptionGroupTable"]
+                .as_object()
+                .map_or(0, |m| m.len())
         };
         let before = groups_now().await;
 
@@ -318,7 +334,11 @@ fn heartbeat_group_bounds() {
             .unwrap();
         assert_eq!(r.code, response::SYSTEM_ERROR);
         assert!(r.remark.unwrap_or_default().contains("maxHeartbeatGroups"));
-        assert_eq!(groups_now().await, before, "a refused heartbeat created nothing");
+        assert_eq!(
+            groups_now().await,
+            before,
+            "a refused heartbeat created nothing"
+        );
 
         let r = hostile
             .request(heartbeat("h@1", ["bad group!".to_owned()]))
@@ -333,7 +353,11 @@ fn heartbeat_group_bounds() {
             .unwrap();
         assert_eq!(r.code, response::SUCCESS);
         assert_eq!(groups_now().await, before + 64, "maxAutoCreatePerRequest");
-        let deferred = metric(b.broker.http_port, "rocketmq_broker_auto_create_deferred_total").await;
+        let deferred = metric(
+            b.broker.http_port,
+            "rocketmq_broker_auto_create_deferred_total",
+        )
+        .await;
         assert_eq!(deferred, Some(936.0));
 
         let r = other
@@ -357,7 +381,9 @@ fn concurrent_topic_creations_all_survive_a_crash() {
             let port = b.broker.port;
             tasks.push(tokio::spawn(async move {
                 let c = Client::connect(port).await.unwrap();
-                let creates = (0..25).map(|i| create_topic(&format!("C{conn}_{i}"), 1)).collect();
+                let creates = (0..25)
+                    .map(|i| create_topic(&format!("C{conn}_{i}"), 1))
+                    .collect();
                 for r in c.pipeline(creates).await.unwrap() {
                     assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
                 }

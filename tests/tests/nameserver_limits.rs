@@ -24,7 +24,8 @@ fn route(topic: &str) -> RemotingCommand {
 }
 
 fn update(body: &str) -> RemotingCommand {
-    RemotingCommand::bare_request(request::UPDATE_NAMESRV_CONFIG).with_body(body.as_bytes().to_vec())
+    RemotingCommand::bare_request(request::UPDATE_NAMESRV_CONFIG)
+        .with_body(body.as_bytes().to_vec())
 }
 
 /// Defect 8: `brokerChannelExpiredMillis=1` over UPDATE_NAMESRV_CONFIG is refused, and
@@ -34,8 +35,15 @@ async fn runtime_config_updates_stay_in_safe_ranges() {
     let ns = NameServer::start(Options::default().config("scanNotActiveBrokerIntervalMillis", 100));
     let c = Client::connect(ns.port).await.unwrap();
     let broker = FakeBroker::new("C", "b", "127.0.0.1:17911", 0).topic("Kept", 2);
-    assert_eq!(c.request(broker.register(false)).await.unwrap().code, response::SUCCESS);
-    for body in ["brokerChannelExpiredMillis=1", "orderMessageEnable=maybe", "productEnvName=a b"] {
+    assert_eq!(
+        c.request(broker.register(false)).await.unwrap().code,
+        response::SUCCESS
+    );
+    for body in [
+        "brokerChannelExpiredMillis=1",
+        "orderMessageEnable=maybe",
+        "productEnvName=a b",
+    ] {
         let r = c.request(update(body)).await.unwrap();
         assert_eq!(r.code, response::SYSTEM_ERROR, "{body}");
     }
@@ -44,7 +52,10 @@ async fn runtime_config_updates_stay_in_safe_ranges() {
     assert_eq!(r.code, response::SUCCESS, "the broker is still registered");
     let data = TopicRouteData::decode(&r.body).unwrap();
     assert_eq!(data.broker_datas.len(), 1);
-    let r = c.request(update("brokerChannelExpiredMillis=60000")).await.unwrap();
+    let r = c
+        .request(update("brokerChannelExpiredMillis=60000"))
+        .await
+        .unwrap();
     assert_eq!(r.code, response::SUCCESS);
 }
 
@@ -61,9 +72,15 @@ async fn register_bodies_inflate_within_the_cap() {
     let r = c.request(big.register(true)).await.unwrap();
     assert_eq!(r.code, response::SYSTEM_ERROR);
     let small = FakeBroker::new("C", "small", "127.0.0.1:17931", 0).topic("Small", 1);
-    assert_eq!(c.request(small.register(true)).await.unwrap().code, response::SUCCESS);
+    assert_eq!(
+        c.request(small.register(true)).await.unwrap().code,
+        response::SUCCESS
+    );
     let (_, metrics) = http::get(ns.http_port, "/metrics").await.unwrap();
-    assert!(metrics.contains("rmq_namesrv_register_refused_total 1"), "{metrics}");
+    assert!(
+        metrics.contains("rmq_namesrv_register_refused_total 1"),
+        "{metrics}"
+    );
 }
 
 /// Defect 5: over `maxConnections` a peer is closed at once; admitted clients keep
@@ -74,16 +91,26 @@ async fn connection_cap_closes_over_limit_peers() {
     let a = Client::connect(ns.port).await.unwrap();
     let b = Client::connect(ns.port).await.unwrap();
     for c in [&a, &b] {
-        assert_eq!(c.request(route("None")).await.unwrap().code, response::TOPIC_NOT_EXIST);
+        assert_eq!(
+            c.request(route("None")).await.unwrap().code,
+            response::TOPIC_NOT_EXIST
+        );
     }
     let mut third = TcpStream::connect(("127.0.0.1", ns.port)).await.unwrap();
     let mut buf = [0u8; 1];
     let read = tokio::time::timeout(Duration::from_secs(5), third.read(&mut buf)).await;
-    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed at once: {read:?}");
-    assert_eq!(a.request(route("None")).await.unwrap().code, response::TOPIC_NOT_EXIST);
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "closed at once: {read:?}"
+    );
+    assert_eq!(
+        a.request(route("None")).await.unwrap().code,
+        response::TOPIC_NOT_EXIST
+    );
     let (_, metrics) = http::get(ns.http_port, "/metrics").await.unwrap();
     assert!(
-        metrics.contains(r#"rmq_namesrv_listener_connections_refused_total{listener="remoting"} 1"#),
+        metrics
+            .contains(r#"rmq_namesrv_listener_connections_refused_total{listener="remoting"} 1"#),
         "{metrics}"
     );
 }

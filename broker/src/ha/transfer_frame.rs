@@ -81,7 +81,10 @@ mod tests {
         buf.extend_from_slice(&frame(103, 0, b"")[..]);
         buf.extend_from_slice(&frame(103, 4, b"de")[..]);
         let f = next_frame(&mut buf).unwrap().unwrap();
-        assert_eq!((f.offset, &f.body[..], f.end()), (PhysicalOffset(100), &b"abc"[..], PhysicalOffset(103)));
+        assert_eq!(
+            (f.offset, &f.body[..], f.end()),
+            (PhysicalOffset(100), &b"abc"[..], PhysicalOffset(103))
+        );
         let heartbeat = next_frame(&mut buf).unwrap().unwrap();
         assert!(heartbeat.body.is_empty());
         assert_eq!(next_frame(&mut buf), Ok(None));
@@ -90,7 +93,10 @@ mod tests {
 
     #[test]
     fn refuses_sizes_and_offsets_no_master_sends() {
-        assert_eq!(next_frame(&mut frame(0, -1, b"")), Err(FrameError::Size(-1)));
+        assert_eq!(
+            next_frame(&mut frame(0, -1, b"")),
+            Err(FrameError::Size(-1))
+        );
         assert_eq!(
             next_frame(&mut frame(0, (MAX_FRAME + 1) as i32, b"")),
             Err(FrameError::Size(MAX_FRAME as i64 + 1))
@@ -99,7 +105,10 @@ mod tests {
         // `offset + size` would wrap past i64::MAX.
         assert_eq!(
             next_frame(&mut frame(i64::MAX - 1, 4, b"abcd")),
-            Err(FrameError::Offset { offset: i64::MAX - 1, size: 4 })
+            Err(FrameError::Offset {
+                offset: i64::MAX - 1,
+                size: 4
+            })
         );
     }
 }

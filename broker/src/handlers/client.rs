@@ -57,7 +57,9 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
                 None
             }
             None => {
-                let created = broker.groups.find_or_create(&consumer.group_name, auto_create);
+                let created = broker
+                    .groups
+                    .find_or_create(&consumer.group_name, auto_create);
                 may_create -= usize::from(created.is_some());
                 created
             }

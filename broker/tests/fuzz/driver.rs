@@ -36,19 +36,56 @@ impl Rng {
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 
 /// Byte strings that matter to RocketMQ's formats: JSON tokens, extremes of the integer
 /// types the decoders parse, the fastjson quirks.
 const TOKENS: &[&[u8]] = &[
-    b"\"", b"{", b"}", b"[", b"]", b",", b":", b"null", b"true", b"-", b"0", b"\\u0000",
-    b"2147483647", b"-2147483648", b"9223372036854775807", b"-9223372036854775808",
-    b"99999999999999999999", b"1e308", b"\x01", b"\x02", b"=", b"\n", b"\\",
+    b"\"",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b"null",
+    b"true",
+    b"-",
+    b"0",
+    b"\\u0000",
+    b"2147483647",
+    b"-2147483648",
+    b"9223372036854775807",
+    b"-9223372036854775808",
+    b"99999999999999999999",
+    b"1e308",
+    b"\x01",
+    b"\x02",
+    b"=",
+    b"\n",
+    b"\\",
 ];
 
-const INTS: &[i64] = &[0, 1, -1, 127, 128, 255, 256, 65_535, i32::MAX as i64, i32::MIN as i64, i64::MAX, i64::MIN];
+const INTS: &[i64] = &[
+    0,
+    1,
+    -1,
+    127,
+    128,
+    255,
+    256,
+    65_535,
+    i32::MAX as i64,
+    i32::MIN as i64,
+    i64::MAX,
+    i64::MIN,
+];
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8], max_len: usize) {
     for _ in 0..=rng.below(4) {
@@ -154,7 +191,12 @@ fn corpus(name: &str) -> Vec<Vec<u8>> {
 
 /// Runs `target` on the corpus, `seeds` and mutations of them for the budget. `target`
 /// returns whether the input was accepted (decoded); accepted mutants join the pool.
-pub fn run(name: &str, seeds: Vec<Vec<u8>>, max_len: usize, mut target: impl FnMut(&[u8]) -> bool) -> Report {
+pub fn run(
+    name: &str,
+    seeds: Vec<Vec<u8>>,
+    max_len: usize,
+    mut target: impl FnMut(&[u8]) -> bool,
+) -> Report {
     let seed = seed();
     let mut rng = Rng::new(seed);
     let mut pool: Vec<Vec<u8>> = corpus(name);
