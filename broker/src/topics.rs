@@ -329,7 +329,7 @@ mod tests {
                 let m = std::sync::Arc::clone(&m);
                 std::thread::spawn(move || {
                     for i in 0..20 {
-                        m.upsert(TopicConfig::new(&format!("A{t}_{i}"))).unwrap();
+                        m.upsert(TopicConfig::new(format!("A{t}_{i}"))).unwrap();
                         m.get_or_create_system(&format!("S{t}_{i}"), 1, perm::READ, 0);
                     }
                 })

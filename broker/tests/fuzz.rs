@@ -210,7 +210,7 @@ fn fastjson_bodies() {
 fn compressed_register_body() {
     let mut body = RegisterBrokerBody::default();
     for i in 0..4 {
-        let mut t = protocol::body::TopicConfig::new(&format!("T{i}"));
+        let mut t = protocol::body::TopicConfig::new(format!("T{i}"));
         t.read_queue_nums = i;
         body.topic_config_serialize_wrapper
             .topic_config_table

@@ -66,7 +66,7 @@ async fn register_bodies_inflate_within_the_cap() {
     let ns = NameServer::start(Options::default().config("maxRegisterBodyBytes", 64 * 1024));
     let c = Client::connect(ns.port).await.unwrap();
     let mut big = FakeBroker::new("C", "big", "127.0.0.1:17921", 0);
-    for i in 0..2000 {
+    for i in 0..5000 {
         big = big.topic(&format!("Topic_{i:05}"), 4);
     }
     let r = c.request(big.register(true)).await.unwrap();
