@@ -163,6 +163,33 @@ broker_config! {
     max_in_flight_per_connection: u32 = "maxInFlightPerConnection" => 256;
     /// Requests the whole broker may have in progress before SYSTEM_BUSY.
     max_in_flight_total: u32 = "maxInFlightTotal" => 16_384;
+    /// Longest a pull may stay parked, ms, whatever `suspendTimeoutMillis` the client
+    /// asks for (4.9 takes the client's value as is; its clients ask 15-20 s).
+    max_suspend_timeout_millis: u64 = "maxSuspendTimeoutMillis" => 30_000;
+    /// Parked pulls one connection may have; more are answered SYSTEM_BUSY. Parked pulls
+    /// hold none of the in-flight permits sends and heartbeats need.
+    max_parked_pulls_per_connection: u32 = "maxParkedPullsPerConnection" => 1024;
+    /// Parked pulls across the broker.
+    max_parked_pulls_total: u32 = "maxParkedPullsTotal" => 65_536;
+    /// A write to a client that makes no progress for this long closes the connection.
+    write_timeout_millis: u64 = "writeTimeoutMillis" => 15_000;
+    /// TCP keepalive idle time on accepted connections, s (0 disables keepalive).
+    tcp_keep_alive_seconds: u64 = "tcpKeepAliveSeconds" => 60;
+    /// Open remoting connections; a peer over the cap is closed at once.
+    max_connections: u32 = "maxConnections" => 10_000;
+    /// Open remoting connections per source IP (0: no per-IP cap).
+    max_connections_per_ip: u32 = "maxConnectionsPerIp" => 0;
+    /// Open HA connections (slaves) on `haListenPort`.
+    ha_max_connections: u32 = "haMaxConnections" => 16;
+    /// Open HTTP connections on `metricsPort`.
+    http_max_connections: u32 = "httpMaxConnections" => 64;
+    /// Groups or topics one request (a heartbeat, a send) may auto-create; the rest are
+    /// created by later requests.
+    max_auto_create_per_request: u32 = "maxAutoCreatePerRequest" => 64;
+    /// Consumer and producer entries one HEART_BEAT may carry; more refuse the heartbeat.
+    max_heartbeat_groups: u32 = "maxHeartbeatGroups" => 1024;
+    /// Read/write queue count cap for topic creation and updates (and `retryQueueNums`).
+    max_queue_nums: i32 = "maxQueueNums" => 1024;
     /// Frame cap, `com.rocketmq.remoting.frameMaxLength`.
     frame_max_length: u32 = "frameMaxLength" => 16 * 1024 * 1024;
     channel_expired_timeout: u64 = "channelExpiredTimeout" => 120_000;
@@ -298,6 +325,16 @@ impl BrokerConfig {
 
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_secs(self.server_channel_max_idle_time_seconds.max(1))
+    }
+
+    /// `writeTimeoutMillis`, at least 100 ms.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_millis.max(100))
+    }
+
+    /// `maxSuspendTimeoutMillis`: the hold a parked pull gets at most.
+    pub fn max_suspend(&self) -> Duration {
+        Duration::from_millis(self.max_suspend_timeout_millis)
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod acl;
 pub mod clients;
 pub mod config;
+pub mod conn_gate;
 pub mod connection;
 pub mod consume_rate;
 pub mod dispatch;
@@ -18,6 +19,7 @@ pub mod groups;
 pub mod ha;
 pub mod handlers;
 pub mod in_flight;
+pub mod limit_metrics;
 pub mod live_config;
 pub mod locks;
 pub mod long_polling;

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use broker::config::Config;
+use broker::conn_gate::{ConnGate, GatedListener};
+use broker::limit_metrics::Listener;
 use broker::metrics::{Http, Metrics};
 use broker::registration::{self, Registrar};
 use broker::state::Broker;
@@ -72,9 +74,18 @@ async fn run(config: Config) -> anyhow::Result<()> {
         broker: OnceLock::new(),
     });
     let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
-    let http_listener = TcpListener::bind(http_addr)
-        .await
-        .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?;
+    let (open, refused) = metrics.limits.listener(Listener::Http);
+    let http_listener = GatedListener {
+        inner: TcpListener::bind(http_addr)
+            .await
+            .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?,
+        gate: ConnGate::new(
+            config.broker.http_max_connections as usize,
+            0,
+            open,
+            refused,
+        ),
+    };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
     let http_task = tokio::spawn(metrics::serve_http(
         http_listener,

@@ -17,7 +17,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::metric_handles::HandleCache;
@@ -97,6 +96,8 @@ pub struct Metrics {
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
     pub transactions: crate::transaction::metrics::TransactionMetrics,
+    /// Where the resource limits bite.
+    pub limits: crate::limit_metrics::LimitMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
     /// Handles into `latency`, `put_*` and `get_*` by request code / topic.
@@ -121,6 +122,9 @@ fn topic_pair(
         bytes.get_or_create(&l).clone(),
     )
 }
+
+/// The latency cache key all unknown request codes share.
+const UNKNOWN_CODE: i32 = i32::MIN;
 
 fn latency_histogram() -> Histogram {
     // 20 µs .. ~0.6 s.
@@ -156,6 +160,7 @@ impl Metrics {
             commitlog_max: Gauge::default(),
             group_diff: Family::default(),
             transactions: Default::default(),
+            limits: Default::default(),
             put_total: AtomicU64::new(0),
             get_total: AtomicU64::new(0),
             latency_by_code: HandleCache::default(),
@@ -311,13 +316,17 @@ impl Metrics {
             m.acl_refused.clone(),
         );
         m.transactions.register(&mut r);
+        m.limits.register(&mut r);
         Self { registry: r, ..m }
     }
 
+    /// Known request codes get a series each; every other code shares `UNKNOWN` (one
+    /// cache entry too), so a client sending random codes cannot grow the label set.
     pub fn observe_request(&self, code: i32, elapsed: Duration) {
+        let name = protocol::code::request::name(code);
+        let code = if name.is_some() { code } else { UNKNOWN_CODE };
         let make = || {
-            let request_code =
-                protocol::code::request::name(code).map_or_else(|| code.to_string(), str::to_owned);
+            let request_code = name.unwrap_or("UNKNOWN").to_owned();
             self.latency
                 .get_or_create(&CodeLabels { request_code })
                 .clone()
@@ -366,6 +375,32 @@ impl Metrics {
             level: level.to_string(),
         };
         self.delay_delivered.get_or_create(&l).inc_by(messages);
+    }
+
+    /// Drops the per-topic series of a deleted topic (a re-created one starts at zero).
+    pub fn forget_topic(&self, topic: &str) {
+        let l = TopicLabels {
+            topic: topic.to_owned(),
+        };
+        for family in [
+            &self.put_messages,
+            &self.put_bytes,
+            &self.get_messages,
+            &self.get_bytes,
+        ] {
+            family.remove(&l);
+        }
+        self.put_by_topic.remove(topic);
+        self.get_by_topic.remove(topic);
+    }
+
+    /// Drops the per-group series of a deleted group.
+    pub fn forget_group(&self, group: &str) {
+        let l = GroupLabels {
+            group: group.to_owned(),
+        };
+        self.retry_messages.remove(&l);
+        self.dlq_messages.remove(&l);
     }
 
     pub fn connection_opened(&self) {
@@ -468,10 +503,19 @@ impl Metrics {
             if let Some(ha) = b.ha.get() {
                 self.refresh_ha(ha);
             }
+            // Lag series only for existing groups, topics and queues: committed offsets
+            // arrive unvalidated (UPDATE_CONSUMER_OFFSET), and must not mint labels.
             self.group_diff.clear();
             for group in b.groups.snapshot().subscription_group_table.keys() {
                 for (topic, queues) in b.offsets.topics_of_group(group) {
+                    let Some(config) = b.topics.get(&topic) else {
+                        continue;
+                    };
+                    let queue_count = config.read_queue_nums.max(config.write_queue_nums);
                     for (queue_id, committed) in queues {
+                        if !(0..queue_count).contains(&queue_id) {
+                            continue;
+                        }
                         let max = store.max_offset_in_queue(&topic, queue_id).get();
                         let labels = LagLabels {
                             group: group.clone(),
@@ -480,7 +524,7 @@ impl Metrics {
                         };
                         self.group_diff
                             .get_or_create(&labels)
-                            .set((max - committed.get()).max(0));
+                            .set(max.saturating_sub(committed.get()).max(0));
                     }
                 }
             }
@@ -499,7 +543,7 @@ pub struct Http {
 }
 
 pub async fn serve_http(
-    listener: TcpListener,
+    listener: crate::conn_gate::GatedListener,
     http: Arc<Http>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
@@ -560,7 +604,18 @@ mod tests {
         m.record_retry("G");
         m.record_dlq("G");
         m.record_delay_delivered(2, 5);
+        m.observe_request(77_777, Duration::from_micros(5));
+        m.observe_request(-3, Duration::from_micros(5));
+        m.record_put("Gone", 1, 1);
+        m.record_retry("GoneGroup");
+        m.forget_topic("Gone");
+        m.forget_group("GoneGroup");
         let text = m.render(None).unwrap();
+        assert!(
+            text.contains(r#"rocketmq_request_latency_seconds_count{request_code="UNKNOWN"} 2"#),
+            "{text}"
+        );
+        assert!(!text.contains("77777") && !text.contains("Gone"), "{text}");
         assert!(
             text.contains(r#"rocketmq_retry_messages_total{group="G"} 2"#),
             "{text}"
@@ -582,7 +637,8 @@ mod tests {
         assert!(text.contains(r#"rocketmq_consumer_message_size_total{topic="T"} 100"#));
         assert!(text.contains("rocketmq_broker_connections 1"));
         assert!(text.contains("rocketmq_storage_dispatch_behind_bytes 0"));
-        assert_eq!(m.put_messages_total(), 6);
+        // The deleted topic's series went; the broker-wide total keeps its message.
+        assert_eq!(m.put_messages_total(), 7);
         assert!(m.runtime_text().starts_with("[ 0 days, 0 hours"));
     }
 }

@@ -1,4 +1,5 @@
-//! The remoting listener and the broker's periodic tasks: consumer offset flush
+//! The remoting listener (capped by `maxConnections` / `maxConnectionsPerIp`) and the
+//! broker's periodic tasks: consumer offset flush
 //! (`flushConsumerOffsetInterval`) and expiry of silent clients (every 10 s, 120 s).
 
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use anyhow::Context;
 use security::tls::MaybeTls;
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::conn_gate::{self, ConnSlot};
 use crate::connection;
 use crate::state::Broker;
 
@@ -36,8 +38,13 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
         };
         match accepted {
             Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker)));
+                // Over a cap: the stream is dropped (closed) here, before any work.
+                match broker.remoting_gate.admit(peer.ip()) {
+                    Some(slot) => {
+                        tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker), slot));
+                    }
+                    None => tracing::debug!(%peer, "connection cap reached, closing at once"),
+                }
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -50,16 +57,22 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
 }
 
 /// TLS or plaintext as `tls.server.mode` decides, then the connection; a plaintext
-/// stream keeps tokio's lock-free owned halves.
-async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
+/// stream keeps tokio's lock-free owned halves. `slot` is its place under the caps.
+async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>, slot: ConnSlot) {
+    let b = &broker.config.broker;
+    conn_gate::tune_socket(
+        &stream,
+        Duration::from_secs(b.tcp_keep_alive_seconds),
+        b.write_timeout(),
+    );
     match security::tls::accept(broker.tls.as_deref(), stream).await {
         Ok(MaybeTls::Plain(tcp)) => {
             let (read, write) = tcp.into_split();
-            connection::serve(read, write, peer, broker).await;
+            connection::serve_io(read, write, peer, broker, slot).await;
         }
         Ok(tls) => {
             let (read, write) = tokio::io::split(tls);
-            connection::serve(read, write, peer, broker).await;
+            connection::serve_io(read, write, peer, broker, slot).await;
         }
         Err(e) => tracing::info!(%peer, error = %e, "connection refused by TLS"),
     }

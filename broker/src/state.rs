@@ -9,9 +9,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
+use crate::conn_gate::ConnGate;
 use crate::consume_rate::ConsumeRate;
 use crate::groups::GroupManager;
 use crate::in_flight::InFlightLimit;
+use crate::limit_metrics::Listener;
 use crate::live_config::LiveConfig;
 use crate::locks::LockManager;
 use crate::long_polling::PullHold;
@@ -43,6 +45,11 @@ pub struct Broker {
     pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
     pub in_flight: Arc<InFlightLimit>,
+    /// Parked pulls across all connections (`maxParkedPullsTotal`); separate from
+    /// `in_flight` so parked pulls never starve sends and heartbeats.
+    pub parked: Arc<InFlightLimit>,
+    /// The remoting listener's connection caps.
+    pub remoting_gate: Arc<ConnGate>,
     /// True once recovery finished and the listener is up (`/readyz`).
     pub ready: AtomicBool,
     pub shutdown: CancellationToken,
@@ -116,6 +123,14 @@ impl Broker {
             })?;
         let tls_client = security::tls::TlsClient::new(&b.client_tls())
             .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
+        let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
+        let (open, refused) = metrics.limits.listener(Listener::Remoting);
+        let remoting_gate = ConnGate::new(
+            b.max_connections as usize,
+            b.max_connections_per_ip as usize,
+            open,
+            refused,
+        );
         Ok(Arc::new(Self {
             topics,
             groups,
@@ -129,6 +144,8 @@ impl Broker {
             filters: Arc::default(),
             transactions: Transactions::default(),
             in_flight,
+            parked,
+            remoting_gate,
             ready: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_conn: AtomicU64::new(1),

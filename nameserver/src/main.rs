@@ -6,6 +6,7 @@
 
 mod acl;
 mod config;
+mod conn_gate;
 mod connection;
 mod dispatch;
 mod handlers;

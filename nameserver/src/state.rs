@@ -20,6 +20,8 @@ pub struct Shared {
     pub acl: Option<std::sync::Arc<security::acl::AclStore>>,
     /// TLS on the remoting port unless `tls.server.mode=disabled`.
     pub tls: Option<std::sync::Arc<security::tls::TlsServer>>,
+    /// Slots of `Mode::Heavy` requests (`maxConcurrentRegistrations`).
+    pub heavy_slots: tokio::sync::Semaphore,
     /// Open connections, so the expiry scanner can close a dead broker's channel.
     connections: Mutex<HashMap<ConnId, CancellationToken>>,
     next_conn: AtomicU64,
@@ -28,7 +30,9 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(config: NamesrvConfig, kv: KvConfig) -> Self {
+        let heavy = config.max_concurrent_registrations.max(1);
         Self {
+            heavy_slots: tokio::sync::Semaphore::new(heavy),
             config: RwLock::new(config),
             routes: RwLock::new(RouteTable::default()),
             kv,

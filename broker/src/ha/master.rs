@@ -22,7 +22,12 @@ use super::handshake::{self, HandshakeError};
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Binds `haListenPort` (retrying while the port is taken) and serves slaves.
-pub async fn run_listener(ha: Arc<Ha>, shutdown: CancellationToken) {
+/// Connections over `gate`'s cap are closed at once.
+pub async fn run_listener(
+    ha: Arc<Ha>,
+    gate: Arc<crate::conn_gate::ConnGate>,
+    shutdown: CancellationToken,
+) {
     let addr = ha.settings.listen;
     let listener = loop {
         match TcpListener::bind(addr).await {
@@ -44,9 +49,14 @@ pub async fn run_listener(ha: Arc<Ha>, shutdown: CancellationToken) {
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(slot) = gate.admit(peer.ip()) else {
+                    tracing::warn!(slave = %peer, "haMaxConnections reached, closing at once");
+                    continue;
+                };
                 let ha = Arc::clone(&ha);
                 let stop = shutdown.child_token();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     if let Err(e) = serve_slave(&ha, stream, peer.to_string(), stop).await {
                         tracing::warn!(slave = %peer, error = %e, "HA connection closed");
                     }

@@ -18,6 +18,7 @@ pub mod master;
 pub mod metadata_sync;
 pub mod role_change;
 pub mod slave;
+pub mod transfer_frame;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -402,6 +403,16 @@ pub fn role_name(role: BrokerRole) -> &'static str {
     }
 }
 
+/// The HA listener's connection cap (`haMaxConnections`).
+fn ha_gate(broker: &crate::state::Broker) -> Arc<crate::conn_gate::ConnGate> {
+    let (open, refused) = broker
+        .metrics
+        .limits
+        .listener(crate::limit_metrics::Listener::Ha);
+    let max = broker.config.broker.ha_max_connections as usize;
+    crate::conn_gate::ConnGate::new(max, 0, open, refused)
+}
+
 /// Starts the HA listener, the slave client, metadata sync and housekeeping.
 pub fn start(broker: &Arc<crate::state::Broker>, ha: &Arc<Ha>) -> Vec<tokio::task::JoinHandle<()>> {
     let shutdown = broker.shutdown.clone();
@@ -412,7 +423,11 @@ pub fn start(broker: &Arc<crate::state::Broker>, ha: &Arc<Ha>) -> Vec<tokio::tas
         tracing::warn!("haSecret is empty: the HA port checks the broker group name only");
     }
     vec![
-        tokio::spawn(master::run_listener(Arc::clone(ha), shutdown.clone())),
+        tokio::spawn(master::run_listener(
+            Arc::clone(ha),
+            ha_gate(broker),
+            shutdown.clone(),
+        )),
         tokio::spawn(slave::run(Arc::clone(ha), shutdown.clone())),
         tokio::spawn(metadata_sync::run(
             Arc::clone(broker),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use protocol::RemotingCommand;
 use protocol::body::ha::{EpochEntryCache, HaRuntimeInfo};
 use protocol::code::{request, response};
@@ -22,11 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Ha;
 use super::handshake::{self, HandshakeError};
+use super::transfer_frame::next_frame;
 use crate::remoting_client::{ClientError, RemotingClient};
 
-/// A frame body larger than this is refused before allocating (the master sends at most
-/// `haTransferBatchSize`, itself capped at 4 MiB).
-const MAX_FRAME: usize = 8 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -40,8 +38,8 @@ pub enum SlaveError {
     Timeout(&'static str),
     #[error("master closed the connection")]
     Closed,
-    #[error("frame of {0} bytes")]
-    FrameSize(i64),
+    #[error(transparent)]
+    Frame(#[from] super::transfer_frame::FrameError),
     #[error(transparent)]
     Replica(#[from] ReplicaError),
     #[error("master {addr}: {reason}")]
@@ -144,24 +142,12 @@ async fn stream_from(ha: &Arc<Ha>, stream: TcpStream) -> Result<(), SlaveError> 
             if ha.role() != BrokerRole::Slave {
                 return Ok(());
             }
-            while buf.len() >= 12 {
-                let offset = i64::from_be_bytes(buf[..8].try_into().unwrap_or_default());
-                let size = i32::from_be_bytes(buf[8..12].try_into().unwrap_or_default());
-                if size < 0 || size as usize > MAX_FRAME {
-                    return Err(SlaveError::FrameSize(size.into()));
-                }
-                let size = size as usize;
-                if buf.len() < 12 + size {
-                    buf.reserve(12 + size - buf.len());
-                    break;
-                }
-                buf.advance(12);
-                let body = buf.split_to(size);
+            while let Some(frame) = next_frame(&mut buf)? {
                 ha.client
                     .master_max
-                    .fetch_max(offset + size as i64, Ordering::AcqRel);
-                if size > 0 {
-                    writer.accept(PhysicalOffset(offset), &body)?;
+                    .fetch_max(frame.end().0, Ordering::AcqRel);
+                if !frame.body.is_empty() {
+                    writer.accept(frame.offset, &frame.body)?;
                 }
             }
         }

@@ -36,7 +36,10 @@ pub async fn pull_message(
     };
     let live = &broker.live;
     let hold = if live.long_polling_enable.load(Ordering::Relaxed) {
+        // Capped at `maxSuspendTimeoutMillis`: 4.9 trusts the client's value, so one
+        // client could hold a pull (and its memory) for ever.
         Duration::from_millis(h.suspend_timeout_millis.max(0) as u64)
+            .min(broker.config.broker.max_suspend())
     } else {
         Duration::from_millis(live.short_polling_time_mills.load(Ordering::Relaxed))
     };

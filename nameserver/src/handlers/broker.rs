@@ -41,7 +41,13 @@ pub fn register(
     let body = if request.body.is_empty() {
         RegisterBrokerBody::default()
     } else if request.version >= REGISTER_BODY_MIN_VERSION {
-        RegisterBrokerBody::decode(&request.body, header.compressed)?
+        // `maxRegisterBodyBytes` caps the inflated size (the codec's own cap is 64 MiB).
+        let max = shared.config.read().max_register_body_bytes;
+        RegisterBrokerBody::decode_with_limit(&request.body, header.compressed, max).inspect_err(
+            |_| {
+                shared.metrics.register_refused.inc();
+            },
+        )?
     } else {
         RegisterBrokerBody {
             topic_config_serialize_wrapper: body::decode::<TopicConfigSerializeWrapper>(
