@@ -101,6 +101,12 @@ broker_config! {
     /// `;`-separated `host:port` list; host names are re-resolved on every registration.
     namesrv_addr: Option<String> = "namesrvAddr" => std::env::var("NAMESRV_ADDR").ok();
     listen_port: u16 = "listenPort" => 10911;
+    /// Serve the same protocol on the VIP ("fast") port too, as 4.9's `fastRemotingServer`
+    /// does for 4.x Java clients with `vipChannelEnabled` (not a RocketMQ key: 4.9 always
+    /// opens it).
+    fast_listen_port_enable: bool = "fastListenPortEnable" => true;
+    /// The VIP port; 0 means `listenPort - 2` (10909), as `BrokerController` derives it.
+    fast_listen_port: u16 = "fastListenPort" => 0;
     /// Address the broker listens on (not a RocketMQ key; RocketMQ binds all interfaces).
     bind_address: IpAddr = "bindAddress" => IpAddr::from([0, 0, 0, 0]);
     /// Address published to nameservers and written into message ids as the store host.
@@ -153,6 +159,18 @@ impl BrokerConfig {
     /// The address clients and nameservers reach this broker at (`brokerIP1:listenPort`).
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip1, self.listen_port)
+    }
+
+    /// The VIP port to listen on, `None` when it is turned off. `listenPort - 2` unless
+    /// `fastListenPort` says otherwise; a listenPort below 3 leaves no room for it.
+    pub fn fast_port(&self) -> Option<u16> {
+        if !self.fast_listen_port_enable {
+            return None;
+        }
+        match self.fast_listen_port {
+            0 => self.listen_port.checked_sub(2).filter(|p| *p > 0),
+            p => Some(p),
+        }
     }
 
     /// `haListenPort`, defaulting to `listenPort + 1`.

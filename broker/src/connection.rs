@@ -116,7 +116,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
             Ok(Some(Ok(cmd))) => cmd,
         };
         if request.is_response() {
-            // Answers to requests the broker pushed (all oneway today): nothing waits.
+            // An answer to a request the broker pushed (GET_CONSUMER_STATUS_FROM_CLIENT);
+            // one nobody waits for any more is dropped.
+            broker.client_requests.on_response(id, request);
             continue;
         }
         let permits = per_conn.try_acquire().zip(broker.in_flight.try_acquire());

@@ -7,8 +7,10 @@
 //! ([`topics`], [`groups`], [`offsets`], [`clients`], [`locks`]) shared through
 //! [`state::Broker`].
 
+pub mod client_requests;
 pub mod clients;
 pub mod config;
+pub mod config_keys;
 pub mod connection;
 pub mod consume_rate;
 pub mod dispatch;
