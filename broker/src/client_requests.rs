@@ -139,7 +139,11 @@ mod tests {
     async fn answers_match_by_connection_and_opaque_and_timeouts_clean_up() {
         let requests = ClientRequests::default();
         let (ch, mut rx) = channel(7);
-        let call = requests.invoke(&ch, RemotingCommand::bare_request(221), Duration::from_secs(5));
+        let call = requests.invoke(
+            &ch,
+            RemotingCommand::bare_request(221),
+            Duration::from_secs(5),
+        );
         let answer = async {
             let sent = rx.recv().await.unwrap();
             // The same opaque on another connection is not the answer.
@@ -153,14 +157,22 @@ mod tests {
         assert_eq!(requests.pending(), 0);
 
         let timed_out = requests
-            .invoke(&ch, RemotingCommand::bare_request(221), Duration::from_millis(20))
+            .invoke(
+                &ch,
+                RemotingCommand::bare_request(221),
+                Duration::from_millis(20),
+            )
             .await;
         assert!(matches!(timed_out, Err(ClientRequestError::Timeout { .. })));
         assert_eq!(requests.pending(), 0);
 
         drop(rx);
         let closed = requests
-            .invoke(&ch, RemotingCommand::bare_request(221), Duration::from_secs(5))
+            .invoke(
+                &ch,
+                RemotingCommand::bare_request(221),
+                Duration::from_secs(5),
+            )
             .await;
         assert!(matches!(closed, Err(ClientRequestError::NotSent { .. })));
         assert_eq!(requests.pending(), 0);

@@ -58,9 +58,7 @@ fn distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(cur + 1);
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
             prev = cur;
         }
     }
@@ -83,12 +81,17 @@ mod tests {
             vec![
                 ("flushDiskTyp".into(), Some("flushDiskType".into())),
                 ("listenport".into(), Some("listenPort".into())),
-                ("autoCreateTopicEnabled".into(), Some("autoCreateTopicEnable".into())),
+                (
+                    "autoCreateTopicEnabled".into(),
+                    Some("autoCreateTopicEnable".into())
+                ),
                 ("totallyUnrelatedSetting".into(), None),
             ]
         );
         let text = unknown_comment_lines(&c);
-        assert!(text.contains("# unknown key ignored: flushDiskTyp (did you mean flushDiskType?)\n"));
+        assert!(
+            text.contains("# unknown key ignored: flushDiskTyp (did you mean flushDiskType?)\n")
+        );
         assert!(text.contains("# unknown key ignored: totallyUnrelatedSetting\n"));
         assert_eq!(distance("kitten", "sitting"), 3);
         assert_eq!(nearest("zz", &known_keys(&Config::default())), None);

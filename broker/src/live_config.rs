@@ -282,14 +282,22 @@ mod tests {
             live.update(&pairs(&[("longPollingEnable", "maybe")])),
             Err(UpdateError::BadValue { .. })
         ));
-        assert!(!live.update(&pairs(&[("brokerPermission", "4")])).unwrap().permission);
+        assert!(
+            !live
+                .update(&pairs(&[("brokerPermission", "4")]))
+                .unwrap()
+                .permission
+        );
     }
 
     #[test]
     fn namesrv_list_is_validated_and_applied_whole() {
         let live = LiveConfig::new(&BrokerConfig::default());
         let applied = live
-            .update(&pairs(&[("namesrvAddr", " ns-0.ns:9876; 10.0.0.2:9876;[::1]:9876 ")]))
+            .update(&pairs(&[(
+                "namesrvAddr",
+                " ns-0.ns:9876; 10.0.0.2:9876;[::1]:9876 ",
+            )]))
             .unwrap();
         assert!(applied.namesrv);
         assert_eq!(
@@ -303,7 +311,10 @@ mod tests {
         // The same list again changes nothing.
         assert!(
             !live
-                .update(&pairs(&[("namesrvAddr", "ns-0.ns:9876;10.0.0.2:9876;[::1]:9876")]))
+                .update(&pairs(&[(
+                    "namesrvAddr",
+                    "ns-0.ns:9876;10.0.0.2:9876;[::1]:9876"
+                )]))
                 .unwrap()
                 .namesrv
         );

@@ -194,7 +194,9 @@ pub async fn run(broker: Arc<Broker>, registrar: Arc<Registrar>) {
         if registered {
             registered = false;
         } else if registrar.is_empty() {
-            tracing::warn!("namesrvAddr is empty: the broker is not visible to clients until it is set");
+            tracing::warn!(
+                "namesrvAddr is empty: the broker is not visible to clients until it is set"
+            );
         } else {
             let ok = registrar.register_all(&broker).await;
             tracing::debug!(accepted = ok, "registered with nameservers");

@@ -11,6 +11,21 @@ use e2e::wait::runtime;
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 
+async fn max_offset(c: &Client) -> RemotingCommand {
+    c.request(with_fields(
+        request::GET_MAX_OFFSET,
+        &[("topic", "VipTopic".into()), ("queueId", "0".into())],
+    ))
+    .await
+    .expect("max offset")
+}
+
+async fn config(c: &Client) -> RemotingCommand {
+    c.request(RemotingCommand::bare_request(request::GET_BROKER_CONFIG))
+        .await
+        .expect("broker config")
+}
+
 #[test]
 fn vip_port_answers_as_the_main_port() {
     let vip = free_port();
@@ -63,17 +78,10 @@ fn vip_port_answers_as_the_main_port() {
             assert!(Instant::now() < deadline, "messages not pullable");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let max = |c: &Client| {
-            c.request(with_fields(
-                request::GET_MAX_OFFSET,
-                &[("topic", "VipTopic".into()), ("queueId", "0".into())],
-            ))
-        };
-        let (a, v) = (max(&main).await.unwrap(), max(&fast).await.unwrap());
+        let (a, v) = (max_offset(&main).await, max_offset(&fast).await);
         assert_eq!(a.code, response::SUCCESS);
         assert_eq!(a.ext_fields.get("offset"), v.ext_fields.get("offset"));
-        let cfg = |c: &Client| c.request(RemotingCommand::bare_request(request::GET_BROKER_CONFIG));
-        let (a, v) = (cfg(&main).await.unwrap(), cfg(&fast).await.unwrap());
+        let (a, v) = (config(&main).await, config(&fast).await);
         assert_eq!(a.body, v.body);
         assert!(String::from_utf8_lossy(&v.body).contains(&format!("fastListenPort={vip}")));
     });

@@ -102,7 +102,10 @@ fn write_perm_producers_consumers_and_nameserver_config() {
         .ok()
         .json();
     assert_eq!(wiped["writable"], false);
-    assert!(wiped["nameservers"][0]["topics"].as_i64().unwrap() >= 1, "{wiped}");
+    assert!(
+        wiped["nameservers"][0]["topics"].as_i64().unwrap() >= 1,
+        "{wiped}"
+    );
     assert_eq!(route_perm(&c, "PermTopic"), 4);
     let added = c
         .ctl(&["broker", "add-write-perm", "--broker-name", "broker-e2e"])
@@ -140,23 +143,48 @@ fn write_perm_producers_consumers_and_nameserver_config() {
         assert_eq!(status["clients"], serde_json::json!({}), "{status}");
         drop(client);
     });
-    let offline = c.ctl(&["consumer", "status", "-g", "NobodyConsumes", "-t", "PermTopic"]);
+    let offline = c.ctl(&[
+        "consumer",
+        "status",
+        "-g",
+        "NobodyConsumes",
+        "-t",
+        "PermTopic",
+    ]);
     assert_eq!(offline.code, 1, "{offline:?}");
     assert!(offline.stderr.contains("no online client"), "{offline:?}");
     assert_eq!(
-        c.ctl(&["consumer", "reset", "-g", "OpsConsumers", "-t", "NoSuchTopic", "--to-latest"])
-            .code,
+        c.ctl(&[
+            "consumer",
+            "reset",
+            "-g",
+            "OpsConsumers",
+            "-t",
+            "NoSuchTopic",
+            "--to-latest"
+        ])
+        .code,
         1
     );
     assert_eq!(
-        c.ctl(&["consumer", "reset", "-g", "G", "-t", "PermTopic", "--to-time", "yesterday"])
-            .code,
+        c.ctl(&[
+            "consumer",
+            "reset",
+            "-g",
+            "G",
+            "-t",
+            "PermTopic",
+            "--to-time",
+            "yesterday"
+        ])
+        .code,
         2
     );
 
     let all = c.ctl(&["nameserver", "config", "get"]).ok().json();
     assert_eq!(
-        all["nameservers"][c.namesrv()]["orderMessageEnable"], "false",
+        all["nameservers"][c.namesrv()]["orderMessageEnable"],
+        "false",
         "{all}"
     );
     c.ctl(&["nameserver", "config", "update", "orderMessageEnable=true"])
@@ -169,7 +197,8 @@ fn write_perm_producers_consumers_and_nameserver_config() {
     let refused = c.ctl(&["nameserver", "config", "update", "kvConfigPath=/tmp/evil"]);
     assert_eq!(refused.code, 1, "{refused:?}");
     assert_eq!(
-        c.ctl(&["nameserver", "config", "get", "-k", "noSuchKey"]).code,
+        c.ctl(&["nameserver", "config", "get", "-k", "noSuchKey"])
+            .code,
         1
     );
 }
@@ -184,8 +213,15 @@ fn message_send_reads_the_body_from_a_file_or_stdin() {
     let binary: Vec<u8> = (0..=255u8).collect();
     std::fs::write(&file, &binary).expect("write body");
     let file_text = file.display().to_string();
-    c.ctl(&["message", "send", "-t", "BodyTopic", "--body-file", &file_text])
-        .ok();
+    c.ctl(&[
+        "message",
+        "send",
+        "-t",
+        "BodyTopic",
+        "--body-file",
+        &file_text,
+    ])
+    .ok();
     ctl_with_stdin(
         &c.namesrv(),
         &["message", "send", "-t", "BodyTopic", "--body-file", "-"],
@@ -193,7 +229,9 @@ fn message_send_reads_the_body_from_a_file_or_stdin() {
     )
     .ok();
     runtime().block_on(async {
-        let client = Client::connect(c.broker.broker.port).await.expect("connect");
+        let client = Client::connect(c.broker.broker.port)
+            .await
+            .expect("connect");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let r = client
@@ -210,10 +248,26 @@ fn message_send_reads_the_body_from_a_file_or_stdin() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
-    let missing = c.ctl(&["message", "send", "-t", "BodyTopic", "--body-file", "/no/such/file"]);
+    let missing = c.ctl(&[
+        "message",
+        "send",
+        "-t",
+        "BodyTopic",
+        "--body-file",
+        "/no/such/file",
+    ]);
     assert_eq!(missing.code, 1, "{missing:?}");
     assert!(missing.stderr.contains("/no/such/file"), "{missing:?}");
-    let both = c.ctl(&["message", "send", "-t", "BodyTopic", "--body", "x", "--body-file", &file_text]);
+    let both = c.ctl(&[
+        "message",
+        "send",
+        "-t",
+        "BodyTopic",
+        "--body",
+        "x",
+        "--body-file",
+        &file_text,
+    ]);
     assert_eq!(both.code, 2, "{both:?}");
     let neither = c.ctl(&["message", "send", "-t", "BodyTopic"]);
     assert_eq!(neither.code, 2, "{neither:?}");
@@ -263,10 +317,13 @@ async fn dead_letter(client: &Client, topic: &str, group: &str, body: &str, prop
 fn dlq_messages_are_resent_to_their_topic_once() {
     let c = Cluster::start();
     for t in ["Orders", "Replay"] {
-        c.ctl(&["topic", "create", "-t", t, "-r", "1", "-w", "1"]).ok();
+        c.ctl(&["topic", "create", "-t", t, "-r", "1", "-w", "1"])
+            .ok();
     }
     runtime().block_on(async {
-        let client = Client::connect(c.broker.broker.port).await.expect("connect");
+        let client = Client::connect(c.broker.broker.port)
+            .await
+            .expect("connect");
         let props = properties(&[
             ("TAGS", "paid"),
             ("KEYS", "order-7 customer-3"),
@@ -274,7 +331,10 @@ fn dlq_messages_are_resent_to_their_topic_once() {
             ("color", "blue"),
         ]);
         dead_letter(&client, "Orders", "Billing", "order seven", &props).await;
-        let props = properties(&[("KEYS", "order-8"), ("UNIQ_KEY", "AC110001000000000000000000000008")]);
+        let props = properties(&[
+            ("KEYS", "order-8"),
+            ("UNIQ_KEY", "AC110001000000000000000000000008"),
+        ]);
         dead_letter(&client, "Orders", "Billing", "order eight", &props).await;
     });
     let dlq = "%DLQ%Billing";
@@ -297,12 +357,18 @@ fn dlq_messages_are_resent_to_their_topic_once() {
     assert_eq!(first["resent"][0]["topic"], "Orders");
     // Index lookups need the copy dispatched; a short wait keeps the check exact.
     std::thread::sleep(Duration::from_millis(500));
-    let second = c.ctl(&["message", "resend-dlq", "-g", "Billing"]).ok().json();
+    let second = c
+        .ctl(&["message", "resend-dlq", "-g", "Billing"])
+        .ok()
+        .json();
     assert_eq!(second["resent"].as_array().unwrap().len(), 1, "{second}");
     assert_eq!(second["skipped"].as_array().unwrap().len(), 1, "{second}");
     std::thread::sleep(Duration::from_millis(500));
     // Idempotent: a third run finds every copy and sends nothing.
-    let third = c.ctl(&["message", "resend-dlq", "-g", "Billing"]).ok().json();
+    let third = c
+        .ctl(&["message", "resend-dlq", "-g", "Billing"])
+        .ok()
+        .json();
     assert_eq!(third["resent"].as_array().unwrap().len(), 0, "{third}");
     assert_eq!(third["skipped"].as_array().unwrap().len(), 2, "{third}");
 
@@ -327,7 +393,14 @@ fn dlq_messages_are_resent_to_their_topic_once() {
 
     // --to-topic sends elsewhere (and is idempotent there too).
     let replay = c
-        .ctl(&["message", "resend-dlq", "-g", "Billing", "--to-topic", "Replay"])
+        .ctl(&[
+            "message",
+            "resend-dlq",
+            "-g",
+            "Billing",
+            "--to-topic",
+            "Replay",
+        ])
         .ok()
         .json();
     assert_eq!(replay["resent"].as_array().unwrap().len(), 2, "{replay}");

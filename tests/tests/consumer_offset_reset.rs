@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use e2e::cli::{CliOutput, rmqctl_json};
 use rocketmq_client_rust::{
-    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, DefaultMQPushConsumer,
-    MQPushConsumer,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer,
+    DefaultMQPushConsumer, MQPushConsumer,
 };
 use rocketmq_model::common::message::message_ext::MessageExt;
 use support::{Cluster, body_of, eventually, msg, producer, push_consumer, runtime, within};
@@ -37,7 +37,11 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-async fn start_consumer(namesrv: &str, instance: &'static str, seen: &Seen) -> DefaultMQPushConsumer {
+async fn start_consumer(
+    namesrv: &str,
+    instance: &'static str,
+    seen: &Seen,
+) -> DefaultMQPushConsumer {
     let mut consumer = push_consumer(namesrv, GROUP, instance, |b| b);
     consumer.subscribe(TOPIC, "*").await.expect("subscribe");
     let sink = Arc::clone(seen);
@@ -132,7 +136,9 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
         .await;
 
         // The client's own view of its offsets, through the broker.
-        let status = ctl(ns_port, &["consumer", "status", "-g", GROUP, "-t", TOPIC]).ok().json();
+        let status = ctl(ns_port, &["consumer", "status", "-g", GROUP, "-t", TOPIC])
+            .ok()
+            .json();
         let clients = status["clients"].as_object().expect("clients");
         assert_eq!(clients.len(), 1, "{status}");
         let total: i64 = clients
@@ -147,7 +153,16 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
         let t_text = t.to_string();
         let reset = ctl(
             ns_port,
-            &["consumer", "reset", "-g", GROUP, "-t", TOPIC, "--to-time", &t_text],
+            &[
+                "consumer",
+                "reset",
+                "-g",
+                GROUP,
+                "-t",
+                TOPIC,
+                "--to-time",
+                &t_text,
+            ],
         )
         .ok()
         .json();
@@ -157,7 +172,10 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
             .iter()
             .map(|q| q["offset"].as_i64().unwrap_or(0))
             .sum();
-        assert_eq!(offsets as usize, BATCH, "the reset table points at b: {reset}");
+        assert_eq!(
+            offsets as usize, BATCH,
+            "the reset table points at b: {reset}"
+        );
         eventually(
             "batch b re-read after the reset",
             Duration::from_secs(60),
@@ -180,9 +198,16 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
             state,
         )
         .await;
-        within("consumer shutdown", Duration::from_secs(30), consumer.shutdown()).await;
+        within(
+            "consumer shutdown",
+            Duration::from_secs(30),
+            consumer.shutdown(),
+        )
+        .await;
         send(&mut producer, "c").await;
-        let backlog = ctl(ns_port, &["consumer", "progress", "-g", GROUP, "-t", TOPIC]).ok().json();
+        let backlog = ctl(ns_port, &["consumer", "progress", "-g", GROUP, "-t", TOPIC])
+            .ok()
+            .json();
         assert_eq!(backlog["totalLag"], BATCH as i64, "{backlog}");
         let skipped = ctl(
             ns_port,
@@ -191,11 +216,13 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
         .ok()
         .json();
         assert_eq!(skipped["timestamp"], -1);
-        let after = ctl(ns_port, &["consumer", "progress", "-g", GROUP, "-t", TOPIC]).ok().json();
+        let after = ctl(ns_port, &["consumer", "progress", "-g", GROUP, "-t", TOPIC])
+            .ok()
+            .json();
         assert_eq!(after["totalLag"], 0, "{after}");
 
         seen.lock().expect("seen lock").clear();
-        let consumer = start_consumer(&namesrv, "reset-consumer-2", &seen).await;
+        let mut consumer = start_consumer(&namesrv, "reset-consumer-2", &seen).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         send(&mut producer, "d").await;
         eventually(
@@ -210,7 +237,12 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
             "the skipped backlog was delivered: {}",
             state()
         );
-        within("consumer shutdown", Duration::from_secs(30), consumer.shutdown()).await;
+        within(
+            "consumer shutdown",
+            Duration::from_secs(30),
+            consumer.shutdown(),
+        )
+        .await;
         producer.shutdown().await;
     });
 }
@@ -231,13 +263,18 @@ fn reset_of_an_unknown_group_or_topic_is_refused() {
     });
     let out = ctl(
         ns_port,
-        &["consumer", "reset", "-g", "nobody", "-t", TOPIC, "--to-latest"],
+        &[
+            "consumer",
+            "reset",
+            "-g",
+            "nobody",
+            "-t",
+            TOPIC,
+            "--to-latest",
+        ],
     );
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("not exist"), "{out:?}");
-    let out = ctl(
-        ns_port,
-        &["consumer", "reset", "-g", GROUP, "-t", TOPIC],
-    );
+    let out = ctl(ns_port, &["consumer", "reset", "-g", GROUP, "-t", TOPIC]);
     assert_eq!(out.code, 2, "a reset target is required: {out:?}");
 }

@@ -138,10 +138,14 @@ fn every_operator_admin_request_is_served_by_real_processes() {
         seen: Mutex::default(),
     };
     runtime().block_on(async {
-        eventually(Duration::from_secs(15), "broker registered with ns1", || {
-            let (admin, ns1_addr) = (&admin, &ns1_addr);
-            async move { master_of(admin, ns1_addr).await.is_some() }
-        })
+        eventually(
+            Duration::from_secs(15),
+            "broker registered with ns1",
+            || {
+                let (admin, ns1_addr) = (&admin, &ns1_addr);
+                async move { master_of(admin, ns1_addr).await.is_some() }
+            },
+        )
         .await;
 
         let topic = TopicConfig {
@@ -166,10 +170,14 @@ fn every_operator_admin_request_is_served_by_real_processes() {
             .update_broker_config(&broker, &props)
             .await
             .unwrap_or_else(|e| panic!("namesrvAddr refused: {e}\n{}", b.broker.log()));
-        eventually(Duration::from_secs(15), "broker registered with ns2", || {
-            let (admin, ns2_addr) = (&admin, &ns2_addr);
-            async move { master_of(admin, ns2_addr).await.is_some() }
-        })
+        eventually(
+            Duration::from_secs(15),
+            "broker registered with ns2",
+            || {
+                let (admin, ns2_addr) = (&admin, &ns2_addr);
+                async move { master_of(admin, ns2_addr).await.is_some() }
+            },
+        )
         .await;
         eventually(Duration::from_secs(15), "broker gone from ns1", || {
             let (admin, ns1_addr) = (&admin, &ns1_addr);

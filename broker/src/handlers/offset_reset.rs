@@ -154,7 +154,10 @@ pub async fn consumer_status(broker: &Arc<Broker>, request: &RemotingCommand) ->
         return error(
             request,
             response::SYSTEM_ERROR,
-            format!("No Any Consumer online in the consumer group: [{}]", h.group),
+            format!(
+                "No Any Consumer online in the consumer group: [{}]",
+                h.group
+            ),
         );
     }
     let only = h.client_addr.as_deref().filter(|c| !c.trim().is_empty());
@@ -201,7 +204,9 @@ pub async fn consumer_status(broker: &Arc<Broker>, request: &RemotingCommand) ->
                 remark = ?answer.remark,
                 "client refused GET_CONSUMER_STATUS_FROM_CLIENT"
             ),
-            Err(e) => tracing::warn!(client = %client.client_id, error = %e, "consumer status not read"),
+            Err(e) => {
+                tracing::warn!(client = %client.client_id, error = %e, "consumer status not read")
+            }
         }
     }
     Ok(success(request).with_body(body.encode()).into())

@@ -142,7 +142,12 @@ impl Client {
             );
             let reply = self.call_ok(&peer, cmd).await?;
             let h: WipeWritePermOfBrokerResponseHeader = reply.header().map_err(|e| {
-                bad_body(&peer, request::WIPE_WRITE_PERM_OF_BROKER, "response header", e)
+                bad_body(
+                    &peer,
+                    request::WIPE_WRITE_PERM_OF_BROKER,
+                    "response header",
+                    e,
+                )
             })?;
             out.push(PermChange {
                 namesrv: addr.clone(),
@@ -165,7 +170,12 @@ impl Client {
             );
             let reply = self.call_ok(&peer, cmd).await?;
             let h: AddWritePermOfBrokerResponseHeader = reply.header().map_err(|e| {
-                bad_body(&peer, request::ADD_WRITE_PERM_OF_BROKER, "response header", e)
+                bad_body(
+                    &peer,
+                    request::ADD_WRITE_PERM_OF_BROKER,
+                    "response header",
+                    e,
+                )
             })?;
             out.push(PermChange {
                 namesrv: addr.clone(),
@@ -186,9 +196,8 @@ impl Client {
                     RemotingCommand::bare_request(request::GET_NAMESRV_CONFIG),
                 )
                 .await?;
-            let text = std::str::from_utf8(&reply.body).map_err(|e| {
-                bad_body(&peer, request::GET_NAMESRV_CONFIG, "properties text", e)
-            })?;
+            let text = std::str::from_utf8(&reply.body)
+                .map_err(|e| bad_body(&peer, request::GET_NAMESRV_CONFIG, "properties text", e))?;
             out.insert(addr.clone(), parse_properties(text));
         }
         Ok(out)

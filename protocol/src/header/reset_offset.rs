@@ -46,7 +46,10 @@ mod tests {
         .into_iter()
         .collect();
         let h = ResetOffsetRequestHeader::read(&f).unwrap();
-        assert_eq!((h.timestamp, h.is_force, h.queue_id), (1_700_000_000_000, true, -1));
+        assert_eq!(
+            (h.timestamp, h.is_force, h.queue_id),
+            (1_700_000_000_000, true, -1)
+        );
         let mut no_force = f.clone();
         no_force.remove("isForce");
         assert_eq!(

@@ -242,7 +242,11 @@ pub enum MessageCmd {
     Send {
         #[arg(short = 't', long)]
         topic: String,
-        #[arg(long, required_unless_present = "body_file", conflicts_with = "body_file")]
+        #[arg(
+            long,
+            required_unless_present = "body_file",
+            conflicts_with = "body_file"
+        )]
         body: Option<String>,
         /// Read the body from this file; `-` reads standard input.
         #[arg(long)]

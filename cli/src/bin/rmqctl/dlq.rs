@@ -99,12 +99,20 @@ pub async fn run(client: &Client, cmd: MessageOpsCmd) -> Result<Report> {
                         ),
                     };
                     if already_resent(client, &target, m).await? {
-                        table.row(vec![m.msg_id.clone(), target.clone(), "skipped (already re-sent)".into()]);
+                        table.row(vec![
+                            m.msg_id.clone(),
+                            target.clone(),
+                            "skipped (already re-sent)".into(),
+                        ]);
                         skipped.push(json!({ "msgId": m.msg_id, "dlqOffsetMsgId": m.offset_msg_id, "topic": target }));
                         continue;
                     }
                     let r = resend(client, &target, m, &producer_group).await?;
-                    table.row(vec![m.msg_id.clone(), target.clone(), format!("re-sent to queue {}", r.1)]);
+                    table.row(vec![
+                        m.msg_id.clone(),
+                        target.clone(),
+                        format!("re-sent to queue {}", r.1),
+                    ]);
                     resent.push(json!({ "msgId": m.msg_id, "dlqOffsetMsgId": m.offset_msg_id, "topic": target, "broker": r.0, "queueId": r.1, "offsetMsgId": r.2 }));
                 }
                 if pulled.next_begin_offset <= next {
@@ -114,7 +122,11 @@ pub async fn run(client: &Client, cmd: MessageOpsCmd) -> Result<Report> {
             }
         }
     }
-    let summary = format!("{} re-sent, {} skipped (already re-sent)", resent.len(), skipped.len());
+    let summary = format!(
+        "{} re-sent, {} skipped (already re-sent)",
+        resent.len(),
+        skipped.len()
+    );
     Ok(Report::table(
         table,
         json!({ "group": group, "dlqTopic": dlq, "resent": resent, "skipped": skipped }),
@@ -158,7 +170,9 @@ async fn resend(
     let route = client.topic_route(target).await?;
     let mut slots: Vec<(String, String, i32)> = Vec::new();
     for b in &route.broker_datas {
-        let Some(addr) = b.master_addr() else { continue };
+        let Some(addr) = b.master_addr() else {
+            continue;
+        };
         let writable = route
             .queue_datas
             .iter()
@@ -180,7 +194,12 @@ async fn resend(
     out.tags = m.tags().map(str::to_owned);
     out.keys = m
         .keys()
-        .map(|k| k.split(properties::KEY_SEPARATOR).filter(|k| !k.is_empty()).map(str::to_owned).collect())
+        .map(|k| {
+            k.split(properties::KEY_SEPARATOR)
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     out.user_properties = m
         .properties

@@ -40,7 +40,11 @@ pub async fn consumer(client: &Client, cmd: ConsumerOpsCmd) -> Result<Report> {
                     .reset_offset(&t.peer, &group, &topic, target, force)
                     .await
                     .with_context(|| {
-                        format!("resetting {group} on {topic} at broker {} ({})", t.name, t.addr())
+                        format!(
+                            "resetting {group} on {topic} at broker {} ({})",
+                            t.name,
+                            t.addr()
+                        )
                     })?;
                 for (mq, offset) in offsets {
                     table.row(vec![
@@ -83,9 +87,7 @@ pub async fn consumer(client: &Client, cmd: ConsumerOpsCmd) -> Result<Report> {
                 };
                 answered = true;
                 for (client_id, offsets) in status {
-                    let entry = out
-                        .entry(client_id.clone())
-                        .or_insert_with(|| json!([]));
+                    let entry = out.entry(client_id.clone()).or_insert_with(|| json!([]));
                     for (mq, offset) in offsets {
                         table.row(vec![
                             client_id.clone(),

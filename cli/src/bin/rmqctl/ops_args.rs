@@ -123,9 +123,7 @@ pub enum NameserverConfigCmd {
         key: Option<String>,
     },
     /// Change runtime-updatable keys on every nameserver (mqadmin updateNamesrvConfig).
-    #[command(
-        after_help = "Example:\n  rmqctl nameserver config update orderMessageEnable=true"
-    )]
+    #[command(after_help = "Example:\n  rmqctl nameserver config update orderMessageEnable=true")]
     Update {
         /// `key=value` pairs.
         #[arg(required = true, value_parser = crate::args::parse_pair)]
