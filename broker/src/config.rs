@@ -120,6 +120,12 @@ broker_config! {
     /// `;`-separated `host:port` list; host names are re-resolved on every registration.
     namesrv_addr: Option<String> = "namesrvAddr" => std::env::var("NAMESRV_ADDR").ok();
     listen_port: u16 = "listenPort" => 10911;
+    /// Serve the same protocol on the VIP ("fast") port too, as 4.9's `fastRemotingServer`
+    /// does for 4.x Java clients with `vipChannelEnabled` (not a RocketMQ key: 4.9 always
+    /// opens it).
+    fast_listen_port_enable: bool = "fastListenPortEnable" => true;
+    /// The VIP port; 0 means `listenPort - 2` (10909), as `BrokerController` derives it.
+    fast_listen_port: u16 = "fastListenPort" => 0;
     /// Address the broker listens on (not a RocketMQ key; RocketMQ binds all interfaces).
     bind_address: IpAddr = "bindAddress" => IpAddr::from([0, 0, 0, 0]);
     /// Address published to nameservers and written into message ids as the store host.
@@ -290,6 +296,18 @@ impl BrokerConfig {
             key: "accessKey/secretKey".into(),
             value: e.to_string(),
         })
+    }
+
+    /// The VIP port to listen on, `None` when it is turned off. `listenPort - 2` unless
+    /// `fastListenPort` says otherwise; a listenPort below 3 leaves no room for it.
+    pub fn fast_port(&self) -> Option<u16> {
+        if !self.fast_listen_port_enable {
+            return None;
+        }
+        match self.fast_listen_port {
+            0 => self.listen_port.checked_sub(2).filter(|p| *p > 0),
+            p => Some(p),
+        }
     }
 
     /// `haListenPort`, defaulting to `listenPort + 1`.

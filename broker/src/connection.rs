@@ -143,7 +143,9 @@ pub async fn serve_io<R, W>(
             Ok(Some(Ok(cmd))) => cmd,
         };
         if request.is_response() {
-            // Answers to requests the broker pushed (all oneway today): nothing waits.
+            // An answer to a request the broker pushed (GET_CONSUMER_STATUS_FROM_CLIENT);
+            // one nobody waits for any more is dropped.
+            broker.client_requests.on_response(id, request);
             continue;
         }
         if let Some(out) = run_request(&broker, &conn, &limits, &tx, &close, request) {

@@ -11,8 +11,8 @@ use protocol::code::{request as rq, response};
 
 use crate::connection::Conn;
 use crate::handlers::{
-    HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, pull, send,
-    send_back,
+    HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, offset_reset,
+    producer, pull, send, send_back,
 };
 use crate::outbound::Outbound;
 use crate::state::Broker;
@@ -62,6 +62,11 @@ pub async fn dispatch(
         rq::GET_BROKER_CONFIG => admin::broker_config(broker, &request),
         rq::UPDATE_BROKER_CONFIG => admin::update_broker_config(broker, &request),
         rq::GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
+        rq::GET_PRODUCER_CONNECTION_LIST => producer::producer_connections(broker, &request),
+        rq::INVOKE_BROKER_TO_RESET_OFFSET => offset_reset::reset_offset(broker, &request),
+        rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => {
+            offset_reset::consumer_status(broker, &request).await
+        }
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),
         rq::END_TRANSACTION => crate::transaction::end::end_transaction(broker, &request).await,

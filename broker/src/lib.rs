@@ -8,8 +8,10 @@
 //! [`state::Broker`].
 
 pub mod acl;
+pub mod client_requests;
 pub mod clients;
 pub mod config;
+pub mod config_keys;
 pub mod conn_gate;
 pub mod connection;
 pub mod consume_rate;

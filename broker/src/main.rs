@@ -46,6 +46,7 @@ fn main() -> anyhow::Result<()> {
     }
     if cli.print {
         print!("{}", config.render());
+        print!("{}", broker::config_keys::unknown_comment_lines(&config));
         return Ok(());
     }
     tracing_subscriber::fmt()
@@ -55,8 +56,11 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    for key in &config.unknown_keys {
-        tracing::warn!(key, "unknown configuration key ignored");
+    for (key, suggestion) in broker::config_keys::unknown_with_suggestions(&config) {
+        match suggestion {
+            Some(s) => tracing::warn!(key, did_you_mean = %s, "unknown configuration key ignored"),
+            None => tracing::warn!(key, "unknown configuration key ignored"),
+        }
     }
     config.store.validate()?;
     tokio::runtime::Builder::new_multi_thread()
@@ -133,9 +137,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     });
 
     let listener = server::bind(&broker).await?;
+    let fast = server::bind_fast(&broker).await?;
     let local = listener.local_addr()?;
+    let fast_local = fast.as_ref().and_then(|l| l.local_addr().ok());
     let registrar = Arc::new(Registrar::new(&broker));
     let accept = tokio::spawn(server::accept_loop(listener, Arc::clone(&broker)));
+    let fast_accept = fast.map(|l| tokio::spawn(server::serve_listener(l, Arc::clone(&broker))));
     let tasks = [
         tokio::spawn(registration::run(
             Arc::clone(&broker),
@@ -147,7 +154,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tokio::spawn(broker::transaction::checker::run(Arc::clone(&broker))),
     ];
     let b = &broker.config.broker;
-    tracing::info!(remoting = %local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
+    tracing::info!(remoting = %local, vip = ?fast_local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
     println!(
         "The broker[{}, {}] boot success. serializeType=JSON and name server is {}",
         b.broker_name,
@@ -159,6 +166,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     broker.shutdown.cancel();
     let _ = accept.await;
+    if let Some(t) = fast_accept {
+        let _ = t.await;
+    }
     for t in tasks
         .into_iter()
         .chain(ha_tasks)

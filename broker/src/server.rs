@@ -28,9 +28,35 @@ pub async fn bind(broker: &Broker) -> anyhow::Result<TcpListener> {
         })
 }
 
-/// Accepts connections until shutdown.
+/// Binds the VIP port (`listenPort - 2`, 4.9's `fastRemotingServer`) when it is on.
+/// Older 4.x Java clients send there when `vipChannelEnabled` is true (their default
+/// before 4.5.1), so it serves exactly what the main port serves.
+pub async fn bind_fast(broker: &Broker) -> anyhow::Result<Option<TcpListener>> {
+    let b = &broker.config.broker;
+    let Some(port) = b.fast_port() else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(SocketAddr::new(b.bind_address, port))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}:{port} (the VIP port, fastListenPort / listenPort - 2; \
+                 set fastListenPortEnable=false to turn it off)",
+                b.bind_address
+            )
+        })?;
+    Ok(Some(listener))
+}
+
+/// Accepts connections on the main port until shutdown; the broker is ready meanwhile.
 pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
     broker.ready.store(true, Ordering::Release);
+    serve_listener(listener, Arc::clone(&broker)).await;
+    broker.ready.store(false, Ordering::Release);
+}
+
+/// Accepts connections on `listener` (main or VIP port) until shutdown.
+pub async fn serve_listener(listener: TcpListener, broker: Arc<Broker>) {
     loop {
         let accepted = tokio::select! {
             _ = broker.shutdown.cancelled() => break,
@@ -53,7 +79,6 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
             }
         }
     }
-    broker.ready.store(false, Ordering::Release);
 }
 
 /// TLS or plaintext as `tls.server.mode` decides, then the connection; a plaintext

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use store::config_files::ConfigFileError;
 use tokio_util::sync::CancellationToken;
 
+use crate::client_requests::ClientRequests;
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
 use crate::conn_gate::ConnGate;
@@ -34,6 +35,8 @@ pub struct Broker {
     pub groups: GroupManager,
     pub offsets: OffsetManager,
     pub clients: ClientManager,
+    /// Requests the broker sends to clients and awaits answers to (consumer status).
+    pub client_requests: ClientRequests,
     pub locks: LockManager,
     /// Delay levels and their delivery progress (`delayOffset.json`).
     pub schedule: ScheduleService,
@@ -136,6 +139,7 @@ impl Broker {
             groups,
             offsets,
             clients: ClientManager::default(),
+            client_requests: ClientRequests::default(),
             locks: LockManager::default(),
             schedule,
             metrics,

@@ -60,6 +60,9 @@ fn base_conf(
         ("mappedFileSizeCommitLog", (8 * 1024 * 1024).to_string()),
         ("mappedFileSizeConsumeQueue", (300 * 20).to_string()),
         ("flushDiskType", "ASYNC_FLUSH".to_owned()),
+        // listenPort - 2 is not reserved by `free_port`; suites that test the VIP port
+        // turn it on with a port of their own.
+        ("fastListenPortEnable", "false".to_owned()),
     ];
     if let Some(ns) = namesrv_port {
         c.push(("namesrvAddr", format!("127.0.0.1:{ns}")));

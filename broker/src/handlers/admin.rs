@@ -217,9 +217,9 @@ pub fn update_broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> 
         return error(request, response::SYSTEM_ERROR, "string2Properties error");
     }
     match broker.live.update(&pairs) {
-        Ok(perm_changed) => {
+        Ok(applied) => {
             tracing::info!(?pairs, "broker config updated");
-            if perm_changed {
+            if applied.permission {
                 broker.topics.touch();
             }
             Ok(success(request).into())

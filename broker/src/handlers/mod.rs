@@ -7,6 +7,8 @@ pub mod client;
 pub mod delay_offset;
 pub mod lookup;
 pub mod offset;
+pub mod offset_reset;
+pub mod producer;
 pub mod pull;
 pub mod send;
 pub mod send_back;

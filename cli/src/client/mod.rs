@@ -13,6 +13,7 @@ pub mod error;
 pub mod message;
 pub mod namesrv;
 pub mod offsets;
+pub mod ops;
 pub mod pull;
 pub mod send;
 

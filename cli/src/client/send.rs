@@ -92,7 +92,13 @@ impl Client {
         msg: &OutgoingMessage,
         transactional: bool,
     ) -> (RemotingCommand, String) {
-        let uniq = self.next_uniq_key();
+        // A UNIQ_KEY among the user properties is kept: a re-send (DLQ) carries the
+        // original client msgId so consumers that de-duplicate by it see one message.
+        let uniq = msg
+            .user_properties
+            .iter()
+            .find(|(k, _)| k == properties::UNIQ_KEY)
+            .map_or_else(|| self.next_uniq_key(), |(_, v)| v.clone());
         let extra: &[(&str, &str)] = if transactional {
             &[
                 (properties::TRAN_MSG, "true"),

@@ -17,6 +17,7 @@ mod offset;
 mod pull;
 mod query;
 mod reply;
+mod reset_offset;
 mod send;
 mod transaction;
 
@@ -31,6 +32,7 @@ pub use offset::*;
 pub use pull::*;
 pub use query::*;
 pub use reply::*;
+pub use reset_offset::*;
 pub use send::*;
 pub use transaction::*;
 

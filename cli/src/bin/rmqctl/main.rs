@@ -7,8 +7,11 @@
 mod args;
 mod broker;
 mod consumer;
+mod dlq;
 mod group;
 mod message;
+mod ops;
+mod ops_args;
 mod output;
 mod targets;
 mod topic;
@@ -80,5 +83,7 @@ async fn run(client: &Client, command: Command) -> anyhow::Result<Report> {
         Command::Message(c) => message::run(client, c).await,
         Command::Broker(c) => broker::run(client, c).await,
         Command::Kv(c) => broker::kv(client, c).await,
+        Command::Producer(c) => ops::producer(client, c).await,
+        Command::Nameserver(c) => ops::nameserver(client, c).await,
     }
 }

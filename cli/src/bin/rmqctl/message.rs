@@ -14,6 +14,36 @@ use crate::args::MessageCmd;
 use crate::output::{Report, Table, timestamp};
 use crate::targets::route_masters;
 
+/// The largest body `message send` reads from a file or stdin (the broker's default
+/// `maxMessageSize`); a longer input is refused before it is read whole.
+const MAX_BODY: u64 = 4 * 1024 * 1024;
+
+/// The body of `message send`: `--body`, or `--body-file` (`-` is stdin).
+fn read_body(body: Option<String>, file: Option<&std::path::Path>) -> Result<Bytes> {
+    use std::io::Read as _;
+    let Some(path) = file else {
+        return Ok(Bytes::from(body.unwrap_or_default().into_bytes()));
+    };
+    let mut out = Vec::new();
+    let what = if path.as_os_str() == "-" {
+        std::io::stdin()
+            .lock()
+            .take(MAX_BODY + 1)
+            .read_to_end(&mut out)
+            .context("reading the body from standard input")?;
+        "standard input".to_owned()
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_BODY + 1).read_to_end(&mut out))
+            .with_context(|| format!("reading the body from {}", path.display()))?;
+        path.display().to_string()
+    };
+    if out.len() as u64 > MAX_BODY {
+        bail!("the body in {what} is larger than {MAX_BODY} bytes");
+    }
+    Ok(Bytes::from(out))
+}
+
 /// Messages per PULL_MESSAGE.
 const PULL_BATCH: i32 = 32;
 /// Body characters shown in table mode.
@@ -21,9 +51,11 @@ const BODY_PREVIEW: usize = 60;
 
 pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
     match cmd {
+        MessageCmd::Ops(c) => crate::dlq::run(client, c).await,
         MessageCmd::Send {
             topic,
             body,
+            body_file,
             tags,
             keys,
             queue,
@@ -58,7 +90,8 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                     broker.0
                 );
             }
-            let mut msg = OutgoingMessage::new(topic.clone(), Bytes::from(body.into_bytes()));
+            let body = read_body(body, body_file.as_deref())?;
+            let mut msg = OutgoingMessage::new(topic.clone(), body);
             msg.tags = tags;
             msg.keys = keys;
             msg.delay_level = delay_level;
