@@ -74,6 +74,48 @@ impl ConfigValue for Option<String> {
     }
 }
 
+/// A value never shown: GET_BROKER_CONFIG, `-p` and `Debug` (logs) print a mask instead.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value itself, for the one place that uses it (never for display).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "Secret(empty)"
+        } else {
+            "Secret(******)"
+        })
+    }
+}
+
+impl ConfigValue for Secret {
+    fn parse_value(text: &str) -> Option<Self> {
+        Some(Self(text.trim().to_owned()))
+    }
+    fn render(&self) -> String {
+        if self.0.is_empty() {
+            String::new()
+        } else {
+            "******".to_owned()
+        }
+    }
+}
+
 /// One table declares each broker field with its RocketMQ key and default, so the
 /// struct, `Default`, [`BrokerConfig::set`] and the `-p` printout cannot disagree.
 macro_rules! broker_config {
@@ -136,8 +178,10 @@ broker_config! {
     /// The master's HA address for a slave (`host:port`); otherwise learned from the
     /// registration answer or NOTIFY_BROKER_ROLE_CHANGED.
     ha_master_address: Option<String> = "haMasterAddress" => None;
-    /// Shared secret of the broker group for the HA handshake (not a RocketMQ key).
-    ha_secret: String = "haSecret" => String::new();
+    /// Shared secret of the broker group for the HA handshake (not a RocketMQ key); the
+    /// environment variable `RMQ_HA_SECRET` supplies it when the key is absent (a
+    /// Kubernetes Secret, never a ConfigMap). Never printed.
+    ha_secret: Secret = "haSecret" => Secret::new(std::env::var("RMQ_HA_SECRET").unwrap_or_default());
     /// Period of the slave's metadata sync from the master, ms.
     slave_sync_interval: u64 = "slaveSyncInterval" => 10_000;
     /// HTTP port for /metrics, /healthz and /readyz (not a RocketMQ key).
@@ -490,5 +534,16 @@ mod tests {
         assert_eq!(b.register_period(), Duration::from_secs(10));
         b.register_name_server_period = 600_000;
         assert_eq!(b.register_period(), Duration::from_secs(60));
+    }
+
+    /// Issue 15 defect 4: GET_BROKER_CONFIG (and `-p`) printed `haSecret`.
+    #[test]
+    fn the_ha_secret_is_never_rendered_or_debug_printed() {
+        let c = Config::from_properties("haSecret=hunter2-topsecret\nbrokerName=b\n").unwrap();
+        assert_eq!(c.broker.ha_secret.expose(), "hunter2-topsecret");
+        assert!(c.render().contains("haSecret=******\n"), "{}", c.render());
+        for shown in [c.render(), format!("{c:?}"), format!("{:?}", c.broker)] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
     }
 }

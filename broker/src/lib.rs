@@ -31,6 +31,7 @@ pub mod names;
 pub mod offsets;
 pub mod outbound;
 pub mod properties;
+pub mod put_path;
 pub mod registration;
 pub mod remoting_client;
 pub mod schedule;

@@ -104,12 +104,22 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .context("store recovery task")?
         .context("cannot open the message store")?;
     let store = Arc::new(store);
-    let ha_settings = broker::ha::HaSettings::from_config(&config);
-    let ha = broker::ha::Ha::new(
-        ha_settings,
-        Arc::clone(&store),
-        config.broker.ha_master_address.clone(),
-    );
+    let replicate = broker::ha::enabled(&config).map_err(anyhow::Error::msg)?;
+    let ha = if replicate {
+        let ha = broker::ha::Ha::new(
+            broker::ha::HaSettings::from_config(&config),
+            Arc::clone(&store),
+            config.broker.ha_master_address.clone(),
+        );
+        ha.begin_term()
+            .context("cannot record this master's new epoch")?;
+        Some(ha)
+    } else {
+        tracing::info!(
+            "haSecret is empty and brokerRole=ASYNC_MASTER: running without replication"
+        );
+        None
+    };
     let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(store));
     let broker =
         Broker::open(config, Arc::clone(&store), metrics).context("cannot load broker metadata")?;
@@ -123,8 +133,13 @@ async fn run(config: Config) -> anyhow::Result<()> {
         },
     ));
     let _ = http.broker.set(Arc::clone(&broker));
-    let _ = broker.ha.set(Arc::clone(&ha));
-    let ha_tasks = broker::ha::start(&broker, &ha);
+    let ha_tasks = match &ha {
+        Some(ha) => {
+            let _ = broker.ha.set(Arc::clone(ha));
+            broker::ha::start(&broker, ha)
+        }
+        None => Vec::new(),
+    };
     let tls_watcher = broker.tls.as_ref().map(|tls| {
         let every = Duration::from_millis(broker.config.broker.tls_file_check_interval_ms);
         tracing::info!(mode = %tls.mode(), "TLS on the remoting port");

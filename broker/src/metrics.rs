@@ -71,6 +71,8 @@ struct HaGauges {
     behind_master: Gauge,
     forged_acks: Gauge,
     refused_handshakes: Gauge,
+    refused_histories: Gauge,
+    refused_truncations: Gauge,
     truncated_bytes: Gauge,
     fenced: Gauge,
 }
@@ -204,13 +206,23 @@ impl Metrics {
             ),
             (
                 "rocketmq_ha_forged_acks",
-                "HA acks beyond the master's max offset (connection dropped)",
+                "HA acks beyond what the connection streamed (connection dropped)",
                 &m.ha.forged_acks,
             ),
             (
                 "rocketmq_ha_refused_handshakes",
                 "HA connections refused (wrong group, secret or epoch)",
                 &m.ha.refused_handshakes,
+            ),
+            (
+                "rocketmq_ha_refused_histories",
+                "Slaves whose history proof did not match this master's log (connection dropped)",
+                &m.ha.refused_histories,
+            ),
+            (
+                "rocketmq_ha_refused_truncations",
+                "Cuts below the confirm offset or to zero refused until an operator allows them",
+                &m.ha.refused_truncations,
             ),
             (
                 "rocketmq_ha_truncated_bytes",
@@ -481,6 +493,10 @@ impl Metrics {
         g.forged_acks.set(c.forged_acks.load(Relaxed) as i64);
         g.refused_handshakes
             .set(c.refused_handshakes.load(Relaxed) as i64);
+        g.refused_histories
+            .set(c.refused_histories.load(Relaxed) as i64);
+        g.refused_truncations
+            .set(c.refused_truncations.load(Relaxed) as i64);
         g.truncated_bytes
             .set(c.truncated_bytes.load(Relaxed) as i64);
         g.fenced.set(i64::from(info.fenced));

@@ -122,6 +122,12 @@ impl Registrar {
             broker_id: registered_id(broker),
             compressed: false,
             body_crc32: crc,
+            // The nameserver keeps the master of the highest epoch (issue 15 defect 5).
+            master_epoch: broker
+                .ha
+                .get()
+                .filter(|ha| !ha.is_slave())
+                .map(|ha| ha.epoch()),
         };
         let cmd = RemotingCommand::request(request::REGISTER_BROKER, &header).with_body(body);
         let timeout = Duration::from_millis(b.register_broker_timeout_mills);

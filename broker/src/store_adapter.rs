@@ -13,6 +13,7 @@ use store::lookup::{GetMessageStatus, MessageFilter as StoreFilter};
 use store::{MessageStore, PutMessageResult, PutMessageStatus};
 
 use crate::filter::MessageFilter;
+use crate::put_path::PutPermit;
 use crate::store_api::{
     Appended, ArrivalListener, GetResult, GetStatus, MessageStoreApi, PutBatch, PutMessage,
     PutResult, PutStatus, QueryResult, QueueUnit,
@@ -134,14 +135,15 @@ impl MessageArrivalListener for Listener {
 }
 
 impl MessageStoreApi for StoreAdapter {
-    fn put_message(&self, m: PutMessage) -> BoxFuture<'static, PutResult> {
-        self.put_transaction_end(m, PhysicalOffset(0))
+    fn put_message(&self, m: PutMessage, permit: PutPermit) -> BoxFuture<'static, PutResult> {
+        self.put_transaction_end(m, PhysicalOffset(0), permit)
     }
 
     fn put_transaction_end(
         &self,
         m: PutMessage,
         prepared: PhysicalOffset,
+        _: PutPermit,
     ) -> BoxFuture<'static, PutResult> {
         let msg = BrokerMessage {
             topic: m.topic,
@@ -160,7 +162,7 @@ impl MessageStoreApi for StoreAdapter {
         self.store.put_message(&msg).map(put_result).boxed()
     }
 
-    fn put_batch(&self, b: PutBatch) -> BoxFuture<'static, PutResult> {
+    fn put_batch(&self, b: PutBatch, _: PutPermit) -> BoxFuture<'static, PutResult> {
         let Some(items) = batch_items(&b) else {
             return futures::future::ready(PutResult {
                 status: PutStatus::MessageIllegal,

@@ -16,7 +16,13 @@ pub enum RoleChangeError {
     StaleEpoch { current: i32, got: i32 },
     #[error("recording the epoch failed: {0}")]
     Epoch(String),
+    #[error("not promoted: {0}")]
+    NotCaughtUp(String),
 }
+
+/// How long a promotion waits for dispatch to index everything replicated before it is
+/// refused (the operator retries, or elects another replica).
+pub const PROMOTION_DISPATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ha {
     fn check_epoch(&self, epoch: i32) -> Result<(), RoleChangeError> {
@@ -43,16 +49,20 @@ impl Ha {
         let store = Arc::clone(&self.store);
         let recorded = tokio::task::spawn_blocking(move || {
             let max = store.max_phy_offset();
+            // Dispatch must cover every replicated byte before the store takes writes;
+            // refused, nothing changed (no epoch recorded) and the operator may retry.
             store
-                .epochs()
-                .begin(epoch, max)
-                .map_err(|e| e.to_string())?;
-            store.set_role(role);
-            Ok::<_, String>(max)
+                .set_role(role, PROMOTION_DISPATCH_WAIT)
+                .map_err(|e| RoleChangeError::NotCaughtUp(e.to_string()))?;
+            if let Err(e) = store.epochs().begin(epoch, max) {
+                let _ = store.set_role(BrokerRole::Slave, PROMOTION_DISPATCH_WAIT);
+                return Err(RoleChangeError::Epoch(e.to_string()));
+            }
+            Ok::<_, RoleChangeError>(max)
         })
         .await
         .map_err(|e| RoleChangeError::Epoch(e.to_string()))
-        .and_then(|r| r.map_err(RoleChangeError::Epoch));
+        .and_then(|r| r);
         let start = match recorded {
             Ok(start) => start,
             Err(e) => {
@@ -81,6 +91,30 @@ impl Ha {
         Ok(())
     }
 
+    /// A broker starting as master begins a new term: a new epoch recorded from its
+    /// CommitLog end before it takes writes or serves slaves. A master that lost an
+    /// unflushed tail (recovered to F below what it had streamed, X) then writes past F
+    /// in an epoch its slaves never saw, so a slave holding the old bytes up to X shares
+    /// only F with it and is cut there, instead of reading as an identical replica up to
+    /// X (issue 15 defect 3; 5.x gets the same from its controller's elections).
+    pub fn begin_term(&self) -> Result<(), RoleChangeError> {
+        if self.is_slave() {
+            return Ok(());
+        }
+        let epoch = self
+            .epoch()
+            .max(self.store.epochs().current_epoch())
+            .saturating_add(1);
+        let start = self.store.max_phy_offset();
+        self.store
+            .epochs()
+            .begin(epoch, start)
+            .map_err(|e| RoleChangeError::Epoch(e.to_string()))?;
+        self.state.lock().epoch = epoch;
+        tracing::info!(epoch, %start, "new master term");
+        Ok(())
+    }
+
     /// Becomes a slave of the master at `master_addr` (remoting address; its HA address
     /// is `master_ha_addr` or asked from it). Without either (the operator's fence:
     /// masterBrokerId -1 and an empty address) the broker is fenced at `epoch`: it refuses
@@ -102,7 +136,10 @@ impl Ha {
             s.epoch = s.epoch.max(epoch);
             s.target = target;
         }
-        self.store.set_role(BrokerRole::Slave);
+        // Demotion never waits for anything and cannot fail.
+        let _ = self
+            .store
+            .set_role(BrokerRole::Slave, PROMOTION_DISPATCH_WAIT);
         self.apply_visibility();
         tracing::info!(epoch, target = ?self.target(), "became slave");
         self.bump();

@@ -15,6 +15,7 @@ use store::BrokerRole;
 use super::bridge::{self, StoredRecord};
 use super::{CHECK_GROUP, HALF_TOPIC, QUEUE_ID, half};
 use crate::handlers::{HandlerResult, Reply, error, success};
+use crate::put_path::Put;
 use crate::state::Broker;
 
 pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
@@ -78,8 +79,10 @@ pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) ->
         );
         let body_len = msg.body.len() as u64;
         let result = broker
-            .store
-            .put_transaction_end(msg, h.commit_log_offset)
+            .put(Put::TransactionEnd {
+                msg,
+                prepared: h.commit_log_offset,
+            })
             .await;
         if !bridge::stored(&result) {
             resolved.undo(&key);

@@ -67,9 +67,27 @@ pub fn register(
             topic_config: body.topic_config_serialize_wrapper,
             filter_server_list: body.filter_server_list,
             conn,
+            master_epoch: header.master_epoch,
         },
         Instant::now(),
     );
+    if let Some((theirs, ours)) = result.stale_master {
+        tracing::warn!(
+            broker = %header.broker_addr, name = %header.broker_name,
+            epoch = ?theirs, highest = ours,
+            "refused a master registration older than the group's newest master"
+        );
+        return Ok(RemotingCommand::error_response(
+            request,
+            response::SYSTEM_ERROR,
+            format!(
+                "stale master: brokerName {} has a master of epoch {ours}; this registration \
+                 carries {}",
+                header.broker_name,
+                theirs.map_or("no epoch".to_owned(), |e| format!("epoch {e}"))
+            ),
+        ));
+    }
     tracing::debug!(
         broker = %header.broker_addr,
         name = %header.broker_name,
