@@ -74,41 +74,13 @@ impl ConfigValue for Option<String> {
     }
 }
 
-/// A value never shown: GET_BROKER_CONFIG, `-p` and `Debug` (logs) print a mask instead.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value itself, for the one place that uses it (never for display).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_empty() {
-            "Secret(empty)"
-        } else {
-            "Secret(******)"
-        })
-    }
-}
-
+/// [`Secret`] never shows: GET_BROKER_CONFIG, `-p` and `Debug` (logs) print a mask.
 impl ConfigValue for Secret {
     fn parse_value(text: &str) -> Option<Self> {
-        Some(Self(text.trim().to_owned()))
+        Some(Self::new(text.trim()))
     }
     fn render(&self) -> String {
-        if self.0.is_empty() {
+        if self.is_empty() {
             String::new()
         } else {
             "******".to_owned()

@@ -286,7 +286,13 @@ fn ha_handshake() {
             });
             let accepted = tokio::time::timeout(
                 Duration::from_secs(2),
-                broker::ha::handshake::accept(&mut master, "broker-a", "secret", 3),
+                broker::ha::handshake::accept(
+                    &mut master,
+                    "broker-a",
+                    "secret",
+                    3,
+                    (Vec::new(), protocol::message::PhysicalOffset(0)),
+                ),
             )
             .await;
             drop(master);

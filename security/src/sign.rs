@@ -25,7 +25,7 @@ pub const SECURITY_TOKEN: &str = "SecurityToken";
 pub const UNIQUE_KEY_QUERY: &str = "_UNIQUE_KEY_QUERY";
 
 /// A secret that never appears in `Debug`/`Display` output.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
@@ -36,6 +36,10 @@ impl Secret {
     /// The secret itself: only for computing a signature or writing the ACL file.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 

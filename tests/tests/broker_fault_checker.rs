@@ -83,7 +83,6 @@ enum Outcome {
 #[derive(Debug, Clone)]
 struct Sent {
     producer: usize,
-    seq: u64,
     outcome: Outcome,
 }
 
@@ -167,7 +166,6 @@ fn start_producers(
                         k,
                         Sent {
                             producer: p,
-                            seq,
                             outcome,
                         },
                     );
@@ -519,7 +517,6 @@ fn the_checker_finds_each_kind_of_anomaly() {
             key(0, seq),
             Sent {
                 producer: 0,
-                seq,
                 outcome,
             },
         );

@@ -131,7 +131,9 @@ fn check_client_config_reports_the_error_position() {
             .await
             .unwrap();
         assert_eq!(r.code, response::SUBSCRIPTION_PARSE_FAILED);
-        // A pull carrying a bad selector is refused too (4.9 would match everything).
+        // A pull carrying a bad selector is refused too (4.9 would match everything). The
+        // topic must exist: TOPIC_NOT_EXIST is checked first, as in 4.9.
+        send(&c, "SqlTopic", "m", &[("a", "1")]).await;
         let r = c
             .request(pull_sql("SqlTopic", 0, 4, None, "a >"))
             .await

@@ -228,7 +228,15 @@ fn every_operator_admin_request_is_served_by_real_processes() {
             .notify_role_changed(&broker, &promote)
             .await
             .expect("promote");
-        let promoted = admin.ha_status(&broker).await.expect("ha status");
+        // Promotion completes once dispatch covers every replicated byte (issue 15).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let promoted = loop {
+            let s = admin.ha_status(&broker).await.expect("ha status");
+            if s.master || std::time::Instant::now() > deadline {
+                break s;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         assert!(promoted.master, "{promoted:?}");
         assert_eq!(promoted.epoch, epoch + 2);
     });

@@ -163,7 +163,10 @@ mod tests {
             .unwrap();
         for (body, props) in msgs {
             let m = test_fixture::message(topic, 0, body, (*props).to_owned());
-            rt.block_on(b.store.put_message(m));
+            rt.block_on(
+                b.store
+                    .put_message(m, crate::put_path::PutPermit::for_tests()),
+            );
         }
         let n = msgs.len() as i64;
         wait_until(topic, || {

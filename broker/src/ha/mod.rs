@@ -42,7 +42,7 @@ use acks::Acks;
 pub struct HaSettings {
     pub cluster: String,
     pub group: String,
-    pub secret: crate::config::Secret,
+    pub secret: security::sign::Secret,
     /// This broker's own id (`brokerId`), which NOTIFY_BROKER_ROLE_CHANGED names.
     pub broker_id: i64,
     /// `brokerIP2:haListenPort`, what slaves connect to.

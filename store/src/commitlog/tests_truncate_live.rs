@@ -86,7 +86,9 @@ fn live_truncation_leaves_held_views_unchanged() {
     let window = cq.window_from(QueueOffset(25)).unwrap();
     let units_before: Vec<_> = window.iter().collect();
 
-    store.set_role(BrokerRole::Slave);
+    store
+        .set_role(BrokerRole::Slave, Duration::from_secs(5))
+        .unwrap();
     store.truncate_beyond(offsets[20]).unwrap();
     assert_eq!(store.max_phy_offset(), offsets[20]);
     assert_eq!(&held[..], &held_copy[..], "a held record view changed");
@@ -98,7 +100,9 @@ fn live_truncation_leaves_held_views_unchanged() {
     assert_eq!(cq.max_offset(), QueueOffset(20));
 
     // The cut is durable and the log continues from it.
-    store.set_role(BrokerRole::AsyncMaster);
+    store
+        .set_role(BrokerRole::AsyncMaster, Duration::from_secs(5))
+        .unwrap();
     let r = store.put_message(&message("T", 0, b"after the cut")).wait();
     assert_eq!(r.append.unwrap().wrote_offset, offsets[20]);
     drop(store);

@@ -56,7 +56,9 @@ fn replica_starting_mid_log_flushes_and_serves_sync_flush_puts_when_promoted() {
         std::thread::sleep(Duration::from_millis(5));
     }
 
-    slave.set_role(BrokerRole::AsyncMaster);
+    slave
+        .set_role(BrokerRole::AsyncMaster, Duration::from_secs(5))
+        .unwrap();
     for i in 0..20usize {
         let r = slave
             .put_message(&message("T", 0, &vec![7; 200 + i]))

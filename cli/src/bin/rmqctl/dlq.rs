@@ -80,6 +80,7 @@ pub async fn run(client: &Client, cmd: MessageOpsCmd) -> Result<Report> {
                     offset: next,
                     max_messages: PULL_BATCH,
                     subscription: "*",
+                    expression_type: Default::default(),
                     suspend_ms: None,
                     commit_offset: None,
                 };
