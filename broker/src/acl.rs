@@ -60,7 +60,7 @@ pub fn check(
     broker: &Broker,
     conn: &Conn,
     request: &RemotingCommand,
-) -> Result<(), Option<RemotingCommand>> {
+) -> Result<(), Option<Box<RemotingCommand>>> {
     let Some(acl) = broker.acl.as_ref() else {
         return Ok(());
     };
@@ -73,7 +73,11 @@ pub fn check(
             broker.metrics.acl_refused(denial.reason());
             log_refusal(conn, request, &denial);
             Err((!request.is_oneway()).then(|| {
-                RemotingCommand::error_response(request, response::NO_PERMISSION, denial.remark())
+                Box::new(RemotingCommand::error_response(
+                    request,
+                    response::NO_PERMISSION,
+                    denial.remark(),
+                ))
             }))
         }
     }

@@ -28,7 +28,7 @@ pub async fn dispatch(
     // The one ACL check, in front of the table (a no-op unless aclEnable=true).
     if let Err(refusal) = crate::acl::check(broker, conn, &request) {
         broker.metrics.observe_request(code, started.elapsed());
-        return refusal.map(Into::into);
+        return refusal.map(|answer| (*answer).into());
     }
     let result: Result<Reply, HandlerError> = match code {
         rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {

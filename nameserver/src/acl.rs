@@ -30,7 +30,10 @@ pub const READS: &[i32] = &[
 
 /// `Err(answer)` when the ACL refuses `request` (the caller drops the answer for a
 /// oneway request).
-pub fn check(shared: &Shared, request: &RemotingCommand) -> Result<(), Option<RemotingCommand>> {
+pub fn check(
+    shared: &Shared,
+    request: &RemotingCommand,
+) -> Result<(), Option<Box<RemotingCommand>>> {
     let Some(acl) = shared.acl.as_ref() else {
         return Ok(());
     };
@@ -50,11 +53,11 @@ pub fn check(shared: &Shared, request: &RemotingCommand) -> Result<(), Option<Re
                 reason = denial.reason(),
                 "request refused by ACL"
             );
-            Err(Some(RemotingCommand::error_response(
+            Err(Some(Box::new(RemotingCommand::error_response(
                 request,
                 response::NO_PERMISSION,
                 denial.remark(),
-            )))
+            ))))
         }
     }
 }

@@ -81,7 +81,7 @@ pub async fn dispatch(
     // The one ACL check, in front of the table (a no-op unless aclEnable=true).
     if let Err(refusal) = crate::acl::check(shared, &request) {
         shared.metrics.observe_request(code, started.elapsed());
-        return refusal.filter(|_| !oneway);
+        return refusal.filter(|_| !oneway).map(|answer| *answer);
     }
     let response = match lookup(code) {
         // The Java nameserver sends nothing for unknown codes and lets the client time

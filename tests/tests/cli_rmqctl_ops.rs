@@ -29,11 +29,15 @@ impl Cluster {
         let broker = TempBroker::start(Some(ns.port), &[]);
         let c = Self { ns, broker };
         let deadline = Instant::now() + Duration::from_secs(15);
-        while !c
-            .ctl(&["cluster", "list"])
-            .json_if_ok()
-            .is_some_and(|j| j["brokers"].as_array().is_some_and(|b| !b.is_empty()))
-        {
+        loop {
+            let listed = c.ctl(&["cluster", "list"]).json_if_ok();
+            let registered = listed
+                .as_ref()
+                .and_then(|j| j["brokers"].as_array())
+                .is_some_and(|b| !b.is_empty());
+            if registered {
+                break;
+            }
             assert!(Instant::now() < deadline, "broker never registered");
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -26,11 +26,14 @@ pub struct FilterEntry {
     pub filter: Arc<Sql92Filter>,
 }
 
+/// A selector's compile outcome, cached so a bad expression is parsed once.
+type CompiledSelector = Result<Arc<Sql92Filter>, CompileError>;
+
 #[derive(Default)]
 pub struct FilterRegistry {
     entries: RwLock<HashMap<(String, String), FilterEntry>>,
     /// Selectors sent with each pull (pull and lite-pull consumers), by text.
-    cache: Mutex<HashMap<Box<str>, Result<Arc<Sql92Filter>, CompileError>>>,
+    cache: Mutex<HashMap<Box<str>, CompiledSelector>>,
 }
 
 impl std::fmt::Debug for FilterRegistry {

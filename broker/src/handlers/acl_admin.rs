@@ -21,7 +21,7 @@ use crate::state::Broker;
 
 const ACL_DISABLED: &str = "ACL is not enabled on this broker (aclEnable=false)";
 
-fn store<'a>(broker: &'a Broker) -> Option<&'a Arc<AclStore>> {
+fn store(broker: &Broker) -> Option<&Arc<AclStore>> {
     broker.acl.as_ref()
 }
 
