@@ -205,6 +205,8 @@ broker_config! {
     ha_max_connections: u32 = "haMaxConnections" => 16;
     /// Open HTTP connections on `metricsPort`.
     http_max_connections: u32 = "httpMaxConnections" => 64;
+    /// An HTTP connection on `metricsPort` that moves no byte this long is closed.
+    http_idle_timeout_millis: u64 = "httpIdleTimeoutMillis" => 60_000;
     /// Groups or topics one request (a heartbeat, a send) may auto-create; the rest are
     /// created by later requests.
     max_auto_create_per_request: u32 = "maxAutoCreatePerRequest" => 64;

@@ -30,11 +30,11 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::{Channel, ConnId};
-use crate::conn_gate::ConnSlot;
 use crate::dispatch;
 use crate::in_flight::{InFlightLimit, InFlightPermit};
 use crate::outbound::Outbound;
 use crate::state::Broker;
+use security::conn_gate::ConnSlot;
 
 /// Batches of answers waiting for the writer.
 const OUTBOUND_QUEUE: usize = 1024;

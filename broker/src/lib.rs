@@ -12,7 +12,6 @@ pub mod client_requests;
 pub mod clients;
 pub mod config;
 pub mod config_keys;
-pub mod conn_gate;
 pub mod connection;
 pub mod consume_rate;
 pub mod dispatch;

@@ -43,6 +43,8 @@ pub struct LimitMetrics {
     pub parked_refused: Counter,
     /// Connections closed because a write made no progress within `writeTimeoutMillis`.
     pub write_timeouts: Counter,
+    /// HTTP connections closed after `httpIdleTimeoutMillis` without progress.
+    pub http_idle_closed: Counter,
     /// Groups/topics a request named but could not auto-create (`maxAutoCreatePerRequest`).
     pub auto_create_deferred: Counter,
     /// Requests refused by a size bound (`maxHeartbeatGroups`, `maxQueueNums`, bad names).
@@ -84,6 +86,11 @@ impl LimitMetrics {
             "rocketmq_broker_write_timeouts",
             "Connections closed because a write made no progress within writeTimeoutMillis",
             self.write_timeouts.clone(),
+        );
+        r.register(
+            "rocketmq_broker_http_idle_closed",
+            "HTTP connections closed because they moved no byte within httpIdleTimeoutMillis",
+            self.http_idle_closed.clone(),
         );
         r.register(
             "rocketmq_broker_auto_create_deferred",

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use broker::config::Config;
-use broker::conn_gate::{ConnGate, GatedListener};
 use broker::limit_metrics::Listener;
 use broker::metrics::{Http, Metrics};
 use broker::registration::{self, Registrar};
@@ -17,6 +16,7 @@ use broker::store_adapter::StoreAdapter;
 use broker::store_api::MessageStoreApi;
 use broker::{metrics, server};
 use clap::Parser;
+use security::conn_gate::{ConnGate, GatedListener};
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -89,6 +89,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             open,
             refused,
         ),
+        idle: Duration::from_millis(config.broker.http_idle_timeout_millis.max(100)),
+        idle_closed: metrics.limits.http_idle_closed.clone(),
     };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
     let http_task = tokio::spawn(metrics::serve_http(

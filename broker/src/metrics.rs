@@ -559,7 +559,7 @@ pub struct Http {
 }
 
 pub async fn serve_http(
-    listener: crate::conn_gate::GatedListener,
+    listener: security::conn_gate::GatedListener,
     http: Arc<Http>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {

@@ -11,9 +11,9 @@ use anyhow::Context;
 use security::tls::MaybeTls;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::conn_gate::{self, ConnSlot};
 use crate::connection;
 use crate::state::Broker;
+use security::conn_gate::{self, ConnSlot};
 
 /// Binds the remoting port (the caller reports the bound address).
 pub async fn bind(broker: &Broker) -> anyhow::Result<TcpListener> {

@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 use crate::client_requests::ClientRequests;
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
-use crate::conn_gate::ConnGate;
 use crate::consume_rate::ConsumeRate;
 use crate::groups::GroupManager;
 use crate::in_flight::InFlightLimit;
@@ -24,6 +23,7 @@ use crate::schedule::ScheduleService;
 use crate::store_api::MessageStoreApi;
 use crate::topics::TopicManager;
 use crate::transaction::Transactions;
+use security::conn_gate::ConnGate;
 
 pub struct Broker {
     pub config: Config,

@@ -81,6 +81,8 @@ pub struct NamesrvConfig {
     pub max_connections_per_ip: usize,
     /// Open HTTP connections (`httpMaxConnections`).
     pub http_max_connections: usize,
+    /// An HTTP connection that moves no byte this long is closed (`httpIdleTimeoutMillis`).
+    pub http_idle_timeout: Duration,
     /// A write that makes no progress this long closes the connection
     /// (`writeTimeoutMillis`).
     pub write_timeout: Duration,
@@ -118,6 +120,7 @@ impl Default for NamesrvConfig {
             max_connections: 10_000,
             max_connections_per_ip: 0,
             http_max_connections: 64,
+            http_idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(15),
             tcp_keep_alive: Duration::from_secs(60),
             // A broker with 100k topics registers ~5 MiB of JSON.
@@ -178,6 +181,11 @@ impl NamesrvConfig {
             }
             "httpMaxConnections" => {
                 self.http_max_connections = count(value, 1).ok_or_else(invalid)?
+            }
+            "httpIdleTimeoutMillis" => {
+                self.http_idle_timeout = millis(value)
+                    .filter(|d| *d >= Duration::from_millis(100))
+                    .ok_or_else(invalid)?
             }
             "writeTimeoutMillis" => {
                 self.write_timeout = millis(value)
@@ -264,6 +272,10 @@ impl NamesrvConfig {
                 self.max_connections_per_ip.to_string(),
             ),
             ("httpMaxConnections", self.http_max_connections.to_string()),
+            (
+                "httpIdleTimeoutMillis",
+                self.http_idle_timeout.as_millis().to_string(),
+            ),
             (
                 "writeTimeoutMillis",
                 self.write_timeout.as_millis().to_string(),

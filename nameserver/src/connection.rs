@@ -12,10 +12,10 @@ use security::tls::MaybeTls;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn_gate::ConnSlot;
 use crate::dispatch::dispatch;
 use crate::route_table::ConnId;
 use crate::state::Shared;
+use security::conn_gate::ConnSlot;
 
 pub async fn serve(
     stream: MaybeTls,

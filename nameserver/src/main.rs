@@ -6,7 +6,6 @@
 
 mod acl;
 mod config;
-mod conn_gate;
 mod connection;
 mod dispatch;
 mod handlers;

@@ -42,6 +42,8 @@ pub struct Metrics {
     listener_refused: Family<ListenerLabels, Counter>,
     /// Connections closed because a write made no progress within `writeTimeoutMillis`.
     pub write_timeouts: Counter,
+    /// HTTP connections closed after `httpIdleTimeoutMillis` without progress.
+    pub http_idle_closed: Counter,
     /// REGISTER_BROKER requests refused by `maxRegisterBodyBytes`.
     pub register_refused: Counter,
     requests: Family<CodeLabels, Counter>,
@@ -94,6 +96,7 @@ impl Default for Metrics {
         let listener_open = Family::<ListenerLabels, Gauge>::default();
         let listener_refused = Family::<ListenerLabels, Counter>::default();
         let write_timeouts = Counter::default();
+        let http_idle_closed = Counter::default();
         let register_refused = Counter::default();
         registry.register(
             "listener_connections",
@@ -111,6 +114,11 @@ impl Default for Metrics {
             write_timeouts.clone(),
         );
         registry.register(
+            "http_idle_closed",
+            "HTTP connections closed because they moved no byte within httpIdleTimeoutMillis",
+            http_idle_closed.clone(),
+        );
+        registry.register(
             "register_refused",
             "REGISTER_BROKER bodies refused by maxRegisterBodyBytes",
             register_refused.clone(),
@@ -121,6 +129,7 @@ impl Default for Metrics {
             listener_open,
             listener_refused,
             write_timeouts,
+            http_idle_closed,
             register_refused,
             requests,
             latency,
@@ -184,7 +193,7 @@ impl Metrics {
 
 /// Serves /metrics, /healthz and /readyz until `shutdown`.
 pub async fn serve_http(
-    listener: crate::conn_gate::GatedListener,
+    listener: security::conn_gate::GatedListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {

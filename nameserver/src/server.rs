@@ -11,13 +11,13 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn_gate::{self, ConnGate, GatedListener};
 use crate::state::Shared;
 use crate::{connection, metrics};
+use security::conn_gate::{self, ConnGate, GatedListener};
 
 /// Runs until `shutdown` is cancelled, then waits for the listeners to stop.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let (bind, port, http_port, caps) = {
+    let (bind, port, http_port, caps, http_idle) = {
         let c = shared.config.read();
         (
             c.bind_address,
@@ -28,6 +28,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
                 c.max_connections_per_ip,
                 c.http_max_connections,
             ),
+            c.http_idle_timeout,
         )
     };
     let (open, refused) = shared.metrics.listener("remoting");
@@ -47,6 +48,8 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
         GatedListener {
             inner: http,
             gate: http_gate,
+            idle: http_idle,
+            idle_closed: shared.metrics.http_idle_closed.clone(),
         },
         Arc::clone(&shared),
         shutdown.clone(),

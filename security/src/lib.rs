@@ -12,9 +12,13 @@
 //!   modes, optional mTLS, certificates reloaded on change; [`tls::MaybeTls`] is the
 //!   stream servers and clients use either way.
 //!
+//! - [`conn_gate`]: connection caps, socket options and the HTTP idle timeout that every
+//!   listener applies to its peers before anything is read.
+//!
 //! What each server asks for per request code lives with the server's dispatch table
 //! (`broker/src/acl.rs`, `nameserver/src/acl.rs`); this crate only decides.
 
 pub mod acl;
+pub mod conn_gate;
 pub mod sign;
 pub mod tls;

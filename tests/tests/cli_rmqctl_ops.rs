@@ -318,7 +318,6 @@ async fn dead_letter(client: &Client, topic: &str, group: &str, body: &str, prop
 }
 
 #[test]
-#[ignore = "issue 20: the second resend-dlq run does not find the copy the first one sent (UNIQ_KEY lookup), so re-sending is not yet idempotent"]
 fn dlq_messages_are_resent_to_their_topic_once() {
     let c = Cluster::start();
     for t in ["Orders", "Replay"] {

@@ -124,7 +124,6 @@ async fn master_of(admin: &Recording, namesrv: &str) -> Option<String> {
 }
 
 #[test]
-#[ignore = "issue 20: the promotion this test sends is answered SUCCESS but the broker stays SLAVE at epoch 3 (new issue-15 promotion rules); to investigate"]
 fn every_operator_admin_request_is_served_by_real_processes() {
     let ns1 = NameServer::start(Options::default());
     let ns2 = NameServer::start(Options::default());
@@ -219,11 +218,14 @@ fn every_operator_admin_request_is_served_by_real_processes() {
             .expect("fence");
         let fenced = admin.ha_status(&broker).await.expect("ha status");
         assert_eq!(fenced.role, HaRole::Slave, "{fenced:?}");
+        // The operator promotes a member by the id it registers with (GET_BROKER_HA_STATUS):
+        // a fenced former master configured as brokerId 0 registers as 1, and "master is
+        // brokerId 0" would name the group's old master, not this broker.
         let promote = RoleChange {
             master_address: broker.clone(),
             master_epoch: epoch + 2,
             sync_state_set_epoch: epoch + 2,
-            master_broker_id: 0,
+            master_broker_id: fenced.broker_id,
         };
         admin
             .notify_role_changed(&broker, &promote)

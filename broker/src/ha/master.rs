@@ -25,7 +25,7 @@ const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5)
 /// Connections over `gate`'s cap are closed at once.
 pub async fn run_listener(
     ha: Arc<Ha>,
-    gate: Arc<crate::conn_gate::ConnGate>,
+    gate: Arc<security::conn_gate::ConnGate>,
     shutdown: CancellationToken,
 ) {
     let addr = ha.settings.listen;

@@ -416,13 +416,13 @@ pub fn role_name(role: BrokerRole) -> &'static str {
 }
 
 /// The HA listener's connection cap (`haMaxConnections`).
-fn ha_gate(broker: &crate::state::Broker) -> Arc<crate::conn_gate::ConnGate> {
+fn ha_gate(broker: &crate::state::Broker) -> Arc<security::conn_gate::ConnGate> {
     let (open, refused) = broker
         .metrics
         .limits
         .listener(crate::limit_metrics::Listener::Ha);
     let max = broker.config.broker.ha_max_connections as usize;
-    crate::conn_gate::ConnGate::new(max, 0, open, refused)
+    security::conn_gate::ConnGate::new(max, 0, open, refused)
 }
 
 /// Whether replication runs. It needs the group's shared `haSecret`: without one the HA

@@ -28,6 +28,8 @@ pub const SOURCE_PROPERTY: &str = "RMQ_DLQ_SOURCE";
 /// Group the DLQ is read as (pulls here never commit offsets).
 const READ_GROUP: &str = "rmqctl_dlq_reader";
 const PULL_BATCH: i32 = 32;
+/// The resolution of store times read back from an IndexFile.
+const INDEX_TIME_GRANULARITY_MS: i64 = 1000;
 
 /// Properties the broker or the retry path set; a re-send starts without them.
 const DROPPED: &[&str] = &[
@@ -144,9 +146,12 @@ async fn already_resent(client: &Client, target: &str, m: &Message) -> Result<bo
         Err(e) => return Err(e.into()),
     };
     let mut query = MessageQuery::by_uniq_key(target, &m.msg_id);
-    // Copies are stored after the dead letter; the original send (same UNIQ_KEY, in the
-    // original topic) is older and drops out of the window.
-    query.begin_ms = m.store_timestamp;
+    // Copies are stored after the dead letter, so the window starts there. IndexFile
+    // entries keep whole seconds from the file's begin (`IndexFile.putKey` stores
+    // `timeDiff / 1000`), so a copy stored in the same second reads back as up to 999 ms
+    // earlier: open the window by one second. The original send, if it falls inside,
+    // has no source property and does not count.
+    query.begin_ms = m.store_timestamp.saturating_sub(INDEX_TIME_GRANULARITY_MS);
     query.max = 64;
     for t in route_masters(&route) {
         let found = client.query_messages(&t.peer, &query).await?;

@@ -307,6 +307,49 @@ fn connection_caps_close_over_limit_peers() {
     });
 }
 
+/// Defects 4 and 5 on the HTTP port: peers that connect and say nothing take every
+/// capped slot, then are closed after `httpIdleTimeoutMillis`, so probes and scrapes get
+/// through again and the closes are counted.
+#[test]
+fn idle_http_peers_cannot_hold_the_metrics_port() {
+    let b = TempBroker::start(
+        None,
+        &[
+            ("httpMaxConnections", "2"),
+            ("httpIdleTimeoutMillis", "500"),
+        ],
+    );
+    let http_port = b.broker.http_port;
+    runtime().block_on(async {
+        let mut silent = Vec::new();
+        for _ in 0..2 {
+            silent.push(TcpStream::connect(("127.0.0.1", http_port)).await.unwrap());
+        }
+        // Both slots are held: a third peer is closed at accept and gets no answer.
+        let mut third = TcpStream::connect(("127.0.0.1", http_port)).await.unwrap();
+        third
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .ok();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), third.read(&mut buf))
+            .await
+            .expect("closed, not left hanging")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "over the cap: closed without an answer");
+        // The silent peers are dropped by the idle deadline; the port serves again.
+        for s in &mut silent {
+            let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+                .await
+                .expect("idle peer closed by the server")
+                .unwrap_or(0);
+            assert_eq!(n, 0);
+        }
+        let closed = metric(http_port, "rocketmq_broker_http_idle_closed_total").await;
+        assert_eq!(closed, Some(2.0));
+    });
+}
+
 /// Defect 2: a heartbeat naming 10,000 groups is refused before it creates anything; one
 /// naming many new valid groups creates at most `maxAutoCreatePerRequest`; bad names
 /// are refused; other clients are unaffected throughout.

@@ -1,12 +1,16 @@
-//! Connection caps of one listener (`maxConnections`, `maxConnectionsPerIp`,
-//! `httpMaxConnections`) and the socket options every accepted connection gets (TCP
-//! keepalive, `TCP_USER_TIMEOUT`). The broker has the same gate (`broker/src/conn_gate.rs`);
-//! the two crates share no networking crate to hold one copy.
+//! Admission limits every listener of the broker and the nameserver applies to its
+//! peers: connection caps (`maxConnections`, `maxConnectionsPerIp`, `haMaxConnections`,
+//! `httpMaxConnections`), the socket options every accepted connection gets (TCP
+//! keepalive, `TCP_USER_TIMEOUT`), and the HTTP listener's idle timeout.
 //!
 //! A peer over a cap is closed right after `accept`, before anything is read or spawned:
 //! the listener keeps draining its backlog, so the process never reaches EMFILE and
 //! legitimate clients keep getting through once others leave. 4.9 has no such cap
 //! (Netty accepts until the fd limit).
+//!
+//! An HTTP connection that moves no byte either way for `httpIdleTimeoutMillis` is
+//! closed, so peers that connect and say nothing (or stop reading a response) cannot hold
+//! the capped slots and lock scrapers and probes out of `/metrics` and `/readyz`.
 
 use std::collections::HashMap;
 use std::io;
@@ -21,6 +25,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, Sleep};
 
 /// The caps of one listener and who holds a slot.
 #[derive(Debug)]
@@ -76,6 +81,11 @@ impl ConnGate {
             ip,
         })
     }
+
+    /// Connections holding a slot now.
+    pub fn open(&self) -> usize {
+        self.open.lock().total
+    }
 }
 
 impl Drop for ConnSlot {
@@ -117,16 +127,23 @@ pub fn tune_socket(stream: &TcpStream, keepalive: Duration, user_timeout: Durati
 }
 
 /// A listener for `axum::serve` that admits connections through a [`ConnGate`]; a peer
-/// over the cap is closed right after `accept`.
+/// over the cap is closed right after `accept`, and an admitted one after `idle` without
+/// progress (counted in `idle_closed`).
 pub struct GatedListener {
     pub inner: TcpListener,
     pub gate: Arc<ConnGate>,
+    pub idle: Duration,
+    pub idle_closed: Counter,
 }
 
-/// An admitted HTTP connection: the stream plus its slot.
+/// An admitted HTTP connection: the stream, its slot and its idle deadline.
 pub struct GatedIo {
     stream: TcpStream,
     _slot: ConnSlot,
+    idle: Duration,
+    /// Pushed back by every read or write that moves bytes.
+    deadline: Pin<Box<Sleep>>,
+    idle_closed: Counter,
 }
 
 impl axum::serve::Listener for GatedListener {
@@ -138,10 +155,14 @@ impl axum::serve::Listener for GatedListener {
             match self.inner.accept().await {
                 Ok((stream, peer)) => {
                     if let Some(slot) = self.gate.admit(peer.ip()) {
+                        let idle = self.idle.max(Duration::from_millis(1));
                         return (
                             GatedIo {
                                 stream,
                                 _slot: slot,
+                                idle,
+                                deadline: Box::pin(tokio::time::sleep(idle)),
+                                idle_closed: self.idle_closed.clone(),
                             },
                             peer,
                         );
@@ -161,13 +182,43 @@ impl axum::serve::Listener for GatedListener {
     }
 }
 
+impl GatedIo {
+    /// Maps a pending I/O to a timeout error once the idle deadline passes; any progress
+    /// pushes the deadline back.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Ready(r) => {
+                let next = Instant::now() + self.idle;
+                self.deadline.as_mut().reset(next);
+                Poll::Ready(r)
+            }
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.idle_closed.inc();
+                    Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "HTTP connection idle past httpIdleTimeoutMillis",
+                    )))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
 impl AsyncRead for GatedIo {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        this.watch(cx, polled)
     }
 }
 
@@ -177,11 +228,15 @@ impl AsyncWrite for GatedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.watch(cx, polled)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        this.watch(cx, polled)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -212,7 +267,7 @@ mod tests {
         drop(a1);
         assert!(g.admit(b).is_some(), "a freed slot is reusable");
         drop((a2, b1));
-        assert_eq!(g.open.lock().total, 0);
+        assert_eq!(g.open(), 0);
         assert_eq!(g.open_gauge.get(), 0);
     }
 
@@ -223,5 +278,60 @@ mod tests {
         let slots: Vec<_> = (0..4).map(|_| g.admit(ip).expect("slot")).collect();
         assert!(g.admit(ip).is_none());
         drop(slots);
+    }
+
+    #[tokio::test]
+    async fn an_idle_http_peer_is_closed_and_counted() {
+        use tokio::io::AsyncReadExt;
+        let inner = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = inner.local_addr().expect("addr");
+        let idle_closed = Counter::default();
+        let mut listener = GatedListener {
+            inner,
+            gate: gate(4, 0),
+            idle: Duration::from_millis(200),
+            idle_closed: idle_closed.clone(),
+        };
+        let mut silent = TcpStream::connect(addr).await.expect("connect");
+        let (mut io, _) = axum::serve::Listener::accept(&mut listener).await;
+        // The server side waits for a request that never comes.
+        let mut buf = [0u8; 16];
+        let err = tokio::time::timeout(Duration::from_secs(10), io.read(&mut buf))
+            .await
+            .expect("the idle deadline fires")
+            .expect_err("an idle read fails");
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(idle_closed.get(), 1);
+        drop(io);
+        // The slot is freed and the peer sees the close.
+        assert_eq!(listener.gate.open(), 0);
+        let n = silent.read(&mut buf).await.unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+
+    #[tokio::test]
+    async fn progress_pushes_the_idle_deadline_back() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let inner = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = inner.local_addr().expect("addr");
+        let mut listener = GatedListener {
+            inner,
+            gate: gate(4, 0),
+            idle: Duration::from_millis(300),
+            idle_closed: Counter::default(),
+        };
+        let mut peer = TcpStream::connect(addr).await.expect("connect");
+        let (mut io, _) = axum::serve::Listener::accept(&mut listener).await;
+        // Five bytes 100 ms apart: 500 ms in all, longer than the idle timeout, but never
+        // 300 ms without progress.
+        for i in 0..5u8 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            peer.write_all(&[i]).await.expect("write");
+            let mut b = [0u8; 1];
+            io.read_exact(&mut b)
+                .await
+                .expect("progress keeps the connection");
+            assert_eq!(b[0], i);
+        }
     }
 }
