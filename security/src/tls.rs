@@ -316,11 +316,35 @@ impl TlsServer {
     /// Decides plaintext or TLS for a fresh connection (see the module comment) and
     /// completes the handshake. An error means: close the connection.
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<MaybeTls> {
-        let mut first = [0u8; 1];
-        let n = tokio::time::timeout(DETECT_TIMEOUT, tcp.peek(&mut first))
+        let hello = tokio::time::timeout(DETECT_TIMEOUT, starts_with_hello(&tcp))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no data"))??;
-        let hello = n == 1 && first[0] == TLS_HANDSHAKE;
+        self.finish(tcp, hello).await
+    }
+
+    /// [`Self::accept`] for a protocol whose server speaks first (the HA port: the master
+    /// sends its handshake greeting before the slave says anything). A TLS client still
+    /// opens with a ClientHello; in permissive mode a peer that sends nothing within
+    /// `quiet` is a plaintext peer waiting for the greeting. Enforcing mode waits for
+    /// the ClientHello as usual.
+    pub async fn accept_server_first(
+        &self,
+        tcp: TcpStream,
+        quiet: Duration,
+    ) -> io::Result<MaybeTls> {
+        let hello = match self.settings.mode {
+            TlsMode::Enforcing => tokio::time::timeout(DETECT_TIMEOUT, starts_with_hello(&tcp))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no ClientHello"))??,
+            _ => match tokio::time::timeout(quiet, starts_with_hello(&tcp)).await {
+                Ok(hello) => hello?,
+                Err(_) => false,
+            },
+        };
+        self.finish(tcp, hello).await
+    }
+
+    async fn finish(&self, tcp: TcpStream, hello: bool) -> io::Result<MaybeTls> {
         match (self.settings.mode, hello) {
             (TlsMode::Disabled, true) => Err(refused("TLS is disabled on this port")),
             (TlsMode::Enforcing, false) => {
@@ -338,6 +362,13 @@ impl TlsServer {
             }
         }
     }
+}
+
+/// Whether the first byte the peer sent opens a TLS handshake record.
+async fn starts_with_hello(tcp: &TcpStream) -> io::Result<bool> {
+    let mut first = [0u8; 1];
+    let n = tcp.peek(&mut first).await?;
+    Ok(n == 1 && first[0] == TLS_HANDSHAKE)
 }
 
 /// Accepts with `tls` when configured, plaintext otherwise.

@@ -262,6 +262,21 @@ fn enforcing_mtls_replication_and_reload() {
                 .await
                 .is_err()
         );
+        // The HA port too (beyond 4.9, whose HA is plaintext): a plaintext peer gets no
+        // handshake greeting, only a close.
+        {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut ha = tokio::net::TcpStream::connect(("127.0.0.1", master.port + 1))
+                .await
+                .expect("HA port");
+            ha.write_all(&0i64.to_be_bytes()).await.ok();
+            let mut greeting = [0u8; 4];
+            let n = tokio::time::timeout(Duration::from_secs(15), ha.read(&mut greeting))
+                .await
+                .expect("closed, not left hanging")
+                .unwrap_or(0);
+            assert_eq!(n, 0, "plaintext HA peer got {:?}", &greeting[..n]);
+        }
         // mTLS: no client certificate, no service.
         assert!(
             tls_request(master.port, &without_cert, cluster_info())
@@ -282,14 +297,28 @@ fn enforcing_mtls_replication_and_reload() {
             },
         )
         .await;
-        let r = tls_request(
-            master.port,
-            &with_cert,
-            send_v2("TlsRepl", 0, b"replicated", ""),
-        )
-        .await
-        .expect("TLS send");
-        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        // SYNC_MASTER answers SUCCESS only once the slave acknowledged the record over
+        // the (TLS) HA connection; SLAVE_NOT_AVAILABLE until the slave has connected.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let r = tls_request(
+                master.port,
+                &with_cert,
+                send_v2("TlsRepl", 0, b"replicated", ""),
+            )
+            .await
+            .expect("TLS send");
+            if r.code == response::SUCCESS {
+                break;
+            }
+            assert_eq!(r.code, response::SLAVE_NOT_AVAILABLE, "{:?}", r.remark);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the slave never replicated over TLS: {}",
+                slave.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         // The slave's metadata sync from the master (remoting port, TLS) brings the topic.
         eventually(
             Duration::from_secs(15),

@@ -11,21 +11,27 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use protocol::message::PhysicalOffset;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use security::tls::{MaybeTls, TlsServer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::Ha;
 use super::handshake::{self, HandshakeError};
 
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Permissive TLS on the HA port: how long a fresh peer may stay silent before it is
+/// taken for a plaintext slave waiting for the master's greeting (a TLS slave sends its
+/// ClientHello at once).
+const TLS_QUIET: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// Binds `haListenPort` (retrying while the port is taken) and serves slaves.
-/// Connections over `gate`'s cap are closed at once.
+/// Binds `haListenPort` (retrying while the port is taken) and serves slaves, over TLS
+/// as `tls.server.mode` says (the remoting port's certificates; beyond 4.9, whose HA is
+/// plaintext). Connections over `gate`'s cap are closed at once.
 pub async fn run_listener(
     ha: Arc<Ha>,
     gate: Arc<security::conn_gate::ConnGate>,
+    tls: Option<Arc<TlsServer>>,
     shutdown: CancellationToken,
 ) {
     let addr = ha.settings.listen;
@@ -55,8 +61,20 @@ pub async fn run_listener(
                 };
                 let ha = Arc::clone(&ha);
                 let stop = shutdown.child_token();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let _slot = slot;
+                    let stream = match tls {
+                        Some(t) => t.accept_server_first(stream, TLS_QUIET).await,
+                        None => Ok(MaybeTls::Plain(stream)),
+                    };
+                    let stream = match stream {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(slave = %peer, error = %e, "HA connection refused by TLS");
+                            return;
+                        }
+                    };
                     if let Err(e) = serve_slave(&ha, stream, peer.to_string(), stop).await {
                         tracing::warn!(slave = %peer, error = %e, "HA connection closed");
                     }
@@ -112,7 +130,7 @@ pub(crate) async fn superseded(ha: &Ha, epoch: i32) {
 
 async fn serve_slave(
     ha: &Arc<Ha>,
-    mut stream: TcpStream,
+    mut stream: MaybeTls,
     peer: String,
     stop: CancellationToken,
 ) -> Result<(), ConnError> {
@@ -165,7 +183,7 @@ async fn serve_slave(
         return Err(ConnError::History(e));
     }
     handshake::verdict(&mut stream, true).await?;
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = tokio::io::split(stream);
     let log = ha.store.commit_log();
     let first = proof.end.0;
     // A slave with nothing starts at the beginning of the master's last file.
@@ -208,7 +226,7 @@ async fn serve_slave(
 /// writes as replicated); the connection is dropped.
 async fn read_acks(
     ha: &Ha,
-    mut rd: OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     id: u64,
     streamed: &AtomicI64,
     cancel: &CancellationToken,
@@ -234,7 +252,7 @@ async fn read_acks(
 /// `HAConnection.WriteSocketService`: streams the CommitLog from `at`.
 async fn transfer(
     ha: Arc<Ha>,
-    mut wr: OwnedWriteHalf,
+    mut wr: impl AsyncWrite + Unpin,
     mut at: PhysicalOffset,
     streamed: Arc<AtomicI64>,
     cancel: CancellationToken,

@@ -59,7 +59,7 @@ pub struct HaSettings {
     pub metadata_sync_period: Duration,
     /// The broker's account, signing the slave's requests to its master (ACL).
     pub credentials: Option<std::sync::Arc<security::sign::Credentials>>,
-    /// TLS towards the master's remoting port (`tls.enable`).
+    /// TLS towards the master's remoting and HA ports (`tls.enable`).
     pub tls_client: Option<security::tls::TlsClient>,
 }
 
@@ -462,6 +462,7 @@ pub fn start(broker: &Arc<crate::state::Broker>, ha: &Arc<Ha>) -> Vec<tokio::tas
         tokio::spawn(master::run_listener(
             Arc::clone(ha),
             ha_gate(broker),
+            broker.tls.clone(),
             shutdown.clone(),
         )),
         tokio::spawn(slave::run(Arc::clone(ha), shutdown.clone())),

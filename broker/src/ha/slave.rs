@@ -15,6 +15,7 @@ use protocol::RemotingCommand;
 use protocol::body::ha::HaRuntimeInfo;
 use protocol::code::{request, response};
 use protocol::message::PhysicalOffset;
+use security::tls::MaybeTls;
 use store::BrokerRole;
 use store::ha::{EpochEntry, ReplicaError, last_consistent_point};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -55,7 +56,8 @@ pub enum SlaveError {
     UnsafeTruncation(super::truncation::Refusal),
 }
 
-/// Runs until shutdown: while this broker is a slave with a known master, follows it.
+/// Runs until shutdown: while this broker is a slave with a known master, follows it
+/// (over TLS when `tls.enable` is on, as the broker's other outbound connections).
 pub async fn run(ha: Arc<Ha>, shutdown: CancellationToken) {
     let mut changes = ha.subscribe_changes();
     loop {
@@ -99,10 +101,11 @@ async fn follow(
             ask_ha_addr(ha, &master).await?
         }
     };
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&ha_addr))
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&ha_addr))
         .await
         .map_err(|_| SlaveError::Timeout("connect"))??;
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
+    let mut stream = security::tls::connect(ha.settings.tls_client.as_ref(), tcp, &ha_addr).await?;
     let s = &ha.settings;
     let my_epoch = ha.store.epochs().current_epoch();
     // The master is authenticated (and its history received over the authenticated
@@ -144,8 +147,8 @@ async fn follow(
 }
 
 /// Reads frames, places them, reports progress.
-async fn stream_from(ha: &Arc<Ha>, stream: TcpStream) -> Result<(), SlaveError> {
-    let (mut rd, mut wr) = stream.into_split();
+async fn stream_from(ha: &Arc<Ha>, stream: MaybeTls) -> Result<(), SlaveError> {
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut writer = ha.store.replica_writer();
     let mut reported = writer.written_offset();
     wr.write_i64(reported.0).await?;

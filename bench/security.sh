@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# ACL + TLS cost on the produce path (issue 16): the same release build, one nameserver and
+# one broker per configuration, 1 KiB sync sends from 64 senders, rounds alternating
+#   plain   no ACL, no TLS
+#   secure  aclEnable=true (every send signed and checked) and tls.server.mode=enforcing
+# so that drift on a noisy machine hits both alike. Prints each round and the ratio of the
+# mean throughputs.
+#
+#   bench/security.sh                      # release build, 3 rounds of 10 s each
+#   ROUNDS=5 DURATION=15 BIN_DIR=$CARGO_TARGET_DIR/release bench/security.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-10}"
+SENDERS="${SENDERS:-64}"
+if [[ -z "${BIN_DIR:-}" ]]; then
+  (cd "$ROOT" && cargo build --release --bin rmq-nameserver --bin rmq-broker --bin rmq-bench --bin rmqctl)
+fi
+BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
+for b in rmq-nameserver rmq-broker rmq-bench; do
+  [[ -x "$BIN_DIR/$b" ]] || { echo "missing $BIN_DIR/$b" >&2; exit 1; }
+done
+command -v openssl >/dev/null || { echo "openssl is required to make the test certificates" >&2; exit 1; }
+command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/rmq-secbench.XXXXXX")"
+PIDS=()
+stop_all() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+trap 'stop_all; rm -rf "$WORK"' EXIT INT TERM
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# A CA and a server certificate for 127.0.0.1.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench-ca \
+  -keyout "$WORK/ca.key" -out "$WORK/ca.crt" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
+  -keyout "$WORK/server.key" -out "$WORK/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\n' > "$WORK/san.ext"
+openssl x509 -req -in "$WORK/server.csr" -CA "$WORK/ca.crt" -CAkey "$WORK/ca.key" -CAcreateserial \
+  -days 2 -extfile "$WORK/san.ext" -out "$WORK/server.crt" 2>/dev/null
+openssl pkcs8 -topk8 -nocrypt -in "$WORK/server.key" -out "$WORK/server.pk8"
+
+cat > "$WORK/plain_acl.yml" <<ACL
+accounts:
+  - accessKey: benchAdmin
+    secretKey: benchAdminSecret
+    admin: true
+ACL
+
+# start MODE (plain|secure): a fresh nameserver and broker; sets NS.
+start() {
+  local dir="$WORK/$1-$RANDOM" tls_ns="" tls_broker="" acl=""
+  mkdir -p "$dir"
+  local ns_port ns_http port http
+  ns_port="$(free_port)"; ns_http="$(free_port)"; port="$(free_port)"; http="$(free_port)"
+  if [[ "$1" == secure ]]; then
+    tls_ns="tls.server.mode=enforcing
+tls.server.certPath=$WORK/server.crt
+tls.server.keyPath=$WORK/server.pk8"
+    tls_broker="$tls_ns
+tls.enable=true
+tls.client.trustCertPath=$WORK/ca.crt"
+    acl="aclEnable=true
+aclFile=$WORK/plain_acl.yml"
+  fi
+  printf 'listenPort=%s\nmetricsPort=%s\nbindAddress=127.0.0.1\nkvConfigPath=%s/kv.json\n%s\n' \
+    "$ns_port" "$ns_http" "$dir" "$tls_ns" > "$dir/namesrv.conf"
+  "$BIN_DIR/rmq-nameserver" -c "$dir/namesrv.conf" >>"$dir/ns.log" 2>&1 &
+  PIDS+=($!)
+  NS="127.0.0.1:$ns_port"
+  cat > "$dir/broker.conf" <<CONF
+brokerClusterName=BenchCluster
+brokerName=broker-bench
+brokerId=0
+listenPort=$port
+metricsPort=$http
+bindAddress=127.0.0.1
+brokerIP1=127.0.0.1
+namesrvAddr=$NS
+storePathRootDir=$dir/store
+mappedFileSizeCommitLog=1073741824
+$acl
+$tls_broker
+CONF
+  "$BIN_DIR/rmq-broker" -c "$dir/broker.conf" >>"$dir/broker.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 300); do
+    curl -fs "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "broker ($1) did not become ready:" >&2; tail -20 "$dir/broker.log" >&2; exit 1
+}
+
+# run MODE: one round; prints msg/s.
+run() {
+  start "$1"
+  local extra=()
+  if [[ "$1" == secure ]]; then
+    extra=(--tls --tls-ca "$WORK/ca.crt")
+    export ROCKETMQ_ACCESS_KEY=benchAdmin ROCKETMQ_SECRET_KEY=benchAdminSecret
+  else
+    unset ROCKETMQ_ACCESS_KEY ROCKETMQ_SECRET_KEY
+  fi
+  sleep 1
+  "$BIN_DIR/rmq-bench" -n "$NS" --json "${extra[@]}" -d "$DURATION" --warmup-s 2 \
+    producer -t BenchSec --create-topic-queues 8 -s 1024 -c "$SENDERS" --mode sync \
+    > "$WORK/out.json"
+  stop_all
+  local errors
+  errors="$(jq -r '.summary.measuredErrors' "$WORK/out.json")"
+  [[ "$errors" == 0 ]] || { echo "round ($1) had $errors errors: $(jq -c .summary.errorsByCode "$WORK/out.json")" >&2; exit 1; }
+  jq -r '.summary.tps' "$WORK/out.json"
+}
+
+declare -a PLAIN SECURE
+for r in $(seq 1 "$ROUNDS"); do
+  p="$(run plain)"; s="$(run secure)"
+  PLAIN+=("$p"); SECURE+=("$s")
+  printf 'round %d: plain %.0f msg/s, ACL+TLS %.0f msg/s\n' "$r" "$p" "$s"
+done
+python3 - "${PLAIN[*]}" "${SECURE[*]}" <<'PY'
+import sys
+p = [float(x) for x in sys.argv[1].split()]
+s = [float(x) for x in sys.argv[2].split()]
+mp, ms = sum(p) / len(p), sum(s) / len(s)
+print(f"mean: plain {mp:.0f} msg/s, ACL+TLS {ms:.0f} msg/s, ratio {ms / mp:.3f} ({(1 - ms / mp) * 100:.1f}% lower)")
+PY
