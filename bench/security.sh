@@ -71,6 +71,10 @@ aclFile=$WORK/plain_acl.yml"
   "$BIN_DIR/rmq-nameserver" -c "$dir/namesrv.conf" >>"$dir/ns.log" 2>&1 &
   PIDS+=($!)
   NS="127.0.0.1:$ns_port"
+  for _ in $(seq 1 100); do
+    curl -fs "http://127.0.0.1:$ns_http/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
   cat > "$dir/broker.conf" <<CONF
 brokerClusterName=BenchCluster
 brokerName=broker-bench
@@ -111,7 +115,11 @@ run() {
   stop_all
   local errors
   errors="$(jq -r '.summary.measuredErrors' "$WORK/out.json")"
-  [[ "$errors" == 0 ]] || { echo "round ($1) had $errors errors: $(jq -c .summary.errorsByCode "$WORK/out.json")" >&2; exit 1; }
+  [[ "$errors" == 0 ]] || {
+    echo "round ($1) had $errors errors: $(jq -c .summary.errorsByCode "$WORK/out.json")" >&2
+    tail -5 "$WORK"/"$1"-*/broker.log >&2
+    exit 1
+  }
   jq -r '.summary.tps' "$WORK/out.json"
 }
 
