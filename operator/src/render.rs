@@ -119,10 +119,10 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             docs.push(serde_yaml::to_value(broker_rules(
                 &format!("{}-broker", names.cluster),
                 &names.namespace,
-                &names.cluster,
                 &names.headless_service,
                 &labels,
                 None,
+                &settings.runbook_base_url,
             ))?);
         }
     }

@@ -110,3 +110,31 @@ async fn a_demoted_master_drops_its_slave_connections_once_it_follows_another() 
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_second_master_at_the_same_epoch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SLAVE\nbrokerId=1\n");
+    // Operator A promoted another broker at epoch 2 and told this one to follow it.
+    ha.become_slave(2, Some("10.0.0.1:10911".into()), None)
+        .unwrap();
+    // Operator B, stale, promotes this broker at the same epoch: refused.
+    assert!(matches!(
+        ha.become_master(2).await,
+        Err(RoleChangeError::EpochTaken { epoch: 2, .. })
+    ));
+    assert!(matches!(
+        ha.become_slave(2, Some("10.0.0.2:10911".into()), None),
+        Err(RoleChangeError::EpochTaken { epoch: 2, .. })
+    ));
+    assert_eq!(ha.role(), BrokerRole::Slave);
+    // Replays of the same order, and a newer epoch, are fine.
+    ha.become_slave(2, Some("10.0.0.1:10911".into()), None)
+        .unwrap();
+    ha.become_master(3).await.unwrap();
+    // Once master at 3, nobody else is named master at 3.
+    assert!(
+        ha.become_slave(3, Some("10.0.0.1:10911".into()), None)
+            .is_err()
+    );
+}

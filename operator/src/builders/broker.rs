@@ -73,7 +73,10 @@ pub struct GroupObjects {
     pub config_map: ConfigMap,
     pub statefulset: StatefulSet,
     pub master_service: Service,
+    /// The slaves' budget (the whole group's with a single replica).
     pub pdb: Option<PodDisruptionBudget>,
+    /// The master's budget (no disruption allowed) when the group has replicas.
+    pub master_pdb: Option<PodDisruptionBudget>,
     /// The `rmq-rs.dev/config-hash` the group's pods should run with.
     pub config_hash: String,
 }
@@ -209,7 +212,11 @@ pub fn build_group(
         }),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         liveness_probe: Some(http_probe("/healthz", 10, 6)),
-        resources: spec.resources.clone(),
+        resources: Some(
+            spec.resources
+                .clone()
+                .unwrap_or_else(|| super::pod::default_resources("500m", "1Gi", "2Gi")),
+        ),
         security_context: Some(container_security_context()),
         volume_mounts: Some(vec![
             mount("config", CONFIG_DIR, true),
@@ -310,18 +317,39 @@ pub fn build_group(
         ..StatefulSet::default()
     };
 
-    let pdb = spec.pdb.enabled.then(|| PodDisruptionBudget {
-        metadata: meta(broker, &names.pdb(group), &labels),
-        spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(spec.pdb.max_unavailable)),
-            selector: Some(LabelSelector {
-                match_labels: Some(selector.clone()),
-                match_expressions: None,
+    // With replicas, a master is never evicted: its PDB allows no disruption, so
+    // `kubectl drain` waits until the operator has handed mastership over (the pod then
+    // carries role=slave and falls under the slaves' budget). See `drain.rs`.
+    let replicated = spec.replicas_per_group > 1;
+    let with_role = |role: &str| {
+        let mut s = selector.clone();
+        s.insert(LABEL_ROLE.to_owned(), role.to_owned());
+        s
+    };
+    let budget = |name: String, selector: BTreeMap<String, String>, max_unavailable: i32| {
+        PodDisruptionBudget {
+            metadata: meta(broker, &name, &labels),
+            spec: Some(PodDisruptionBudgetSpec {
+                max_unavailable: Some(IntOrString::Int(max_unavailable)),
+                selector: Some(LabelSelector {
+                    match_labels: Some(selector),
+                    match_expressions: None,
+                }),
+                ..PodDisruptionBudgetSpec::default()
             }),
-            ..PodDisruptionBudgetSpec::default()
-        }),
-        ..PodDisruptionBudget::default()
+            ..PodDisruptionBudget::default()
+        }
+    };
+    let pdb = spec.pdb.enabled.then(|| {
+        let slaves = if replicated {
+            with_role(ROLE_SLAVE)
+        } else {
+            selector.clone()
+        };
+        budget(names.pdb(group), slaves, spec.pdb.max_unavailable)
     });
+    let master_pdb = (spec.pdb.enabled && replicated)
+        .then(|| budget(names.master_pdb(group), with_role(ROLE_MASTER), 0));
 
     GroupObjects {
         broker_name,
@@ -329,6 +357,7 @@ pub fn build_group(
         statefulset,
         master_service,
         pdb,
+        master_pdb,
         config_hash: hash,
     }
 }

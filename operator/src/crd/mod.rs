@@ -23,7 +23,7 @@ pub const VERSION: &str = "v1alpha1";
 
 /// All CRDs, in the order `rmq-operator crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![NameServer::crd(), Broker::crd(), Topic::crd()]
+    vec![NameServer::crd(), Broker::crd(), topic_crd()]
 }
 
 /// The CRDs as one multi-document YAML stream, the content of `crds/`.

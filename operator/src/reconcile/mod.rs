@@ -4,8 +4,12 @@
 
 pub mod apply;
 pub mod broker;
+pub mod broker_drain;
 pub mod broker_failover;
+pub mod broker_live;
+pub mod broker_recovery;
 pub mod broker_status;
+pub mod broker_storage;
 pub mod context;
 pub mod nameserver;
 pub mod topic;
