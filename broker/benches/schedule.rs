@@ -88,8 +88,11 @@ fn main() {
         let started = Instant::now();
         for i in 0..n {
             let r = broker
-                .store
-                .put_message(message("BenchPlain", &body, props(i, false)))
+                .put(broker::put_path::Put::Message(message(
+                    "BenchPlain",
+                    &body,
+                    props(i, false),
+                )))
                 .await;
             assert_eq!(r.status, PutStatus::PutOk);
         }
@@ -99,8 +102,11 @@ fn main() {
     rt.block_on(async {
         for i in 0..n {
             let r = broker
-                .store
-                .put_message(message("BenchDelayed", &body, props(i, true)))
+                .put(broker::put_path::Put::Message(message(
+                    "BenchDelayed",
+                    &body,
+                    props(i, true),
+                )))
                 .await;
             assert_eq!(r.status, PutStatus::PutOk);
         }

@@ -173,6 +173,40 @@ impl ClientManager {
             .unwrap_or_default()
     }
 
+    /// The group's members with their channels (4.9's `ConsumerGroupInfo.channelInfoTable`),
+    /// ordered by client id.
+    pub fn consumer_members(&self, group: &str) -> Vec<(ClientInfo, Channel)> {
+        let t = self.tables.read();
+        let mut out: Vec<(ClientInfo, Channel)> = t
+            .consumers
+            .get(group)
+            .map(|g| {
+                g.members
+                    .iter()
+                    .filter_map(|(c, info)| t.channels.get(c).map(|ch| (info.clone(), ch.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.0.client_id.cmp(&b.0.client_id));
+        out
+    }
+
+    /// Producers of the group with their connection's peer (GET_PRODUCER_CONNECTION_LIST).
+    pub fn producer_connections(&self, group: &str) -> Vec<(ClientInfo, SocketAddr)> {
+        let t = self.tables.read();
+        let mut out: Vec<(ClientInfo, SocketAddr)> = t
+            .producers
+            .get(group)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(c, info)| t.channels.get(c).map(|ch| (info.clone(), ch.peer)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.0.client_id.cmp(&b.0.client_id));
+        out
+    }
+
     /// A live connection of the producer group, the one that heart-beat last
     /// (`ProducerManager.getAvailableChannel`; the newest is the likeliest to be alive).
     pub fn producer_channel(&self, group: &str) -> Option<Channel> {

@@ -8,6 +8,8 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use security::sign::{Credentials, Secret};
+use security::tls::{ClientTlsSettings, ServerTlsSettings};
 use store::MessageStoreConfig;
 
 use crate::properties;
@@ -45,6 +47,23 @@ macro_rules! display_value {
 }
 display_value!(bool, i32, i64, u16, u32, u64, String, IpAddr);
 
+impl ConfigValue for Option<Secret> {
+    fn parse_value(text: &str) -> Option<Self> {
+        let t = text.trim();
+        Some((!t.is_empty()).then(|| Secret::new(t)))
+    }
+    fn render(&self) -> String {
+        self.as_ref()
+            .map(|s| s.expose().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// Keys whose values never leave the process: `-p` and GET_BROKER_CONFIG show them as
+/// [`REDACTED`] when set.
+pub const SECRET_KEYS: &[&str] = &["haSecret", "secretKey"];
+pub const REDACTED: &str = "******";
+
 impl ConfigValue for Option<String> {
     fn parse_value(text: &str) -> Option<Self> {
         let t = text.trim();
@@ -52,6 +71,20 @@ impl ConfigValue for Option<String> {
     }
     fn render(&self) -> String {
         self.clone().unwrap_or_default()
+    }
+}
+
+/// [`Secret`] never shows: GET_BROKER_CONFIG, `-p` and `Debug` (logs) print a mask.
+impl ConfigValue for Secret {
+    fn parse_value(text: &str) -> Option<Self> {
+        Some(Self::new(text.trim()))
+    }
+    fn render(&self) -> String {
+        if self.is_empty() {
+            String::new()
+        } else {
+            "******".to_owned()
+        }
     }
 }
 
@@ -101,6 +134,12 @@ broker_config! {
     /// `;`-separated `host:port` list; host names are re-resolved on every registration.
     namesrv_addr: Option<String> = "namesrvAddr" => std::env::var("NAMESRV_ADDR").ok();
     listen_port: u16 = "listenPort" => 10911;
+    /// Serve the same protocol on the VIP ("fast") port too, as 4.9's `fastRemotingServer`
+    /// does for 4.x Java clients with `vipChannelEnabled` (not a RocketMQ key: 4.9 always
+    /// opens it).
+    fast_listen_port_enable: bool = "fastListenPortEnable" => true;
+    /// The VIP port; 0 means `listenPort - 2` (10909), as `BrokerController` derives it.
+    fast_listen_port: u16 = "fastListenPort" => 0;
     /// Address the broker listens on (not a RocketMQ key; RocketMQ binds all interfaces).
     bind_address: IpAddr = "bindAddress" => IpAddr::from([0, 0, 0, 0]);
     /// Address published to nameservers and written into message ids as the store host.
@@ -111,8 +150,10 @@ broker_config! {
     /// The master's HA address for a slave (`host:port`); otherwise learned from the
     /// registration answer or NOTIFY_BROKER_ROLE_CHANGED.
     ha_master_address: Option<String> = "haMasterAddress" => None;
-    /// Shared secret of the broker group for the HA handshake (not a RocketMQ key).
-    ha_secret: String = "haSecret" => String::new();
+    /// Shared secret of the broker group for the HA handshake (not a RocketMQ key); the
+    /// environment variable `RMQ_HA_SECRET` supplies it when the key is absent (a
+    /// Kubernetes Secret, never a ConfigMap). Never printed.
+    ha_secret: Secret = "haSecret" => Secret::new(std::env::var("RMQ_HA_SECRET").unwrap_or_default());
     /// Period of the slave's metadata sync from the master, ms.
     slave_sync_interval: u64 = "slaveSyncInterval" => 10_000;
     /// HTTP port for /metrics, /healthz and /readyz (not a RocketMQ key).
@@ -126,7 +167,13 @@ broker_config! {
     long_polling_enable: bool = "longPollingEnable" => true;
     short_polling_time_mills: u64 = "shortPollingTimeMills" => 1000;
     notify_consumer_ids_changed_enable: bool = "notifyConsumerIdsChangedEnable" => true;
+    /// SQL92 subscriptions are served only when on (4.9 default: off).
     enable_property_filter: bool = "enablePropertyFilter" => false;
+    /// `%RETRY%<group>` pulls apply the group's SQL92 filter of the original topic.
+    filter_support_retry: bool = "filterSupportRetry" => false;
+    /// Accepted for broker.conf compatibility; the ConsumeQueueExt bloom bitmap is not
+    /// built, so SQL92 always evaluates exactly against the stored properties.
+    enable_calc_filter_bit_map: bool = "enableCalcFilterBitMap" => false;
     reject_transaction_message: bool = "rejectTransactionMessage" => false;
     region_id: String = "regionId" => "DefaultRegion".to_owned();
     trace_on: bool = "traceOn" => true;
@@ -138,6 +185,33 @@ broker_config! {
     max_in_flight_per_connection: u32 = "maxInFlightPerConnection" => 256;
     /// Requests the whole broker may have in progress before SYSTEM_BUSY.
     max_in_flight_total: u32 = "maxInFlightTotal" => 16_384;
+    /// Longest a pull may stay parked, ms, whatever `suspendTimeoutMillis` the client
+    /// asks for (4.9 takes the client's value as is; its clients ask 15-20 s).
+    max_suspend_timeout_millis: u64 = "maxSuspendTimeoutMillis" => 30_000;
+    /// Parked pulls one connection may have; more are answered SYSTEM_BUSY. Parked pulls
+    /// hold none of the in-flight permits sends and heartbeats need.
+    max_parked_pulls_per_connection: u32 = "maxParkedPullsPerConnection" => 1024;
+    /// Parked pulls across the broker.
+    max_parked_pulls_total: u32 = "maxParkedPullsTotal" => 65_536;
+    /// A write to a client that makes no progress for this long closes the connection.
+    write_timeout_millis: u64 = "writeTimeoutMillis" => 15_000;
+    /// TCP keepalive idle time on accepted connections, s (0 disables keepalive).
+    tcp_keep_alive_seconds: u64 = "tcpKeepAliveSeconds" => 60;
+    /// Open remoting connections; a peer over the cap is closed at once.
+    max_connections: u32 = "maxConnections" => 10_000;
+    /// Open remoting connections per source IP (0: no per-IP cap).
+    max_connections_per_ip: u32 = "maxConnectionsPerIp" => 0;
+    /// Open HA connections (slaves) on `haListenPort`.
+    ha_max_connections: u32 = "haMaxConnections" => 16;
+    /// Open HTTP connections on `metricsPort`.
+    http_max_connections: u32 = "httpMaxConnections" => 64;
+    /// Groups or topics one request (a heartbeat, a send) may auto-create; the rest are
+    /// created by later requests.
+    max_auto_create_per_request: u32 = "maxAutoCreatePerRequest" => 64;
+    /// Consumer and producer entries one HEART_BEAT may carry; more refuse the heartbeat.
+    max_heartbeat_groups: u32 = "maxHeartbeatGroups" => 1024;
+    /// Read/write queue count cap for topic creation and updates (and `retryQueueNums`).
+    max_queue_nums: i32 = "maxQueueNums" => 1024;
     /// Frame cap, `com.rocketmq.remoting.frameMaxLength`.
     frame_max_length: u32 = "frameMaxLength" => 16 * 1024 * 1024;
     channel_expired_timeout: u64 = "channelExpiredTimeout" => 120_000;
@@ -147,12 +221,109 @@ broker_config! {
     transaction_time_out: u64 = "transactionTimeOut" => 6_000;
     /// Check-backs before a half message is moved to `TRANS_CHECK_MAX_TIME_TOPIC`.
     transaction_check_max: i32 = "transactionCheckMax" => 15;
+    /// ACL 1.0 (4.9 `aclEnable`): every request is checked against `aclFile`.
+    acl_enable: bool = "aclEnable" => false;
+    /// The `plain_acl.yml` file; unset = `<storePathRootDir>/../conf/plain_acl.yml`.
+    acl_file: Option<String> = "aclFile" => None;
+    /// How often the ACL file is re-read for changes, ms.
+    acl_file_check_interval_ms: u64 = "aclFileCheckIntervalMs" => 1_000;
+    /// The broker's own account, signing its registrations and its requests to the
+    /// master (default: env `ROCKETMQ_BROKER_ACCESS_KEY` / `ROCKETMQ_BROKER_SECRET_KEY`,
+    /// so a Kubernetes Secret need not be written into broker.conf).
+    access_key: Option<String> = "accessKey" => std::env::var("ROCKETMQ_BROKER_ACCESS_KEY").ok();
+    secret_key: Option<Secret> = "secretKey" => std::env::var("ROCKETMQ_BROKER_SECRET_KEY").ok().map(Secret::new);
+    /// TLS on the remoting port (4.9 `tls.server.mode`): disabled, permissive (TLS or
+    /// plaintext, told apart by the first byte) or enforcing. 4.9 defaults to permissive
+    /// with a generated self-signed certificate; here TLS needs real files, so the
+    /// default is disabled.
+    tls_server_mode: String = "tls.server.mode" => "disabled".to_owned();
+    tls_server_cert_path: Option<String> = "tls.server.certPath" => None;
+    tls_server_key_path: Option<String> = "tls.server.keyPath" => None;
+    /// CA bundle for client certificates (mTLS).
+    tls_server_trust_cert_path: Option<String> = "tls.server.trustCertPath" => None;
+    /// none, optional or require (mTLS).
+    tls_server_need_client_auth: String = "tls.server.need.client.auth" => "none".to_owned();
+    /// Speak TLS to the nameservers and, as a slave, to the master (4.9 `tls.enable`).
+    tls_enable: bool = "tls.enable" => false;
+    tls_client_trust_cert_path: Option<String> = "tls.client.trustCertPath" => None;
+    tls_client_cert_path: Option<String> = "tls.client.certPath" => None;
+    tls_client_key_path: Option<String> = "tls.client.keyPath" => None;
+    /// Name the peers' certificates are checked against (default: the dialled host).
+    tls_client_server_name: Option<String> = "tls.client.serverName" => None;
+    /// How often the certificate files are re-read for changes, ms.
+    tls_file_check_interval_ms: u64 = "tlsFileCheckIntervalMs" => 1_000;
 }
 
 impl BrokerConfig {
     /// The address clients and nameservers reach this broker at (`brokerIP1:listenPort`).
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip1, self.listen_port)
+    }
+
+    /// The ACL file: `aclFile`, or `<storePathRootDir>/../conf/plain_acl.yml`.
+    pub fn acl_file_path(&self, store_root: &Path) -> std::path::PathBuf {
+        match &self.acl_file {
+            Some(f) => f.into(),
+            None => store_root.join("..").join("conf").join("plain_acl.yml"),
+        }
+    }
+
+    /// The `tls.server.*` keys.
+    pub fn server_tls(&self) -> Result<ServerTlsSettings, ConfigError> {
+        let bad = |key: &str, value: &str| ConfigError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        };
+        Ok(ServerTlsSettings {
+            mode: self
+                .tls_server_mode
+                .parse()
+                .map_err(|_| bad("tls.server.mode", &self.tls_server_mode))?,
+            cert_path: self.tls_server_cert_path.as_ref().map(Into::into),
+            key_path: self.tls_server_key_path.as_ref().map(Into::into),
+            trust_cert_path: self.tls_server_trust_cert_path.as_ref().map(Into::into),
+            client_auth: self.tls_server_need_client_auth.parse().map_err(|_| {
+                bad(
+                    "tls.server.need.client.auth",
+                    &self.tls_server_need_client_auth,
+                )
+            })?,
+        })
+    }
+
+    /// The `tls.enable` / `tls.client.*` keys.
+    pub fn client_tls(&self) -> ClientTlsSettings {
+        ClientTlsSettings {
+            enable: self.tls_enable,
+            trust_cert_path: self.tls_client_trust_cert_path.as_ref().map(Into::into),
+            cert_path: self.tls_client_cert_path.as_ref().map(Into::into),
+            key_path: self.tls_client_key_path.as_ref().map(Into::into),
+            server_name: self.tls_client_server_name.clone(),
+        }
+    }
+
+    /// The broker's own credentials (`accessKey` + `secretKey`), if configured.
+    pub fn credentials(&self) -> Result<Option<Credentials>, ConfigError> {
+        Credentials::from_parts(
+            self.access_key.clone(),
+            self.secret_key.as_ref().map(|s| s.expose().to_owned()),
+        )
+        .map_err(|e| ConfigError::BadValue {
+            key: "accessKey/secretKey".into(),
+            value: e.to_string(),
+        })
+    }
+
+    /// The VIP port to listen on, `None` when it is turned off. `listenPort - 2` unless
+    /// `fastListenPort` says otherwise; a listenPort below 3 leaves no room for it.
+    pub fn fast_port(&self) -> Option<u16> {
+        if !self.fast_listen_port_enable {
+            return None;
+        }
+        match self.fast_listen_port {
+            0 => self.listen_port.checked_sub(2).filter(|p| *p > 0),
+            p => Some(p),
+        }
     }
 
     /// `haListenPort`, defaulting to `listenPort + 1`.
@@ -188,6 +359,16 @@ impl BrokerConfig {
 
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_secs(self.server_channel_max_idle_time_seconds.max(1))
+    }
+
+    /// `writeTimeoutMillis`, at least 100 ms.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_millis.max(100))
+    }
+
+    /// `maxSuspendTimeoutMillis`: the hold a parked pull gets at most.
+    pub fn max_suspend(&self) -> Duration {
+        Duration::from_millis(self.max_suspend_timeout_millis)
     }
 }
 
@@ -232,6 +413,11 @@ impl Config {
     pub fn render(&self) -> String {
         let mut out = String::new();
         for (k, v) in self.broker.entries() {
+            let v = if SECRET_KEYS.contains(&k) && !v.is_empty() {
+                REDACTED.to_owned()
+            } else {
+                v
+            };
             let _ = writeln!(out, "{k}={v}");
         }
         let store = serde_json::to_value(&self.store).unwrap_or_default();
@@ -277,6 +463,34 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_redacted_and_acl_keys_read() {
+        let c = Config::from_properties(
+            "haSecret=hunter2hunter2\naccessKey=broker-a1\nsecretKey=topsecret-1\naclEnable=true\nstorePathRootDir=/data/store\n",
+        )
+        .unwrap();
+        let printed = c.render();
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(!printed.contains("topsecret"), "{printed}");
+        assert!(!format!("{c:?}").contains("topsecret"));
+        assert!(printed.contains("secretKey=******\n"));
+        assert!(printed.contains("accessKey=broker-a1\n"));
+        assert!(c.broker.acl_enable);
+        assert_eq!(
+            c.broker.acl_file_path(&c.store.store_path_root_dir),
+            Path::new("/data/store/../conf/plain_acl.yml")
+        );
+        let creds = c.broker.credentials().unwrap().unwrap();
+        assert_eq!(creds.secret_key.expose(), "topsecret-1");
+        assert!(
+            Config::from_properties("accessKey=x\nsecretKey=")
+                .unwrap()
+                .broker
+                .credentials()
+                .is_err()
+        );
+    }
+
+    #[test]
     fn bad_values_are_errors() {
         let e = Config::from_properties("listenPort=abc").unwrap_err();
         assert_eq!(e.to_string(), "bad value \"abc\" for listenPort");
@@ -292,5 +506,16 @@ mod tests {
         assert_eq!(b.register_period(), Duration::from_secs(10));
         b.register_name_server_period = 600_000;
         assert_eq!(b.register_period(), Duration::from_secs(60));
+    }
+
+    /// Issue 15 defect 4: GET_BROKER_CONFIG (and `-p`) printed `haSecret`.
+    #[test]
+    fn the_ha_secret_is_never_rendered_or_debug_printed() {
+        let c = Config::from_properties("haSecret=hunter2-topsecret\nbrokerName=b\n").unwrap();
+        assert_eq!(c.broker.ha_secret.expose(), "hunter2-topsecret");
+        assert!(c.render().contains("haSecret=******\n"), "{}", c.render());
+        for shown in [c.render(), format!("{c:?}"), format!("{:?}", c.broker)] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
     }
 }

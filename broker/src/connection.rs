@@ -5,29 +5,34 @@
 //! up the requests pipelined behind it;
 //! answers go out in completion order, matched by opaque. Work is bounded: a request
 //! that would exceed `maxInFlightPerConnection` or the broker-wide `maxInFlightTotal`
-//! is answered at once with SYSTEM_BUSY instead of queueing. The writer task owns the
-//! socket's write half and is also how the broker pushes requests to the client
-//! (NOTIFY_CONSUMER_IDS_CHANGED). A frame that does not decode closes this connection
-//! only.
+//! is answered at once with SYSTEM_BUSY instead of queueing. A pull that parks (long
+//! polling) gives its permits back and holds a parked-pull permit instead
+//! (`maxParkedPullsPerConnection`, `maxParkedPullsTotal`), so parked pulls never starve
+//! sends and heartbeats. Every task a request spawned ends when its connection closes.
+//! The writer task owns the socket's write half and is also how the broker pushes
+//! requests to the client (NOTIFY_CONSUMER_IDS_CHANGED); a write that makes no progress
+//! within `writeTimeoutMillis` closes the connection, so a peer that stops reading cannot
+//! pin the connection, its consumer membership and its queue locks. A frame that does
+//! not decode closes this connection only.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::StreamExt;
-use protocol::code::response;
+use protocol::code::{request as rq, response};
 use protocol::{RemotingCodec, RemotingCommand};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::clients::{Channel, ConnId};
+use crate::conn_gate::ConnSlot;
 use crate::dispatch;
-use crate::in_flight::InFlightLimit;
+use crate::in_flight::{InFlightLimit, InFlightPermit};
 use crate::outbound::Outbound;
 use crate::state::Broker;
 
@@ -54,10 +59,19 @@ pub struct Conn {
     pub channel: Channel,
 }
 
-pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
-    let _ = stream.set_nodelay(true);
+/// The connection over any byte stream halves (plain TCP today; TLS wraps the same).
+pub async fn serve_io<R, W>(
+    read: R,
+    write: W,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    slot: ConnSlot,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let _slot = slot;
     let id = broker.next_conn_id();
-    let (read, write) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Answers>(OUTBOUND_QUEUE);
     let (push_tx, push_rx) = mpsc::channel::<RemotingCommand>(64);
     let close = broker.shutdown.child_token();
@@ -73,9 +87,22 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     // where cloning `Conn` would clone a sender and a cancellation token (which locks).
     let conn = Arc::new(Conn { id, peer, channel });
     let max_frame = broker.config.broker.frame_max_length as usize;
-    let writer = tokio::spawn(write_loop(write, rx, push_rx, max_frame, close.clone()));
+    let writer = tokio::spawn(write_loop(
+        write,
+        rx,
+        push_rx,
+        WriterLimits {
+            max_frame,
+            deadline: broker.config.broker.write_timeout(),
+        },
+        close.clone(),
+        Arc::clone(&broker),
+    ));
 
-    let per_conn = InFlightLimit::new(broker.config.broker.max_in_flight_per_connection as usize);
+    let limits = ConnLimits {
+        requests: InFlightLimit::new(broker.config.broker.max_in_flight_per_connection as usize),
+        parked: InFlightLimit::new(broker.config.broker.max_parked_pulls_per_connection as usize),
+    };
     let idle = broker.config.broker.idle_timeout();
     let mut frames = FramedRead::with_capacity(read, RemotingCodec::new(max_frame), READ_BUFFER);
     // Answers produced while serving the frames at hand; handed to the writer together
@@ -94,7 +121,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
         let next = match futures::poll!(frames.next()) {
             Poll::Ready(next) => Ok(next),
             Poll::Pending => {
-                if !answers.is_empty() && tx.send(std::mem::take(&mut answers)).await.is_err() {
+                if !answers.is_empty() && !hand_over(&tx, &mut answers, &close).await {
                     break;
                 }
                 tokio::select! {
@@ -116,49 +143,20 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
             Ok(Some(Ok(cmd))) => cmd,
         };
         if request.is_response() {
-            // Answers to requests the broker pushed (all oneway today): nothing waits.
+            // An answer to a request the broker pushed (GET_CONSUMER_STATUS_FROM_CLIENT);
+            // one nobody waits for any more is dropped.
+            broker.client_requests.on_response(id, request);
             continue;
         }
-        let permits = per_conn.try_acquire().zip(broker.in_flight.try_acquire());
-        let Some(permits) = permits else {
-            broker.metrics.rejected_busy();
-            if !request.is_oneway() {
-                let busy = RemotingCommand::error_response(
-                    &request,
-                    response::SYSTEM_BUSY,
-                    "[OVERLOAD]system busy, start flow control for a while",
-                );
-                answers.push(busy.into());
-            }
-            continue;
-        };
-        let (task_broker, task_conn) = (Arc::clone(&broker), Arc::clone(&conn));
-        let mut task = Box::pin(async move {
-            let _permits = permits;
-            dispatch::dispatch(&task_broker, &task_conn, request).await
-        });
-        // Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) complete on their
-        // first poll: answer those here and spare a task spawn and a cross-thread wakeup.
-        // Only a request that has to wait (disk, slave, long polling) gets its own task,
-        // so it never holds up the requests pipelined behind it.
-        match futures::poll!(task.as_mut()) {
-            Poll::Ready(Some(out)) => answers.push(out),
-            Poll::Ready(None) => {}
-            Poll::Pending => {
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    if let Some(out) = task.await {
-                        let _ = tx.send(vec![out]).await;
-                    }
-                });
-            }
+        if let Some(out) = run_request(&broker, &conn, &limits, &tx, &close, request) {
+            answers.push(out);
         }
-        if answers.len() >= ANSWER_BATCH && tx.send(std::mem::take(&mut answers)).await.is_err() {
+        if answers.len() >= ANSWER_BATCH && !hand_over(&tx, &mut answers, &close).await {
             break;
         }
     }
     if !answers.is_empty() {
-        let _ = tx.send(answers).await;
+        hand_over(&tx, &mut answers, &close).await;
     }
     close.cancel();
     drop(tx);
@@ -173,15 +171,156 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     tracing::debug!(%peer, conn = id, "connection closed");
 }
 
-async fn write_loop(
-    mut write: OwnedWriteHalf,
+/// Hands the collected answers to the writer; `false` when the connection is closing
+/// (the writer is gone, or stuck until its write deadline closes the connection).
+async fn hand_over(
+    tx: &mpsc::Sender<Answers>,
+    answers: &mut Answers,
+    close: &CancellationToken,
+) -> bool {
+    tokio::select! {
+        sent = tx.send(std::mem::take(answers)) => sent.is_ok(),
+        _ = close.cancelled() => false,
+    }
+}
+
+/// The per-connection bounds on work in progress.
+struct ConnLimits {
+    /// `maxInFlightPerConnection`.
+    requests: Arc<InFlightLimit>,
+    /// `maxParkedPullsPerConnection`.
+    parked: Arc<InFlightLimit>,
+}
+
+/// What keeps a spawned request counted while it waits.
+enum Held {
+    /// A request waiting for the disk, a slave or a transaction store: it keeps its
+    /// in-flight permits.
+    Request {
+        _permits: (InFlightPermit, InFlightPermit),
+    },
+    /// A parked pull: parked-pull permits only, shown in `rocketmq_broker_parked_pulls`.
+    Parked { _pull: ParkedPull },
+}
+
+struct ParkedPull {
+    _permits: (InFlightPermit, InFlightPermit),
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for ParkedPull {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// SYSTEM_BUSY for a request over a bound (`NettyRemotingAbstract`'s flow-control text).
+fn busy(opaque: i32, serialize_type: protocol::SerializeType, what: &str) -> Outbound {
+    let request = RemotingCommand {
+        opaque,
+        serialize_type,
+        ..RemotingCommand::default()
+    };
+    RemotingCommand::error_response(
+        &request,
+        response::SYSTEM_BUSY,
+        format!("[OVERLOAD]system busy, start flow control for a while ({what})"),
+    )
+    .into()
+}
+
+/// Runs one request under the bounds: the answer when it completes on its first poll or
+/// is refused, else `None` (a task now owns it and answers through `tx`).
+fn run_request(
+    broker: &Arc<Broker>,
+    conn: &Arc<Conn>,
+    limits: &ConnLimits,
+    tx: &mpsc::Sender<Answers>,
+    close: &CancellationToken,
+    request: RemotingCommand,
+) -> Option<Outbound> {
+    let (opaque, serialize_type) = (request.opaque, request.serialize_type);
+    let (code, oneway) = (request.code, request.is_oneway());
+    let permits = limits
+        .requests
+        .try_acquire()
+        .zip(broker.in_flight.try_acquire());
+    let Some(permits) = permits else {
+        broker.metrics.rejected_busy();
+        return (!oneway).then(|| busy(opaque, serialize_type, "maxInFlight"));
+    };
+    let (task_broker, task_conn) = (Arc::clone(broker), Arc::clone(conn));
+    let mut task =
+        Box::pin(async move { dispatch::dispatch(&task_broker, &task_conn, request).await });
+    // Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) complete on their
+    // first poll: answer those here and spare a task spawn and a cross-thread wakeup.
+    // Only a request that has to wait (disk, slave, long polling) gets its own task,
+    // so it never holds up the requests pipelined behind it.
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // The first poll only registers wakers that the spawned task re-registers on its own
+    // first poll, so a no-op waker loses nothing.
+    let held = match task.as_mut().poll(&mut cx) {
+        Poll::Ready(out) => return out,
+        // A pull is pending only when it parked (PullRequestHoldService).
+        Poll::Pending if code == rq::PULL_MESSAGE => {
+            drop(permits);
+            let parked = limits.parked.try_acquire().zip(broker.parked.try_acquire());
+            let Some(parked) = parked else {
+                // Dropping the task unparks the pull.
+                broker.metrics.limits.parked_refused.inc();
+                return Some(busy(opaque, serialize_type, "maxParkedPulls"));
+            };
+            let gauge = broker.metrics.limits.parked_pulls.clone();
+            gauge.inc();
+            Held::Parked {
+                _pull: ParkedPull {
+                    _permits: parked,
+                    gauge,
+                },
+            }
+        }
+        Poll::Pending => Held::Request { _permits: permits },
+    };
+    let (tx, close) = (tx.clone(), close.clone());
+    tokio::spawn(async move {
+        let _held = held;
+        // The connection closing ends the task: a parked pull leaves its queue's
+        // waiters, and nothing the closed peer can no longer read stays counted.
+        let out = tokio::select! {
+            out = task => out,
+            _ = close.cancelled() => None,
+        };
+        if let Some(out) = out {
+            tokio::select! {
+                _ = tx.send(vec![out]) => {}
+                _ = close.cancelled() => {}
+            }
+        }
+    });
+    None
+}
+
+/// Bounds of the writer.
+struct WriterLimits {
+    max_frame: usize,
+    /// `writeTimeoutMillis`: longest a write may make no progress.
+    deadline: Duration,
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut write: W,
     mut responses: mpsc::Receiver<Answers>,
     mut pushes: mpsc::Receiver<RemotingCommand>,
-    max_frame: usize,
+    limits: WriterLimits,
     close: CancellationToken,
+    broker: Arc<Broker>,
 ) {
-    let mut codec = RemotingCodec::new(max_frame);
+    let mut codec = RemotingCodec::new(limits.max_frame);
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut out = Deadline {
+        write: &mut write,
+        deadline: limits.deadline,
+    };
     loop {
         let first = tokio::select! {
             out = responses.recv() => match out {
@@ -197,13 +336,13 @@ async fn write_loop(
             tokio::task::yield_now().await;
         }
         let mut next = Some(first);
+        let mut result = Ok(());
         // Batch everything already queued into as few writes as possible.
-        while let Some(batch) = next.take() {
-            for out in batch {
-                if let Err(e) = append(&mut codec, &mut buf, &mut write, out).await {
-                    tracing::debug!(error = %e, "write failed");
-                    close.cancel();
-                    return;
+        'batch: while let Some(batch) = next.take() {
+            for item in batch {
+                result = append(&mut codec, &mut buf, &mut out, item).await;
+                if result.is_err() {
+                    break 'batch;
                 }
             }
             if buf.len() < 256 * 1024 {
@@ -213,22 +352,51 @@ async fn write_loop(
                     .or_else(|| pushes.try_recv().ok().map(|cmd| vec![Outbound::from(cmd)]));
             }
         }
-        if !buf.is_empty() {
-            if let Err(e) = write.write_all(&buf).await {
-                tracing::debug!(error = %e, "write failed");
-                close.cancel();
-                return;
-            }
+        if result.is_ok() && !buf.is_empty() {
+            result = out.write_all(&buf).await;
             buf.clear();
         }
+        if let Err(e) = result {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                broker.metrics.limits.write_timeouts.inc();
+                tracing::warn!(deadline = ?limits.deadline, "peer stopped reading, closing connection");
+            } else {
+                tracing::debug!(error = %e, "write failed");
+            }
+            close.cancel();
+            return;
+        }
     }
-    let _ = write.shutdown().await;
+    let _ = tokio::time::timeout(limits.deadline, write.shutdown()).await;
 }
 
-async fn append(
+/// A writer whose every write must make progress within `deadline`.
+struct Deadline<'a, W> {
+    write: &'a mut W,
+    deadline: Duration,
+}
+
+impl<W: AsyncWrite + Unpin> Deadline<'_, W> {
+    /// `write_all`, failing with `TimedOut` when one write call accepts no byte in time
+    /// (a zero window, a peer that stopped reading).
+    async fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let n = tokio::time::timeout(self.deadline, self.write.write(bytes))
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
+}
+
+async fn append<W: AsyncWrite + Unpin>(
     codec: &mut RemotingCodec,
     buf: &mut BytesMut,
-    write: &mut OwnedWriteHalf,
+    write: &mut Deadline<'_, W>,
     out: Outbound,
 ) -> std::io::Result<()> {
     if let Err(e) = out.encode_head(codec, buf) {

@@ -11,7 +11,8 @@ use protocol::code::{request as rq, response};
 
 use crate::connection::Conn;
 use crate::handlers::{
-    HandlerError, Reply, admin, client, delay_offset, lookup, offset, pull, send, send_back,
+    HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, offset_reset,
+    producer, pull, send, send_back,
 };
 use crate::outbound::Outbound;
 use crate::state::Broker;
@@ -24,6 +25,11 @@ pub async fn dispatch(
 ) -> Option<Outbound> {
     let started = Instant::now();
     let code = request.code;
+    // The one ACL check, in front of the table (a no-op unless aclEnable=true).
+    if let Err(refusal) = crate::acl::check(broker, conn, &request) {
+        broker.metrics.observe_request(code, started.elapsed());
+        return refusal.map(|answer| (*answer).into());
+    }
     let result: Result<Reply, HandlerError> = match code {
         rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE => {
             send::send_message(broker, conn, &request).await
@@ -56,9 +62,21 @@ pub async fn dispatch(
         rq::GET_BROKER_CONFIG => admin::broker_config(broker, &request),
         rq::UPDATE_BROKER_CONFIG => admin::update_broker_config(broker, &request),
         rq::GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
+        rq::GET_PRODUCER_CONNECTION_LIST => producer::producer_connections(broker, &request),
+        rq::INVOKE_BROKER_TO_RESET_OFFSET => offset_reset::reset_offset(broker, &request),
+        rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => {
+            offset_reset::consumer_status(broker, &request).await
+        }
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),
         rq::END_TRANSACTION => crate::transaction::end::end_transaction(broker, &request).await,
+        rq::UPDATE_AND_CREATE_ACL_CONFIG => acl_admin::update_account(broker, &request),
+        rq::DELETE_ACL_CONFIG => acl_admin::delete_account(broker, &request),
+        rq::GET_BROKER_CLUSTER_ACL_INFO => acl_admin::acl_info(broker, &request),
+        rq::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG => {
+            acl_admin::update_global_whitelist(broker, &request)
+        }
+        rq::GET_BROKER_CLUSTER_ACL_CONFIG => acl_admin::acl_config(broker, &request),
         rq::GET_BROKER_HA_STATUS => crate::ha::admin::ha_status(broker, &request),
         rq::GET_BROKER_EPOCH_CACHE => crate::ha::admin::epoch_cache(broker, &request),
         rq::NOTIFY_BROKER_ROLE_CHANGED => {

@@ -1,38 +1,85 @@
-//! Tag filtering of pulls (`FilterAPI.buildSubscriptionData`, `ExpressionMessageFilter`):
-//! `*`/empty matches everything, `A || B` matches by the tags' Java hash codes as stored
-//! in ConsumeQueue units. Hash collisions pass; clients re-check the tag string.
+//! Pull filtering (`ExpressionMessageFilter`, `ExpressionForRetryMessageFilter`): first on
+//! the ConsumeQueue unit, then, for SQL92 subscriptions, on the stored message's
+//! properties. TAG: `*`/empty matches everything, `A || B` matches by the tags' Java hash
+//! codes as stored in ConsumeQueue units; hash collisions pass and clients re-check the tag
+//! string. SQL92 ([`sql92`]): evaluated at the broker, which is the only place it is
+//! checked (the Java client re-filters by tag set only, empty for SQL92).
+
+pub mod pull;
+pub mod registry;
+pub mod sql92;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use protocol::body::SubscriptionData;
+use protocol::message::properties::RETRY_TOPIC;
 
 use crate::names::java_string_hash;
+use registry::FilterRegistry;
+use sql92::{CompileError, DecodedProperties, Sql92Filter};
 
 pub const EXPRESSION_TAG: &str = "TAG";
 pub const EXPRESSION_SQL92: &str = "SQL92";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum MessageFilter {
     All,
-    Tags { codes: BTreeSet<i32> },
+    Tags {
+        codes: BTreeSet<i32>,
+    },
+    Sql(Arc<Sql92Filter>),
+    /// `filterSupportRetry` on `%RETRY%<group>`: a message is checked against the SQL92
+    /// filter `group` registered for the message's original topic (its `RETRY_TOPIC`
+    /// property); `inner` is the retry topic's own (TAG) subscription.
+    Retry {
+        inner: Box<MessageFilter>,
+        group: String,
+        registry: Arc<FilterRegistry>,
+    },
+}
+
+impl PartialEq for MessageFilter {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::All, Self::All) => true,
+            (Self::Tags { codes: a }, Self::Tags { codes: b }) => a == b,
+            (Self::Sql(a), Self::Sql(b)) => a == b,
+            (
+                Self::Retry {
+                    inner: a,
+                    group: ga,
+                    registry: ra,
+                },
+                Self::Retry {
+                    inner: b,
+                    group: gb,
+                    registry: rb,
+                },
+            ) => a == b && ga == gb && Arc::ptr_eq(ra, rb),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
-    /// SQL92 needs `enablePropertyFilter`, which this broker does not implement yet.
+    /// An expression type other than TAG and SQL92 (4.9 has no other filter registered).
     #[error("The broker does not support consumer to filter message by {0}")]
     Unsupported(String),
+    #[error("{0}")]
+    Compile(#[from] CompileError),
 }
 
 impl MessageFilter {
-    /// Parses a subscription carried in a pull request or heartbeat.
+    /// Parses a subscription carried in a pull request or heartbeat (SQL92 compiled
+    /// here, uncached; the broker's paths go through [`FilterRegistry`]).
     pub fn parse(expression_type: Option<&str>, expression: &str) -> Result<Self, FilterError> {
-        match expression_type.unwrap_or(EXPRESSION_TAG) {
-            t if t.eq_ignore_ascii_case(EXPRESSION_TAG) || t.is_empty() => {
-                Ok(Self::tags(expression))
-            }
-            other => Err(FilterError::Unsupported(other.to_owned())),
+        if registry::is_tag_type(expression_type) {
+            return Ok(Self::tags(expression));
         }
+        let t = expression_type.unwrap_or_default();
+        Ok(Self::Sql(Arc::new(registry::compile(t, expression)?)))
     }
 
     pub fn from_subscription(sub: &SubscriptionData) -> Result<Self, FilterError> {
@@ -49,6 +96,50 @@ impl MessageFilter {
             }
             f => Ok(f),
         }
+    }
+
+    /// Whether the second stage (properties) has anything to check.
+    pub fn needs_properties(&self) -> bool {
+        matches!(self, Self::Sql(_) | Self::Retry { .. })
+    }
+
+    /// `isMatchedByCommitLog` on a whole stored record: its properties are decoded once
+    /// and the selector evaluated on them. An undecodable record does not match.
+    pub fn matches_record(&self, record: &[u8]) -> bool {
+        if !self.needs_properties() {
+            return true;
+        }
+        match protocol::message::record::decode(record, false) {
+            Ok(view) => self.matches_properties(&DecodedProperties::parse(view.properties())),
+            Err(_) => false,
+        }
+    }
+
+    /// `isMatchedByCommitLog` on decoded properties. Only TRUE matches; NULL and
+    /// evaluation errors (4.9's exceptions) do not.
+    pub fn matches_properties(&self, props: &DecodedProperties<'_>) -> bool {
+        use sql92::PropertySource;
+        match self {
+            Self::All | Self::Tags { .. } => true,
+            Self::Sql(f) => f.matches(props),
+            Self::Retry {
+                group, registry, ..
+            } => {
+                // 4.9 throws on a retry message without RETRY_TOPIC; such a message
+                // has no original subscription to apply, so it passes here.
+                let Some(topic) = props.get(RETRY_TOPIC) else {
+                    return true;
+                };
+                registry
+                    .get(topic, group)
+                    .is_none_or(|e| e.filter.matches(props))
+            }
+        }
+    }
+
+    /// [`Self::matches_properties`] on the stored properties text.
+    pub fn matches_properties_text(&self, text: &str) -> bool {
+        !self.needs_properties() || self.matches_properties(&DecodedProperties::parse(text))
     }
 
     fn tags(expression: &str) -> Self {
@@ -73,8 +164,9 @@ impl MessageFilter {
     /// i32 hash) must be one of the subscribed codes.
     pub fn matches_tags_code(&self, tags_code: i64) -> bool {
         match self {
-            Self::All => true,
+            Self::All | Self::Sql(_) => true,
             Self::Tags { codes } => codes.contains(&(tags_code as i32)),
+            Self::Retry { inner, .. } => inner.matches_tags_code(tags_code),
         }
     }
 }
@@ -109,10 +201,15 @@ mod tests {
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagA"))));
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagB"))));
         assert!(!f.matches_tags_code(i64::from(java_string_hash("TagC"))));
-        let err = MessageFilter::parse(Some("SQL92"), "a > 1").unwrap_err();
+        let err = MessageFilter::parse(Some("XPATH"), "a > 1").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "The broker does not support consumer to filter message by SQL92"
+            "The broker does not support consumer to filter message by XPATH"
         );
+        let sql = MessageFilter::parse(Some("SQL92"), "a > 1").unwrap();
+        assert!(sql.matches_tags_code(7));
+        assert!(sql.matches_properties_text("a\u{1}2"));
+        assert!(!sql.matches_properties_text("a\u{1}1"));
+        assert!(!sql.matches_properties_text(""));
     }
 }

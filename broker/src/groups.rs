@@ -2,11 +2,13 @@
 //! when `autoCreateSubscriptionGroup` is on, persisted to `subscriptionGroup.json`.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use protocol::body::DataVersion;
 use store::config_files::{
-    ConfigFile, ConfigFileError, SubscriptionGroupConfig, SubscriptionGroupTable,
+    ConfigFile, ConfigFileError, DeferredPersist, SubscriptionGroupConfig, SubscriptionGroupTable,
     subscription_group_path,
 };
 
@@ -14,8 +16,10 @@ use crate::names;
 use crate::now_ms;
 
 pub struct GroupManager {
-    table: RwLock<SubscriptionGroupTable>,
+    table: Arc<RwLock<SubscriptionGroupTable>>,
     file: ConfigFile,
+    /// Persists of groups auto-created on request paths, coalesced off the async workers.
+    deferred: DeferredPersist,
 }
 
 /// Groups `SubscriptionGroupManager.init` always has (all with default settings; the
@@ -51,9 +55,16 @@ impl GroupManager {
                     ..SubscriptionGroupConfig::default()
                 });
         }
+        let table = Arc::new(RwLock::new(table));
+        let snapshot_of = Arc::clone(&table);
+        let deferred = DeferredPersist::spawn(
+            file.clone(),
+            Box::new(move || protocol::body::encode(&*snapshot_of.read())),
+        )?;
         Ok(Self {
-            table: RwLock::new(table),
+            table,
             file,
+            deferred,
         })
     }
 
@@ -67,6 +78,9 @@ impl GroupManager {
 
     /// `findSubscriptionGroupConfig`: the group's config, created with defaults when
     /// `auto_create` (autoCreateSubscriptionGroup) is on or the group is a system group.
+    /// A name that is not a valid group name (`Validators.checkGroup`, which 4.9 only
+    /// applies in clients) is never created. The new group reaches disk through the
+    /// deferred persist.
     pub fn find_or_create(
         &self,
         group: &str,
@@ -76,6 +90,9 @@ impl GroupManager {
             return Some(g);
         }
         if !auto_create && !group.starts_with(names::CID_RMQ_SYS_PREFIX) {
+            return None;
+        }
+        if names::validate_group(group).is_err() {
             return None;
         }
         let config = SubscriptionGroupConfig {
@@ -90,9 +107,7 @@ impl GroupManager {
             t.data_version = t.data_version.next(now_ms());
         }
         tracing::info!(group, "subscription group created");
-        if let Err(e) = self.persist() {
-            tracing::error!(error = %e, "cannot persist subscriptionGroup.json");
-        }
+        self.deferred.mark_dirty();
         Some(config)
     }
 
@@ -125,9 +140,16 @@ impl GroupManager {
         self.table.read().clone()
     }
 
+    /// Writes `subscriptionGroup.json` now, from a snapshot taken under the file's
+    /// persist lock.
     pub fn persist(&self) -> Result<(), ConfigFileError> {
-        let body = protocol::body::encode(&self.snapshot());
-        self.file.persist_bytes(&body)
+        self.file
+            .persist_with(|| protocol::body::encode(&*self.table.read()))
+    }
+
+    /// Waits until auto-created groups are on disk; `true` when they are.
+    pub fn flush_created(&self, within: Duration) -> bool {
+        self.deferred.flush(within)
     }
 }
 
@@ -142,6 +164,7 @@ mod tests {
         assert!(off.find_or_create("g1", false).is_none());
         assert!(off.find_or_create("CID_RMQ_SYS_TRANS", false).is_some());
         assert!(off.get("TOOLS_CONSUMER").is_some());
+        assert!(off.flush_created(Duration::from_secs(10)));
         let on = GroupManager::open(dir.path()).unwrap();
         assert!(
             on.get("CID_RMQ_SYS_TRANS").is_some(),

@@ -7,8 +7,12 @@
 //! ([`topics`], [`groups`], [`offsets`], [`clients`], [`locks`]) shared through
 //! [`state::Broker`].
 
+pub mod acl;
+pub mod client_requests;
 pub mod clients;
 pub mod config;
+pub mod config_keys;
+pub mod conn_gate;
 pub mod connection;
 pub mod consume_rate;
 pub mod dispatch;
@@ -17,6 +21,7 @@ pub mod groups;
 pub mod ha;
 pub mod handlers;
 pub mod in_flight;
+pub mod limit_metrics;
 pub mod live_config;
 pub mod locks;
 pub mod long_polling;
@@ -26,6 +31,7 @@ pub mod names;
 pub mod offsets;
 pub mod outbound;
 pub mod properties;
+pub mod put_path;
 pub mod registration;
 pub mod remoting_client;
 pub mod schedule;

@@ -4,15 +4,23 @@
 //! set remotely, which is how CVE-2023-33246 ran commands (through `rocketmqHome` /
 //! `filterServerNums`) and CVE-2023-37582 rewrote paths. Here only the keys in
 //! [`UPDATABLE`] can change: each is a switch or a number that the handlers read on every
-//! request, none names a path, an address, a port or anything executable. A request that
-//! holds any other key, or a bad value, is refused as a whole and changes nothing.
+//! request, or the nameserver list (`namesrvAddr`, which 4.9 also re-points live through
+//! `BrokerOuterAPI.updateNameServerAddressList`), validated as `host:port[;host:port]`.
+//! None names a path, a listening port or anything executable. A request that holds any
+//! other key, or a bad value, is refused as a whole and changes nothing.
 //!
 //! Updates last until the process stops; the config file (on Kubernetes, the operator's
 //! ConfigMap) stays the source of truth at the next start.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
+use parking_lot::RwLock;
+use tokio::sync::Notify;
+
 use crate::config::BrokerConfig;
+
+/// Most nameservers a `namesrvAddr` list may name (a RocketMQ cluster runs a handful).
+pub const MAX_NAMESRV_ADDRS: usize = 32;
 
 /// Keys UPDATE_BROKER_CONFIG accepts, with RocketMQ's names.
 pub const UPDATABLE: &[&str] = &[
@@ -21,6 +29,7 @@ pub const UPDATABLE: &[&str] = &[
     "shortPollingTimeMills",
     "notifyConsumerIdsChangedEnable",
     "autoCreateSubscriptionGroup",
+    "namesrvAddr",
 ];
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +47,18 @@ pub struct LiveConfig {
     pub short_polling_time_mills: AtomicU64,
     pub notify_consumer_ids_changed_enable: AtomicBool,
     pub auto_create_subscription_group: AtomicBool,
+    /// The nameservers registration talks to; [`Self::namesrv_changed`] fires on a change.
+    namesrv_addrs: RwLock<Vec<String>>,
+    pub namesrv_changed: Notify,
+}
+
+/// What an accepted update changed that other parts of the broker must act on.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// brokerPermission changed: re-register so routes carry the new perm (as 4.9 does).
+    pub permission: bool,
+    /// namesrvAddr changed: registration re-points to the new list.
+    pub namesrv: bool,
 }
 
 /// One validated update, parsed before anything is applied.
@@ -47,6 +68,46 @@ enum Setting {
     ShortPollingTimeMills(u64),
     NotifyConsumerIdsChangedEnable(bool),
     AutoCreateSubscriptionGroup(bool),
+    NamesrvAddr(Vec<String>),
+}
+
+/// `host:port[;host:port]` as `namesrvAddr` holds it: 1..=[`MAX_NAMESRV_ADDRS`] entries,
+/// each a DNS name, IPv4 address or bracketed IPv6 address and a non-zero port.
+pub fn parse_namesrv_list(value: &str) -> Option<Vec<String>> {
+    let addrs: Vec<String> = value
+        .split(';')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let valid = !addrs.is_empty()
+        && addrs.len() <= MAX_NAMESRV_ADDRS
+        && addrs.iter().all(|a| is_host_port(a));
+    valid.then_some(addrs)
+}
+
+fn is_host_port(addr: &str) -> bool {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    if !matches!(port.parse::<u16>(), Ok(p) if p > 0) {
+        return false;
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    // RFC 1123 host names (IPv4 addresses are a subset of the character set).
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 impl Setting {
@@ -70,6 +131,7 @@ impl Setting {
             "longPollingEnable" => Self::LongPollingEnable(flag()?),
             "notifyConsumerIdsChangedEnable" => Self::NotifyConsumerIdsChangedEnable(flag()?),
             "autoCreateSubscriptionGroup" => Self::AutoCreateSubscriptionGroup(flag()?),
+            "namesrvAddr" => Self::NamesrvAddr(parse_namesrv_list(v).ok_or_else(bad)?),
             other => return Err(UpdateError::NotUpdatable(other.to_owned())),
         })
     }
@@ -85,25 +147,38 @@ impl LiveConfig {
                 b.notify_consumer_ids_changed_enable,
             ),
             auto_create_subscription_group: AtomicBool::new(b.auto_create_subscription_group),
+            namesrv_addrs: RwLock::new(b.namesrv_addrs()),
+            namesrv_changed: Notify::new(),
         }
+    }
+
+    /// The nameservers the broker registers with now.
+    pub fn namesrv_addrs(&self) -> Vec<String> {
+        self.namesrv_addrs.read().clone()
     }
 
     pub fn broker_permission(&self) -> i32 {
         self.broker_permission.load(Ordering::Relaxed)
     }
 
-    /// Validates every pair, then applies them all. Returns whether brokerPermission
-    /// changed (the caller then re-registers, as RocketMQ does).
-    pub fn update(&self, pairs: &[(String, String)]) -> Result<bool, UpdateError> {
+    /// Validates every pair, then applies them all, and says what changed.
+    pub fn update(&self, pairs: &[(String, String)]) -> Result<Applied, UpdateError> {
         let settings = pairs
             .iter()
             .map(|(k, v)| Setting::parse(k, v))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut perm_changed = false;
+        let mut applied = Applied::default();
         for setting in settings {
             match setting {
                 Setting::BrokerPermission(p) => {
-                    perm_changed |= self.broker_permission.swap(p, Ordering::Relaxed) != p;
+                    applied.permission |= self.broker_permission.swap(p, Ordering::Relaxed) != p;
+                }
+                Setting::NamesrvAddr(addrs) => {
+                    let mut current = self.namesrv_addrs.write();
+                    if *current != addrs {
+                        *current = addrs;
+                        applied.namesrv = true;
+                    }
                 }
                 Setting::LongPollingEnable(f) => {
                     self.long_polling_enable.store(f, Ordering::Relaxed)
@@ -119,7 +194,10 @@ impl LiveConfig {
                     .store(f, Ordering::Relaxed),
             }
         }
-        Ok(perm_changed)
+        if applied.namesrv {
+            self.namesrv_changed.notify_one();
+        }
+        Ok(applied)
     }
 
     /// The live value of an updatable key, rendered as in broker.conf.
@@ -134,6 +212,7 @@ impl LiveConfig {
                 .to_string(),
             "notifyConsumerIdsChangedEnable" => flag(&self.notify_consumer_ids_changed_enable),
             "autoCreateSubscriptionGroup" => flag(&self.auto_create_subscription_group),
+            "namesrvAddr" => self.namesrv_addrs().join(";"),
             _ => return None,
         })
     }
@@ -175,7 +254,7 @@ mod tests {
                 ("shortPollingTimeMills", "250"),
             ]))
             .unwrap();
-        assert!(changed);
+        assert!(changed.permission && !changed.namesrv);
         assert_eq!(live.broker_permission(), 4);
         assert!(!live.long_polling_enable.load(Ordering::Relaxed));
         assert_eq!(live.short_polling_time_mills.load(Ordering::Relaxed), 250);
@@ -185,7 +264,6 @@ mod tests {
             "storePathRootDir",
             "rocketmqHome",
             "filterServerNums",
-            "namesrvAddr",
             "brokerIP1",
             "listenPort",
             "configStorePath",
@@ -204,12 +282,75 @@ mod tests {
             live.update(&pairs(&[("longPollingEnable", "maybe")])),
             Err(UpdateError::BadValue { .. })
         ));
-        assert!(!live.update(&pairs(&[("brokerPermission", "4")])).unwrap());
+        assert!(
+            !live
+                .update(&pairs(&[("brokerPermission", "4")]))
+                .unwrap()
+                .permission
+        );
+    }
+
+    #[test]
+    fn namesrv_list_is_validated_and_applied_whole() {
+        let live = LiveConfig::new(&BrokerConfig::default());
+        let applied = live
+            .update(&pairs(&[(
+                "namesrvAddr",
+                " ns-0.ns:9876; 10.0.0.2:9876;[::1]:9876 ",
+            )]))
+            .unwrap();
+        assert!(applied.namesrv);
+        assert_eq!(
+            live.namesrv_addrs(),
+            vec!["ns-0.ns:9876", "10.0.0.2:9876", "[::1]:9876"]
+        );
+        assert_eq!(
+            live.render("namesrvAddr").unwrap(),
+            "ns-0.ns:9876;10.0.0.2:9876;[::1]:9876"
+        );
+        // The same list again changes nothing.
+        assert!(
+            !live
+                .update(&pairs(&[(
+                    "namesrvAddr",
+                    "ns-0.ns:9876;10.0.0.2:9876;[::1]:9876"
+                )]))
+                .unwrap()
+                .namesrv
+        );
+        let too_many = vec!["h:1"; MAX_NAMESRV_ADDRS + 1].join(";");
+        for bad in [
+            "",
+            ";",
+            "ns:0",
+            "ns:99999",
+            "ns",
+            "/etc/passwd",
+            "ns:9876;$(reboot):1",
+            "a b:9876",
+            "-ns:9876",
+            "[zz]:9876",
+            "file:///x:1",
+            too_many.as_str(),
+        ] {
+            assert!(
+                matches!(
+                    live.update(&pairs(&[("brokerPermission", "2"), ("namesrvAddr", bad)])),
+                    Err(UpdateError::BadValue { .. })
+                ),
+                "{bad:?} accepted"
+            );
+        }
+        assert_eq!(live.namesrv_addrs().len(), 3);
+        assert_eq!(live.broker_permission(), 6);
     }
 
     #[test]
     fn every_listed_key_is_parsed_and_rendered() {
-        let live = LiveConfig::new(&BrokerConfig::default());
+        let live = LiveConfig::new(&BrokerConfig {
+            namesrv_addr: Some("127.0.0.1:9876".into()),
+            ..BrokerConfig::default()
+        });
         for key in UPDATABLE {
             let current = live.render(key).unwrap();
             assert!(live.update(&pairs(&[(key, &current)])).is_ok(), "{key}");

@@ -9,6 +9,7 @@ use protocol::message::QueueOffset;
 use tokio::sync::oneshot;
 
 use crate::filter::MessageFilter;
+use crate::filter::sql92::DecodedProperties;
 
 struct Waiter {
     /// The offset the pull asked for; only messages at or past it wake it.
@@ -44,18 +45,33 @@ impl PullHold {
         rx
     }
 
-    /// `notifyMessageArriving`: wakes the queue's waiters whose filter accepts the tags
-    /// code of the message dispatched at `offset`.
-    pub fn on_arrival(&self, topic: &str, queue_id: i32, offset: QueueOffset, tags_code: i64) {
+    /// `notifyMessageArriving`: wakes the queue's waiters whose filter accepts the message
+    /// dispatched at `offset`: its tags code, then (SQL92) its properties, decoded at most
+    /// once for all the queue's waiters.
+    pub fn on_arrival(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        tags_code: i64,
+        properties: &str,
+    ) {
         let mut w = self.waiters.lock();
         let key = (topic.to_owned(), queue_id);
         let Some(list) = w.get_mut(&key) else { return };
         let mut kept = Vec::with_capacity(list.len());
+        let mut decoded: Option<DecodedProperties<'_>> = None;
         for waiter in list.drain(..) {
             if waiter.wake.is_closed() {
                 continue;
             }
-            if offset >= waiter.offset && waiter.filter.matches_tags_code(tags_code) {
+            let matches = offset >= waiter.offset
+                && waiter.filter.matches_tags_code(tags_code)
+                && (!waiter.filter.needs_properties()
+                    || waiter.filter.matches_properties(
+                        decoded.get_or_insert_with(|| DecodedProperties::parse(properties)),
+                    ));
+            if matches {
                 let _ = waiter.wake.send(());
             } else {
                 kept.push(waiter);
@@ -109,16 +125,32 @@ mod tests {
         let mut other_queue = hold.park("T", 1, QueueOffset(0), MessageFilter::All);
         assert_eq!(hold.parked(), 3);
         // An older message (below the requested offset) wakes nobody.
-        hold.on_arrival("T", 0, QueueOffset(4), 0);
+        hold.on_arrival("T", 0, QueueOffset(4), 0, "");
         assert!(all.try_recv().is_err());
-        hold.on_arrival("T", 0, QueueOffset(5), i64::from(java_string_hash("B")));
+        hold.on_arrival("T", 0, QueueOffset(5), i64::from(java_string_hash("B")), "");
         assert!(all.try_recv().is_ok());
         assert!(a.try_recv().is_err());
-        hold.on_arrival("T", 0, QueueOffset(6), i64::from(java_string_hash("A")));
+        hold.on_arrival("T", 0, QueueOffset(6), i64::from(java_string_hash("A")), "");
         assert!(a.try_recv().is_ok());
         assert!(other_queue.try_recv().is_err());
         drop(other_queue);
-        hold.on_arrival("T", 1, QueueOffset(0), 0);
+        hold.on_arrival("T", 1, QueueOffset(0), 0, "");
+        assert_eq!(hold.parked(), 0);
+    }
+
+    #[test]
+    fn sql92_waiters_wake_only_for_matching_properties() {
+        let hold = PullHold::default();
+        let sql = MessageFilter::parse(Some("SQL92"), "a > 5").unwrap();
+        let mut parked = hold.park("T", 0, QueueOffset(0), sql);
+        let mut all = hold.park("T", 0, QueueOffset(0), MessageFilter::All);
+        hold.on_arrival("T", 0, QueueOffset(0), 0, "a\u{1}3\u{2}b\u{1}x");
+        assert!(all.try_recv().is_ok());
+        assert!(parked.try_recv().is_err());
+        hold.on_arrival("T", 0, QueueOffset(1), 0, "");
+        assert!(parked.try_recv().is_err());
+        hold.on_arrival("T", 0, QueueOffset(2), 0, "b\u{1}x\u{2}a\u{1}6");
+        assert!(parked.try_recv().is_ok());
         assert_eq!(hold.parked(), 0);
     }
 

@@ -4,10 +4,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use broker::config::Config;
+use broker::conn_gate::{ConnGate, GatedListener};
+use broker::limit_metrics::Listener;
 use broker::metrics::{Http, Metrics};
 use broker::registration::{self, Registrar};
 use broker::state::Broker;
@@ -44,6 +46,7 @@ fn main() -> anyhow::Result<()> {
     }
     if cli.print {
         print!("{}", config.render());
+        print!("{}", broker::config_keys::unknown_comment_lines(&config));
         return Ok(());
     }
     tracing_subscriber::fmt()
@@ -53,8 +56,11 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    for key in &config.unknown_keys {
-        tracing::warn!(key, "unknown configuration key ignored");
+    for (key, suggestion) in broker::config_keys::unknown_with_suggestions(&config) {
+        match suggestion {
+            Some(s) => tracing::warn!(key, did_you_mean = %s, "unknown configuration key ignored"),
+            None => tracing::warn!(key, "unknown configuration key ignored"),
+        }
     }
     config.store.validate()?;
     tokio::runtime::Builder::new_multi_thread()
@@ -72,9 +78,18 @@ async fn run(config: Config) -> anyhow::Result<()> {
         broker: OnceLock::new(),
     });
     let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
-    let http_listener = TcpListener::bind(http_addr)
-        .await
-        .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?;
+    let (open, refused) = metrics.limits.listener(Listener::Http);
+    let http_listener = GatedListener {
+        inner: TcpListener::bind(http_addr)
+            .await
+            .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?,
+        gate: ConnGate::new(
+            config.broker.http_max_connections as usize,
+            0,
+            open,
+            refused,
+        ),
+    };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
     let http_task = tokio::spawn(metrics::serve_http(
         http_listener,
@@ -89,29 +104,60 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .context("store recovery task")?
         .context("cannot open the message store")?;
     let store = Arc::new(store);
-    let ha_settings = broker::ha::HaSettings::from_config(&config);
-    let ha = broker::ha::Ha::new(
-        ha_settings,
-        Arc::clone(&store),
-        config.broker.ha_master_address.clone(),
-    );
+    let replicate = broker::ha::enabled(&config).map_err(anyhow::Error::msg)?;
+    let ha = if replicate {
+        let ha = broker::ha::Ha::new(
+            broker::ha::HaSettings::from_config(&config),
+            Arc::clone(&store),
+            config.broker.ha_master_address.clone(),
+        );
+        ha.begin_term()
+            .context("cannot record this master's new epoch")?;
+        Some(ha)
+    } else {
+        tracing::info!(
+            "haSecret is empty and brokerRole=ASYNC_MASTER: running without replication"
+        );
+        None
+    };
     let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(store));
     let broker =
         Broker::open(config, Arc::clone(&store), metrics).context("cannot load broker metadata")?;
     let weak: Weak<Broker> = Arc::downgrade(&broker);
-    store.set_arrival_listener(Arc::new(move |topic, queue_id, offset, tags_code| {
-        if let Some(b) = weak.upgrade() {
-            b.pull_hold.on_arrival(topic, queue_id, offset, tags_code);
-        }
-    }));
+    store.set_arrival_listener(Arc::new(
+        move |topic, queue_id, offset, tags_code, properties| {
+            if let Some(b) = weak.upgrade() {
+                b.pull_hold
+                    .on_arrival(topic, queue_id, offset, tags_code, properties);
+            }
+        },
+    ));
     let _ = http.broker.set(Arc::clone(&broker));
-    let _ = broker.ha.set(Arc::clone(&ha));
-    let ha_tasks = broker::ha::start(&broker, &ha);
+    let ha_tasks = match &ha {
+        Some(ha) => {
+            let _ = broker.ha.set(Arc::clone(ha));
+            broker::ha::start(&broker, ha)
+        }
+        None => Vec::new(),
+    };
+    let tls_watcher = broker.tls.as_ref().map(|tls| {
+        let every = Duration::from_millis(broker.config.broker.tls_file_check_interval_ms);
+        tracing::info!(mode = %tls.mode(), "TLS on the remoting port");
+        tls.spawn_watcher(every, broker.shutdown.clone())
+    });
+    let acl_watcher = broker.acl.as_ref().map(|acl| {
+        let every = Duration::from_millis(broker.config.broker.acl_file_check_interval_ms);
+        tracing::info!(path = %acl.path().display(), "ACL enabled");
+        acl.spawn_watcher(every, broker.shutdown.clone())
+    });
 
     let listener = server::bind(&broker).await?;
+    let fast = server::bind_fast(&broker).await?;
     let local = listener.local_addr()?;
+    let fast_local = fast.as_ref().and_then(|l| l.local_addr().ok());
     let registrar = Arc::new(Registrar::new(&broker));
     let accept = tokio::spawn(server::accept_loop(listener, Arc::clone(&broker)));
+    let fast_accept = fast.map(|l| tokio::spawn(server::serve_listener(l, Arc::clone(&broker))));
     let tasks = [
         tokio::spawn(registration::run(
             Arc::clone(&broker),
@@ -123,7 +169,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tokio::spawn(broker::transaction::checker::run(Arc::clone(&broker))),
     ];
     let b = &broker.config.broker;
-    tracing::info!(remoting = %local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
+    tracing::info!(remoting = %local, vip = ?fast_local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
     println!(
         "The broker[{}, {}] boot success. serializeType=JSON and name server is {}",
         b.broker_name,
@@ -135,7 +181,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     broker.shutdown.cancel();
     let _ = accept.await;
-    for t in tasks.into_iter().chain(ha_tasks) {
+    if let Some(t) = fast_accept {
+        let _ = t.await;
+    }
+    for t in tasks
+        .into_iter()
+        .chain(ha_tasks)
+        .chain(acl_watcher)
+        .chain(tls_watcher)
+    {
         let _ = t.await;
     }
     registrar.unregister_all(&broker).await;

@@ -37,6 +37,15 @@ impl<K: Hash + Eq, M> HandleCache<K, M> {
         let m = map.entry(key.to_owned()).or_insert_with(make);
         use_it(m);
     }
+
+    /// Forgets `key`'s handle (its series was removed from the family).
+    pub fn remove<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.write().remove(key);
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::metric_handles::HandleCache;
@@ -51,6 +50,11 @@ pub struct LevelLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SlaveLabels {
     pub slave: String,
 }
@@ -67,6 +71,8 @@ struct HaGauges {
     behind_master: Gauge,
     forged_acks: Gauge,
     refused_handshakes: Gauge,
+    refused_histories: Gauge,
+    refused_truncations: Gauge,
     truncated_bytes: Gauge,
     fenced: Gauge,
 }
@@ -86,11 +92,14 @@ pub struct Metrics {
     connections: Gauge,
     busy: Counter,
     illegal: Counter,
+    acl_refused: Family<ReasonLabels, Counter>,
     dispatch_behind: Gauge,
     commitlog_min: Gauge,
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
     pub transactions: crate::transaction::metrics::TransactionMetrics,
+    /// Where the resource limits bite.
+    pub limits: crate::limit_metrics::LimitMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
     /// Handles into `latency`, `put_*` and `get_*` by request code / topic.
@@ -115,6 +124,9 @@ fn topic_pair(
         bytes.get_or_create(&l).clone(),
     )
 }
+
+/// The latency cache key all unknown request codes share.
+const UNKNOWN_CODE: i32 = i32::MIN;
 
 fn latency_histogram() -> Histogram {
     // 20 µs .. ~0.6 s.
@@ -144,11 +156,13 @@ impl Metrics {
             connections: Gauge::default(),
             busy: Counter::default(),
             illegal: Counter::default(),
+            acl_refused: Family::default(),
             dispatch_behind: Gauge::default(),
             commitlog_min: Gauge::default(),
             commitlog_max: Gauge::default(),
             group_diff: Family::default(),
             transactions: Default::default(),
+            limits: Default::default(),
             put_total: AtomicU64::new(0),
             get_total: AtomicU64::new(0),
             latency_by_code: HandleCache::default(),
@@ -192,13 +206,23 @@ impl Metrics {
             ),
             (
                 "rocketmq_ha_forged_acks",
-                "HA acks beyond the master's max offset (connection dropped)",
+                "HA acks beyond what the connection streamed (connection dropped)",
                 &m.ha.forged_acks,
             ),
             (
                 "rocketmq_ha_refused_handshakes",
                 "HA connections refused (wrong group, secret or epoch)",
                 &m.ha.refused_handshakes,
+            ),
+            (
+                "rocketmq_ha_refused_histories",
+                "Slaves whose history proof did not match this master's log (connection dropped)",
+                &m.ha.refused_histories,
+            ),
+            (
+                "rocketmq_ha_refused_truncations",
+                "Cuts below the confirm offset or to zero refused until an operator allows them",
+                &m.ha.refused_truncations,
             ),
             (
                 "rocketmq_ha_truncated_bytes",
@@ -298,14 +322,23 @@ impl Metrics {
             "Delayed messages delivered to their real topic, by delay level",
             m.delay_delivered.clone(),
         );
+        r.register(
+            "rocketmq_acl_refused",
+            "Requests refused by the ACL, by reason (missing_access_key, unknown_access_key, bad_signature, not_admin, topic_permission, group_permission)",
+            m.acl_refused.clone(),
+        );
         m.transactions.register(&mut r);
+        m.limits.register(&mut r);
         Self { registry: r, ..m }
     }
 
+    /// Known request codes get a series each; every other code shares `UNKNOWN` (one
+    /// cache entry too), so a client sending random codes cannot grow the label set.
     pub fn observe_request(&self, code: i32, elapsed: Duration) {
+        let name = protocol::code::request::name(code);
+        let code = if name.is_some() { code } else { UNKNOWN_CODE };
         let make = || {
-            let request_code =
-                protocol::code::request::name(code).map_or_else(|| code.to_string(), str::to_owned);
+            let request_code = name.unwrap_or("UNKNOWN").to_owned();
             self.latency
                 .get_or_create(&CodeLabels { request_code })
                 .clone()
@@ -356,6 +389,32 @@ impl Metrics {
         self.delay_delivered.get_or_create(&l).inc_by(messages);
     }
 
+    /// Drops the per-topic series of a deleted topic (a re-created one starts at zero).
+    pub fn forget_topic(&self, topic: &str) {
+        let l = TopicLabels {
+            topic: topic.to_owned(),
+        };
+        for family in [
+            &self.put_messages,
+            &self.put_bytes,
+            &self.get_messages,
+            &self.get_bytes,
+        ] {
+            family.remove(&l);
+        }
+        self.put_by_topic.remove(topic);
+        self.get_by_topic.remove(topic);
+    }
+
+    /// Drops the per-group series of a deleted group.
+    pub fn forget_group(&self, group: &str) {
+        let l = GroupLabels {
+            group: group.to_owned(),
+        };
+        self.retry_messages.remove(&l);
+        self.dlq_messages.remove(&l);
+    }
+
     pub fn connection_opened(&self) {
         self.connections.inc();
     }
@@ -366,6 +425,14 @@ impl Metrics {
 
     pub fn rejected_busy(&self) {
         self.busy.inc();
+    }
+
+    pub fn acl_refused(&self, reason: &str) {
+        self.acl_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn rejected_illegal(&self) {
@@ -426,6 +493,10 @@ impl Metrics {
         g.forged_acks.set(c.forged_acks.load(Relaxed) as i64);
         g.refused_handshakes
             .set(c.refused_handshakes.load(Relaxed) as i64);
+        g.refused_histories
+            .set(c.refused_histories.load(Relaxed) as i64);
+        g.refused_truncations
+            .set(c.refused_truncations.load(Relaxed) as i64);
         g.truncated_bytes
             .set(c.truncated_bytes.load(Relaxed) as i64);
         g.fenced.set(i64::from(info.fenced));
@@ -448,10 +519,19 @@ impl Metrics {
             if let Some(ha) = b.ha.get() {
                 self.refresh_ha(ha);
             }
+            // Lag series only for existing groups, topics and queues: committed offsets
+            // arrive unvalidated (UPDATE_CONSUMER_OFFSET), and must not mint labels.
             self.group_diff.clear();
             for group in b.groups.snapshot().subscription_group_table.keys() {
                 for (topic, queues) in b.offsets.topics_of_group(group) {
+                    let Some(config) = b.topics.get(&topic) else {
+                        continue;
+                    };
+                    let queue_count = config.read_queue_nums.max(config.write_queue_nums);
                     for (queue_id, committed) in queues {
+                        if !(0..queue_count).contains(&queue_id) {
+                            continue;
+                        }
                         let max = store.max_offset_in_queue(&topic, queue_id).get();
                         let labels = LagLabels {
                             group: group.clone(),
@@ -460,7 +540,7 @@ impl Metrics {
                         };
                         self.group_diff
                             .get_or_create(&labels)
-                            .set((max - committed.get()).max(0));
+                            .set(max.saturating_sub(committed.get()).max(0));
                     }
                 }
             }
@@ -479,7 +559,7 @@ pub struct Http {
 }
 
 pub async fn serve_http(
-    listener: TcpListener,
+    listener: crate::conn_gate::GatedListener,
     http: Arc<Http>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
@@ -510,8 +590,15 @@ async fn metrics(State(http): State<Arc<Http>>) -> impl IntoResponse {
 
 async fn readyz(State(http): State<Arc<Http>>) -> impl IntoResponse {
     match http.broker.get() {
-        Some(b) if b.is_ready() => (StatusCode::OK, "ready\n"),
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "recovering\n"),
+        Some(b) if b.is_ready() => match b.store.out_of_service() {
+            // A fenced store stays out of service until a restart: not ready.
+            Some(reason) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("store out of service: {reason}\n"),
+            ),
+            None => (StatusCode::OK, "ready\n".to_owned()),
+        },
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "recovering\n".to_owned()),
     }
 }
 
@@ -533,7 +620,18 @@ mod tests {
         m.record_retry("G");
         m.record_dlq("G");
         m.record_delay_delivered(2, 5);
+        m.observe_request(77_777, Duration::from_micros(5));
+        m.observe_request(-3, Duration::from_micros(5));
+        m.record_put("Gone", 1, 1);
+        m.record_retry("GoneGroup");
+        m.forget_topic("Gone");
+        m.forget_group("GoneGroup");
         let text = m.render(None).unwrap();
+        assert!(
+            text.contains(r#"rocketmq_request_latency_seconds_count{request_code="UNKNOWN"} 2"#),
+            "{text}"
+        );
+        assert!(!text.contains("77777") && !text.contains("Gone"), "{text}");
         assert!(
             text.contains(r#"rocketmq_retry_messages_total{group="G"} 2"#),
             "{text}"
@@ -555,7 +653,8 @@ mod tests {
         assert!(text.contains(r#"rocketmq_consumer_message_size_total{topic="T"} 100"#));
         assert!(text.contains("rocketmq_broker_connections 1"));
         assert!(text.contains("rocketmq_storage_dispatch_behind_bytes 0"));
-        assert_eq!(m.put_messages_total(), 6);
+        // The deleted topic's series went; the broker-wide total keeps its message.
+        assert_eq!(m.put_messages_total(), 7);
         assert!(m.runtime_text().starts_with("[ 0 days, 0 hours"));
     }
 }

@@ -11,6 +11,8 @@ pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// Prefix of system consumer groups, always auto-created.
 pub const CID_RMQ_SYS_PREFIX: &str = "CID_RMQ_SYS_";
 pub const MAX_TOPIC_LEN: usize = 127;
+/// `Validators.CHARACTER_MAX_LENGTH`, the group name limit of 4.9's clients.
+pub const MAX_GROUP_LEN: usize = 255;
 
 /// Topics clients may not send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
 const NOT_ALLOWED_SEND: &[&str] = &[
@@ -62,6 +64,29 @@ pub fn validate_topic(topic: &str) -> Result<(), String> {
     {
         return Err(format!(
             "The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+/// `Validators.checkGroup`: a group name is a topic name up to 255 characters. 4.9
+/// checks it only in clients; the broker checks it too before creating anything named
+/// after it (the group and its `%RETRY%` topic).
+pub fn validate_group(group: &str) -> Result<(), String> {
+    if group.trim().is_empty() {
+        return Err("the specified group is blank".to_owned());
+    }
+    if group.len() > MAX_GROUP_LEN {
+        return Err(format!(
+            "the specified group is longer than group max length {MAX_GROUP_LEN}"
+        ));
+    }
+    if !group
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         ));
     }
     Ok(())

@@ -3,11 +3,14 @@
 //! kept open between registrations and re-established (re-resolving the host name)
 //! only after it fails.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use protocol::{RemotingCodec, RemotingCommand};
+use security::sign::Credentials;
+use security::tls::{MaybeTls, TlsClient};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tokio_util::codec::Framed;
@@ -30,7 +33,11 @@ pub enum ClientError {
 
 pub struct RemotingClient {
     addr: String,
-    conn: Mutex<Option<Framed<TcpStream, RemotingCodec>>>,
+    /// Signs every request when set (ACL on the nameserver or the master).
+    credentials: Option<Arc<Credentials>>,
+    /// Speaks TLS when set (`tls.enable`).
+    tls: Option<TlsClient>,
+    conn: Mutex<Option<Framed<MaybeTls, RemotingCodec>>>,
     next_opaque: AtomicI32,
 }
 
@@ -39,8 +46,28 @@ impl RemotingClient {
     pub fn new(addr: impl Into<String>) -> Self {
         Self {
             addr: addr.into(),
+            credentials: None,
+            tls: None,
             conn: Mutex::new(None),
             next_opaque: AtomicI32::new(1),
+        }
+    }
+
+    /// Signs requests with `credentials` (the broker's own account) when given.
+    pub fn with_credentials(mut self, credentials: Option<Arc<Credentials>>) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    /// Connects with TLS when `tls` is given.
+    pub fn with_tls(mut self, tls: Option<TlsClient>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    fn sign(&self, request: &mut RemotingCommand) {
+        if let Some(c) = &self.credentials {
+            security::sign::sign_request(request, c);
         }
     }
 
@@ -52,9 +79,10 @@ impl RemotingClient {
     /// the kept one turns out to be dead.
     pub async fn invoke(
         &self,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {
+        self.sign(&mut request);
         let mut guard = self.conn.lock().await;
         let reused = guard.is_some();
         match self.invoke_on(&mut guard, request.clone(), timeout).await {
@@ -74,6 +102,7 @@ impl RemotingClient {
         timeout: Duration,
     ) -> Result<(), ClientError> {
         request.mark_oneway();
+        self.sign(&mut request);
         let mut guard = self.conn.lock().await;
         let framed = self.connected(&mut guard, timeout).await?;
         request.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
@@ -96,9 +125,9 @@ impl RemotingClient {
 
     async fn connected<'a>(
         &self,
-        guard: &'a mut Option<Framed<TcpStream, RemotingCodec>>,
+        guard: &'a mut Option<Framed<MaybeTls, RemotingCodec>>,
         timeout: Duration,
-    ) -> Result<&'a mut Framed<TcpStream, RemotingCodec>, ClientError> {
+    ) -> Result<&'a mut Framed<MaybeTls, RemotingCodec>, ClientError> {
         if guard.is_none() {
             let stream = tokio::time::timeout(timeout, TcpStream::connect(self.addr.as_str()))
                 .await
@@ -111,6 +140,12 @@ impl RemotingClient {
                     source,
                 })?;
             let _ = stream.set_nodelay(true);
+            let stream = security::tls::connect(self.tls.as_ref(), stream, &self.addr)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    addr: self.addr.clone(),
+                    source,
+                })?;
             *guard = Some(Framed::new(stream, RemotingCodec::default()));
         }
         guard.as_mut().ok_or_else(|| ClientError::Closed {
@@ -120,7 +155,7 @@ impl RemotingClient {
 
     async fn invoke_on(
         &self,
-        guard: &mut Option<Framed<TcpStream, RemotingCodec>>,
+        guard: &mut Option<Framed<MaybeTls, RemotingCodec>>,
         mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {

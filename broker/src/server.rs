@@ -1,4 +1,5 @@
-//! The remoting listener and the broker's periodic tasks: consumer offset flush
+//! The remoting listener (capped by `maxConnections` / `maxConnectionsPerIp`) and the
+//! broker's periodic tasks: consumer offset flush
 //! (`flushConsumerOffsetInterval`) and expiry of silent clients (every 10 s, 120 s).
 
 use std::net::SocketAddr;
@@ -7,8 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
+use security::tls::MaybeTls;
+use tokio::net::{TcpListener, TcpStream};
 
+use crate::conn_gate::{self, ConnSlot};
 use crate::connection;
 use crate::state::Broker;
 
@@ -25,9 +28,35 @@ pub async fn bind(broker: &Broker) -> anyhow::Result<TcpListener> {
         })
 }
 
-/// Accepts connections until shutdown.
+/// Binds the VIP port (`listenPort - 2`, 4.9's `fastRemotingServer`) when it is on.
+/// Older 4.x Java clients send there when `vipChannelEnabled` is true (their default
+/// before 4.5.1), so it serves exactly what the main port serves.
+pub async fn bind_fast(broker: &Broker) -> anyhow::Result<Option<TcpListener>> {
+    let b = &broker.config.broker;
+    let Some(port) = b.fast_port() else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(SocketAddr::new(b.bind_address, port))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}:{port} (the VIP port, fastListenPort / listenPort - 2; \
+                 set fastListenPortEnable=false to turn it off)",
+                b.bind_address
+            )
+        })?;
+    Ok(Some(listener))
+}
+
+/// Accepts connections on the main port until shutdown; the broker is ready meanwhile.
 pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
     broker.ready.store(true, Ordering::Release);
+    serve_listener(listener, Arc::clone(&broker)).await;
+    broker.ready.store(false, Ordering::Release);
+}
+
+/// Accepts connections on `listener` (main or VIP port) until shutdown.
+pub async fn serve_listener(listener: TcpListener, broker: Arc<Broker>) {
     loop {
         let accepted = tokio::select! {
             _ = broker.shutdown.cancelled() => break,
@@ -35,7 +64,13 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
         };
         match accepted {
             Ok((stream, peer)) => {
-                tokio::spawn(connection::serve(stream, peer, Arc::clone(&broker)));
+                // Over a cap: the stream is dropped (closed) here, before any work.
+                match broker.remoting_gate.admit(peer.ip()) {
+                    Some(slot) => {
+                        tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker), slot));
+                    }
+                    None => tracing::debug!(%peer, "connection cap reached, closing at once"),
+                }
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -44,7 +79,28 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
             }
         }
     }
-    broker.ready.store(false, Ordering::Release);
+}
+
+/// TLS or plaintext as `tls.server.mode` decides, then the connection; a plaintext
+/// stream keeps tokio's lock-free owned halves. `slot` is its place under the caps.
+async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>, slot: ConnSlot) {
+    let b = &broker.config.broker;
+    conn_gate::tune_socket(
+        &stream,
+        Duration::from_secs(b.tcp_keep_alive_seconds),
+        b.write_timeout(),
+    );
+    match security::tls::accept(broker.tls.as_deref(), stream).await {
+        Ok(MaybeTls::Plain(tcp)) => {
+            let (read, write) = tcp.into_split();
+            connection::serve_io(read, write, peer, broker, slot).await;
+        }
+        Ok(tls) => {
+            let (read, write) = tokio::io::split(tls);
+            connection::serve_io(read, write, peer, broker, slot).await;
+        }
+        Err(e) => tracing::info!(%peer, error = %e, "connection refused by TLS"),
+    }
 }
 
 /// Persists consumer offsets every `flushConsumerOffsetInterval` when they changed.

@@ -7,11 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use store::config_files::ConfigFileError;
 use tokio_util::sync::CancellationToken;
 
+use crate::client_requests::ClientRequests;
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
+use crate::conn_gate::ConnGate;
 use crate::consume_rate::ConsumeRate;
 use crate::groups::GroupManager;
 use crate::in_flight::InFlightLimit;
+use crate::limit_metrics::Listener;
 use crate::live_config::LiveConfig;
 use crate::locks::LockManager;
 use crate::long_polling::PullHold;
@@ -32,19 +35,36 @@ pub struct Broker {
     pub groups: GroupManager,
     pub offsets: OffsetManager,
     pub clients: ClientManager,
+    /// Requests the broker sends to clients and awaits answers to (consumer status).
+    pub client_requests: ClientRequests,
     pub locks: LockManager,
     /// Delay levels and their delivery progress (`delayOffset.json`).
     pub schedule: ScheduleService,
     pub metrics: Arc<Metrics>,
     pub store: Arc<dyn MessageStoreApi>,
     pub pull_hold: PullHold,
+    /// Compiled SQL92 subscriptions (`ConsumerFilterManager`).
+    pub filters: Arc<crate::filter::registry::FilterRegistry>,
     pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
     pub in_flight: Arc<InFlightLimit>,
+    /// Parked pulls across all connections (`maxParkedPullsTotal`); separate from
+    /// `in_flight` so parked pulls never starve sends and heartbeats.
+    pub parked: Arc<InFlightLimit>,
+    /// The remoting listener's connection caps.
+    pub remoting_gate: Arc<ConnGate>,
     /// True once recovery finished and the listener is up (`/readyz`).
     pub ready: AtomicBool,
     pub shutdown: CancellationToken,
     next_conn: AtomicU64,
+    /// The ACL when `aclEnable=true` (checked in `crate::acl` before dispatch).
+    pub acl: Option<Arc<security::acl::AclStore>>,
+    /// The broker's own account, signing what it sends to nameservers and its master.
+    pub credentials: Option<Arc<security::sign::Credentials>>,
+    /// TLS on the remoting port unless `tls.server.mode=disabled`.
+    pub tls: Option<Arc<security::tls::TlsServer>>,
+    /// TLS towards nameservers and the master when `tls.enable=true`.
+    pub tls_client: Option<security::tls::TlsClient>,
     /// Replication, once started (absent in tests that build a broker without it).
     pub ha: std::sync::OnceLock<Arc<crate::ha::Ha>>,
 }
@@ -72,22 +92,72 @@ impl Broker {
             })?;
         let schedule = ScheduleService::open(&root, levels)?;
         let in_flight = InFlightLimit::new(b.max_in_flight_total as usize);
+        let acl = if b.acl_enable {
+            let path = b.acl_file_path(&root);
+            let store =
+                security::acl::AclStore::open(&path).map_err(|e| ConfigFileError::Parse {
+                    path: path.clone(),
+                    what: "plain_acl.yml (aclFile)",
+                    reason: e.to_string(),
+                })?;
+            Some(Arc::new(store))
+        } else {
+            None
+        };
+        let credentials = b
+            .credentials()
+            .map_err(|e| ConfigFileError::Parse {
+                path: "broker.conf".into(),
+                what: "broker config",
+                reason: e.to_string(),
+            })?
+            .map(Arc::new);
+        let tls_error = |what: &'static str, reason: String| ConfigFileError::Parse {
+            path: "broker.conf".into(),
+            what,
+            reason,
+        };
+        let tls = b
+            .server_tls()
+            .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
+            .and_then(|s| {
+                security::tls::TlsServer::new(s)
+                    .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
+            })?;
+        let tls_client = security::tls::TlsClient::new(&b.client_tls())
+            .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
+        let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
+        let (open, refused) = metrics.limits.listener(Listener::Remoting);
+        let remoting_gate = ConnGate::new(
+            b.max_connections as usize,
+            b.max_connections_per_ip as usize,
+            open,
+            refused,
+        );
         Ok(Arc::new(Self {
             topics,
             groups,
             offsets,
             clients: ClientManager::default(),
+            client_requests: ClientRequests::default(),
             locks: LockManager::default(),
             schedule,
             metrics,
             store,
             pull_hold: PullHold::default(),
+            filters: Arc::default(),
             transactions: Transactions::default(),
             in_flight,
+            parked,
+            remoting_gate,
             ready: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             next_conn: AtomicU64::new(1),
             ha: std::sync::OnceLock::new(),
+            acl,
+            credentials,
+            tls,
+            tls_client,
             live,
             consume_rate: ConsumeRate::default(),
             config,

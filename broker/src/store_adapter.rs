@@ -13,6 +13,7 @@ use store::lookup::{GetMessageStatus, MessageFilter as StoreFilter};
 use store::{MessageStore, PutMessageResult, PutMessageStatus};
 
 use crate::filter::MessageFilter;
+use crate::put_path::PutPermit;
 use crate::store_api::{
     Appended, ArrivalListener, GetResult, GetStatus, MessageStoreApi, PutBatch, PutMessage,
     PutResult, PutStatus, QueryResult, QueueUnit,
@@ -112,6 +113,10 @@ impl StoreFilter for TagFilter<'_> {
     fn matches_consume_queue(&self, tags_code: i64) -> bool {
         self.0.matches_tags_code(tags_code)
     }
+
+    fn matches_commit_log(&self, record: &[u8]) -> bool {
+        self.0.matches_record(record)
+    }
 }
 
 struct Listener(ArrivalListener);
@@ -124,19 +129,21 @@ impl MessageArrivalListener for Listener {
             m.queue_id,
             QueueOffset(m.max_offset.get() - 1),
             m.tags_code,
+            m.properties,
         );
     }
 }
 
 impl MessageStoreApi for StoreAdapter {
-    fn put_message(&self, m: PutMessage) -> BoxFuture<'static, PutResult> {
-        self.put_transaction_end(m, PhysicalOffset(0))
+    fn put_message(&self, m: PutMessage, permit: PutPermit) -> BoxFuture<'static, PutResult> {
+        self.put_transaction_end(m, PhysicalOffset(0), permit)
     }
 
     fn put_transaction_end(
         &self,
         m: PutMessage,
         prepared: PhysicalOffset,
+        _: PutPermit,
     ) -> BoxFuture<'static, PutResult> {
         let msg = BrokerMessage {
             topic: m.topic,
@@ -155,7 +162,7 @@ impl MessageStoreApi for StoreAdapter {
         self.store.put_message(&msg).map(put_result).boxed()
     }
 
-    fn put_batch(&self, b: PutBatch) -> BoxFuture<'static, PutResult> {
+    fn put_batch(&self, b: PutBatch, _: PutPermit) -> BoxFuture<'static, PutResult> {
         let Some(items) = batch_items(&b) else {
             return futures::future::ready(PutResult {
                 status: PutStatus::MessageIllegal,
@@ -336,6 +343,17 @@ impl MessageStoreApi for StoreAdapter {
 
     fn dispatch_behind_bytes(&self) -> u64 {
         self.store.dispatcher().dispatch_behind_bytes()
+    }
+
+    fn flush_behind_bytes(&self) -> u64 {
+        let behind = self.store.max_phy_offset().0 - self.store.flushed_phy_offset().0;
+        u64::try_from(behind).unwrap_or(0)
+    }
+
+    fn out_of_service(&self) -> Option<String> {
+        self.store
+            .fence_reason()
+            .or_else(|| self.store.dispatcher().dispatch_failure())
     }
 
     fn min_phy_offset(&self) -> PhysicalOffset {

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use protocol::message::{PhysicalOffset, QueueOffset};
 
 use crate::filter::MessageFilter;
+use crate::put_path::PutPermit;
 
 /// One message to append (`MessageExtBrokerInner`). Properties are final: the broker
 /// has already removed `WAIT` and added `CLUSTER`.
@@ -122,12 +123,14 @@ pub struct QueueUnit {
 }
 
 /// Called by the store's dispatcher for every message it indexes into a ConsumeQueue:
-/// `(topic, queue id, its queue offset, tags code)`. Drives long polling.
-pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64) + Send + Sync>;
+/// `(topic, queue id, its queue offset, tags code, properties text)`. Drives long polling.
+pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset, i64, &str) + Send + Sync>;
 
+/// The put methods take a [`PutPermit`], which only `crate::put_path` makes: every put
+/// goes through `Broker::put` and its fence, flush and replica rules.
 pub trait MessageStoreApi: Send + Sync + 'static {
-    fn put_message(&self, msg: PutMessage) -> BoxFuture<'static, PutResult>;
-    fn put_batch(&self, batch: PutBatch) -> BoxFuture<'static, PutResult>;
+    fn put_message(&self, msg: PutMessage, permit: PutPermit) -> BoxFuture<'static, PutResult>;
+    fn put_batch(&self, batch: PutBatch, permit: PutPermit) -> BoxFuture<'static, PutResult>;
     /// Like [`Self::put_message`] with the record's `preparedTransactionOffset` set: the
     /// committed copy of a transaction's half message points at the half's CommitLog
     /// offset (`EndTransactionProcessor`).
@@ -135,6 +138,7 @@ pub trait MessageStoreApi: Send + Sync + 'static {
         &self,
         msg: PutMessage,
         prepared: PhysicalOffset,
+        permit: PutPermit,
     ) -> BoxFuture<'static, PutResult>;
     /// Reads up to `max_msgs` messages of the queue from `offset` that pass `filter`.
     fn get_message(
@@ -186,6 +190,13 @@ pub trait MessageStoreApi: Send + Sync + 'static {
     /// The whole record stored at `offset`.
     fn view_message(&self, offset: PhysicalOffset) -> Option<Bytes>;
     fn dispatch_behind_bytes(&self) -> u64;
+    /// CommitLog bytes written but not yet flushed to disk.
+    fn flush_behind_bytes(&self) -> u64;
+    /// Why the store refuses writes: until a restart after a failed CommitLog write or
+    /// flush, or while dispatch cannot index a record. The broker is then not ready.
+    fn out_of_service(&self) -> Option<String> {
+        None
+    }
     fn min_phy_offset(&self) -> PhysicalOffset;
     fn max_phy_offset(&self) -> PhysicalOffset;
     fn set_arrival_listener(&self, listener: ArrivalListener);

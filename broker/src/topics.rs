@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
-use store::config_files::{ConfigFile, ConfigFileError, topics_path};
+use store::config_files::{ConfigFile, ConfigFileError, DeferredPersist, topics_path};
 use tokio::sync::Notify;
 
 use crate::config::BrokerConfig;
@@ -22,8 +24,13 @@ pub enum AutoCreateError {
 }
 
 pub struct TopicManager {
-    table: RwLock<TopicTable>,
+    table: Arc<RwLock<TopicTable>>,
     file: ConfigFile,
+    /// Persists of topics created on request paths (sends, heartbeats), coalesced off the
+    /// async workers.
+    deferred: DeferredPersist,
+    /// `maxQueueNums`: queue counts of created topics are capped at it.
+    max_queue_nums: i32,
     /// Woken on every change so the registration task re-registers at once.
     pub changed: Notify,
 }
@@ -52,9 +59,17 @@ impl TopicManager {
             // TBW102 is only a template while auto-creation is on (`TopicConfigManager`).
             topics.remove(names::AUTO_CREATE_TOPIC);
         }
+        let table = Arc::new(RwLock::new(TopicTable { topics, version }));
+        let snapshot_of = Arc::clone(&table);
+        let deferred = DeferredPersist::spawn(
+            file.clone(),
+            Box::new(move || encode_table(&snapshot_of.read())),
+        )?;
         Ok(Self {
-            table: RwLock::new(TopicTable { topics, version }),
+            table,
             file,
+            deferred,
+            max_queue_nums: broker.max_queue_nums.max(1),
             changed: Notify::new(),
         })
     }
@@ -162,6 +177,7 @@ impl TopicManager {
         if let Some(existing) = self.get(topic) {
             return existing;
         }
+        let queues = queues.clamp(1, self.max_queue_nums);
         let mut config = TopicConfig::new(topic);
         config.read_queue_nums = queues;
         config.write_queue_nums = queues;
@@ -181,9 +197,8 @@ impl TopicManager {
             true
         };
         tracing::info!(topic = %config.topic_name, queues = config.write_queue_nums, perm = config.perm, "topic created");
-        if let Err(e) = self.after_change() {
-            tracing::error!(error = %e, "cannot persist topics.json");
-        }
+        self.changed.notify_one();
+        self.deferred.mark_dirty();
         (config, created)
     }
 
@@ -202,10 +217,22 @@ impl TopicManager {
         self.persist()
     }
 
+    /// Writes `topics.json` now, from a snapshot taken under the file's persist lock.
     pub fn persist(&self) -> Result<(), ConfigFileError> {
-        let body = protocol::body::encode(&self.wrapper());
-        self.file.persist_bytes(&body)
+        self.file.persist_with(|| encode_table(&self.table.read()))
     }
+
+    /// Waits until topics created on request paths are on disk; `true` when they are.
+    pub fn flush_created(&self, within: Duration) -> bool {
+        self.deferred.flush(within)
+    }
+}
+
+fn encode_table(t: &TopicTable) -> Vec<u8> {
+    protocol::body::encode(&TopicConfigSerializeWrapper {
+        topic_config_table: t.topics.clone(),
+        data_version: t.version,
+    })
 }
 
 fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
@@ -289,6 +316,48 @@ mod tests {
         drop(m);
         let again = manager(dir.path(), true);
         assert_eq!(again.get("T1").unwrap().write_queue_nums, 4);
+    }
+
+    /// Defect 3: persists from many threads at once never lose a topic nor fail on the
+    /// shared `.tmp` (each takes its snapshot under the file's lock).
+    #[test]
+    fn concurrent_persists_never_lose_a_topic() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = std::sync::Arc::new(manager(dir.path(), true));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let m = std::sync::Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for i in 0..20 {
+                        m.upsert(TopicConfig::new(format!("A{t}_{i}"))).unwrap();
+                        m.get_or_create_system(&format!("S{t}_{i}"), 1, perm::READ, 0);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(m.flush_created(Duration::from_secs(10)));
+        let again = manager(dir.path(), true);
+        for t in 0..8 {
+            for i in 0..20 {
+                assert!(again.contains(&format!("A{t}_{i}")), "A{t}_{i} lost");
+                assert!(again.contains(&format!("S{t}_{i}")), "S{t}_{i} lost");
+            }
+        }
+    }
+
+    #[test]
+    fn created_queue_counts_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = BrokerConfig {
+            max_queue_nums: 16,
+            ..BrokerConfig::default()
+        };
+        let m = TopicManager::open(dir.path(), &b).unwrap();
+        let t = m.get_or_create_system("%RETRY%g", i32::MAX, perm::READ, 0);
+        assert_eq!((t.read_queue_nums, t.write_queue_nums), (16, 16));
     }
 
     #[test]

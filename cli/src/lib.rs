@@ -2,3 +2,4 @@
 //! remoting client that speaks only the public protocol.
 
 pub mod client;
+pub mod security_args;

@@ -65,6 +65,31 @@ pub struct NamesrvConfig {
     pub broker_channel_expired: Duration,
     /// How often brokers are checked for expiry (Java: every 10 s).
     pub scan_not_active_broker_interval: Duration,
+    /// Signed admin requests only for state changes (`aclEnable`; 4.9's nameserver has
+    /// no ACL at all).
+    pub acl_enable: bool,
+    /// The `plain_acl.yml` file; unset = `<rocketmqHome>/conf/plain_acl.yml`, or
+    /// `~/namesrv/plain_acl.yml` without a home.
+    pub acl_file: Option<PathBuf>,
+    pub acl_file_check_interval: Duration,
+    /// TLS on the remoting port (4.9's `tls.server.*` keys).
+    pub tls: security::tls::ServerTlsSettings,
+    pub tls_file_check_interval: Duration,
+    /// Open remoting connections (`maxConnections`); a peer over it is closed at once.
+    pub max_connections: usize,
+    /// Open remoting connections per source IP (`maxConnectionsPerIp`, 0: no cap).
+    pub max_connections_per_ip: usize,
+    /// Open HTTP connections (`httpMaxConnections`).
+    pub http_max_connections: usize,
+    /// A write that makes no progress this long closes the connection
+    /// (`writeTimeoutMillis`).
+    pub write_timeout: Duration,
+    /// TCP keepalive idle time (`tcpKeepAliveSeconds`, 0 disables).
+    pub tcp_keep_alive: Duration,
+    /// Largest REGISTER_BROKER body once inflated (`maxRegisterBodyBytes`).
+    pub max_register_body_bytes: usize,
+    /// REGISTER_BROKER bodies decoded at once (`maxConcurrentRegistrations`).
+    pub max_concurrent_registrations: usize,
     compat: BTreeMap<&'static str, String>,
 }
 
@@ -85,6 +110,19 @@ impl Default for NamesrvConfig {
             metrics_port: 9877,
             broker_channel_expired: Duration::from_secs(120),
             scan_not_active_broker_interval: Duration::from_secs(10),
+            acl_enable: false,
+            acl_file: None,
+            acl_file_check_interval: Duration::from_secs(1),
+            tls: security::tls::ServerTlsSettings::default(),
+            tls_file_check_interval: Duration::from_secs(1),
+            max_connections: 10_000,
+            max_connections_per_ip: 0,
+            http_max_connections: 64,
+            write_timeout: Duration::from_secs(15),
+            tcp_keep_alive: Duration::from_secs(60),
+            // A broker with 100k topics registers ~5 MiB of JSON.
+            max_register_body_bytes: 16 * 1024 * 1024,
+            max_concurrent_registrations: 4,
             compat: COMPAT_KEYS
                 .iter()
                 .map(|(k, v)| (*k, (*v).to_owned()))
@@ -119,6 +157,40 @@ impl NamesrvConfig {
             "scanNotActiveBrokerIntervalMillis" => {
                 self.scan_not_active_broker_interval = millis(value).ok_or_else(invalid)?
             }
+            "tls.server.mode" => self.tls.mode = value.parse().map_err(|_| invalid())?,
+            "tls.server.certPath" => self.tls.cert_path = path(value),
+            "tls.server.keyPath" => self.tls.key_path = path(value),
+            "tls.server.trustCertPath" => self.tls.trust_cert_path = path(value),
+            "tls.server.need.client.auth" => {
+                self.tls.client_auth = value.parse().map_err(|_| invalid())?
+            }
+            "tlsFileCheckIntervalMs" => {
+                self.tls_file_check_interval = millis(value).ok_or_else(invalid)?
+            }
+            "aclEnable" => self.acl_enable = parse_bool(value),
+            "aclFile" => self.acl_file = (!value.is_empty()).then(|| PathBuf::from(value)),
+            "aclFileCheckIntervalMs" => {
+                self.acl_file_check_interval = millis(value).ok_or_else(invalid)?
+            }
+            "maxConnections" => self.max_connections = count(value, 1).ok_or_else(invalid)?,
+            "maxConnectionsPerIp" => {
+                self.max_connections_per_ip = count(value, 0).ok_or_else(invalid)?
+            }
+            "httpMaxConnections" => {
+                self.http_max_connections = count(value, 1).ok_or_else(invalid)?
+            }
+            "writeTimeoutMillis" => {
+                self.write_timeout = millis(value)
+                    .filter(|d| *d >= Duration::from_millis(100))
+                    .ok_or_else(invalid)?
+            }
+            "tcpKeepAliveSeconds" => self.tcp_keep_alive = secs(value).ok_or_else(invalid)?,
+            "maxRegisterBodyBytes" => {
+                self.max_register_body_bytes = count(value, 1024).ok_or_else(invalid)?
+            }
+            "maxConcurrentRegistrations" => {
+                self.max_concurrent_registrations = count(value, 1).ok_or_else(invalid)?
+            }
             _ => match self.compat.get_mut(key) {
                 Some(slot) => *slot = value.to_owned(),
                 None => return Err(ConfigError::UnknownKey(key.to_owned())),
@@ -142,13 +214,20 @@ impl NamesrvConfig {
     }
 
     /// Applies an UPDATE_NAMESRV_CONFIG body. All-or-nothing: any key outside
-    /// [`RUNTIME_UPDATABLE`] or any bad value rejects the whole update.
+    /// [`RUNTIME_UPDATABLE`], any bad value or any value outside the key's safe range
+    /// ([`runtime_range_ok`]) rejects the whole update.
     pub fn update_at_runtime(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
         let entries = crate::properties::parse(text);
         let mut next = self.clone();
         for (key, value) in &entries {
             if !RUNTIME_UPDATABLE.contains(&key.as_str()) {
                 return Err(ConfigError::NotUpdatable(key.clone()));
+            }
+            if !runtime_range_ok(key, value.trim()) {
+                return Err(ConfigError::InvalidValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                });
             }
             next.set(key, value)?;
         }
@@ -179,9 +258,70 @@ impl NamesrvConfig {
                 "scanNotActiveBrokerIntervalMillis",
                 self.scan_not_active_broker_interval.as_millis().to_string(),
             ),
+            ("maxConnections", self.max_connections.to_string()),
+            (
+                "maxConnectionsPerIp",
+                self.max_connections_per_ip.to_string(),
+            ),
+            ("httpMaxConnections", self.http_max_connections.to_string()),
+            (
+                "writeTimeoutMillis",
+                self.write_timeout.as_millis().to_string(),
+            ),
+            (
+                "tcpKeepAliveSeconds",
+                self.tcp_keep_alive.as_secs().to_string(),
+            ),
+            (
+                "maxRegisterBodyBytes",
+                self.max_register_body_bytes.to_string(),
+            ),
+            (
+                "maxConcurrentRegistrations",
+                self.max_concurrent_registrations.to_string(),
+            ),
         ];
+        let shown = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        out.push(("tls.server.mode", self.tls.mode.to_string()));
+        out.push(("tls.server.certPath", shown(&self.tls.cert_path)));
+        out.push(("tls.server.keyPath", shown(&self.tls.key_path)));
+        out.push(("tls.server.trustCertPath", shown(&self.tls.trust_cert_path)));
+        out.push((
+            "tls.server.need.client.auth",
+            self.tls.client_auth.to_string(),
+        ));
+        out.push((
+            "tlsFileCheckIntervalMs",
+            self.tls_file_check_interval.as_millis().to_string(),
+        ));
+        out.push(("aclEnable", self.acl_enable.to_string()));
+        out.push(("aclFile", self.acl_file_path().display().to_string()));
+        out.push((
+            "aclFileCheckIntervalMs",
+            self.acl_file_check_interval.as_millis().to_string(),
+        ));
         out.extend(self.compat.iter().map(|(k, v)| (*k, v.clone())));
         out
+    }
+
+    /// `aclFile`, or its default.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if let Some(p) = &self.acl_file {
+            return p.clone();
+        }
+        if !self.rocketmq_home.is_empty() {
+            return Path::new(&self.rocketmq_home)
+                .join("conf")
+                .join("plain_acl.yml");
+        }
+        self.kv_config_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("plain_acl.yml")
     }
 
     pub fn kv_config_path(&self) -> &Path {
@@ -192,6 +332,39 @@ impl NamesrvConfig {
 /// `Boolean.parseBoolean`.
 fn parse_bool(v: &str) -> bool {
     v.eq_ignore_ascii_case("true")
+}
+
+fn path(v: &str) -> Option<PathBuf> {
+    (!v.is_empty()).then(|| PathBuf::from(v))
+}
+
+/// The safe range of each [`RUNTIME_UPDATABLE`] key. A file may set anything `set`
+/// accepts (tests shorten expiry on purpose); a runtime update comes over the network
+/// and must not be able to take the nameserver down: `brokerChannelExpiredMillis=1`
+/// would drop every broker on each scan.
+fn runtime_range_ok(key: &str, value: &str) -> bool {
+    match key {
+        // Three of the shortest registration period (10 s) up to one day.
+        "brokerChannelExpiredMillis" => value
+            .parse::<u64>()
+            .is_ok_and(|ms| (30_000..=86_400_000).contains(&ms)),
+        "orderMessageEnable" | "clusterTest" => {
+            value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false")
+        }
+        "productEnvName" => {
+            !value.is_empty()
+                && value.len() <= 64
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+/// A count of at least `min`.
+fn count(v: &str, min: usize) -> Option<usize> {
+    v.parse::<usize>().ok().filter(|n| *n >= min)
 }
 
 fn secs(v: &str) -> Option<Duration> {
@@ -246,13 +419,46 @@ mod tests {
             assert!(c.update_at_runtime(&format!("{key}=x")).is_err());
         }
         assert_eq!(
-            c.update_at_runtime("orderMessageEnable=true\nbrokerChannelExpiredMillis=5000")
+            c.update_at_runtime("orderMessageEnable=true\nbrokerChannelExpiredMillis=30000")
                 .unwrap()
                 .len(),
             2
         );
         assert!(c.order_message_enable);
-        assert_eq!(c.broker_channel_expired, Duration::from_secs(5));
+        assert_eq!(c.broker_channel_expired, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn runtime_updates_stay_in_safe_ranges() {
+        let mut c = NamesrvConfig::default();
+        let before = c.clone();
+        for body in [
+            "brokerChannelExpiredMillis=1",
+            "brokerChannelExpiredMillis=29999",
+            "brokerChannelExpiredMillis=86400001",
+            "brokerChannelExpiredMillis=-5",
+            "orderMessageEnable=yes",
+            "clusterTest=1",
+            "productEnvName=",
+            "productEnvName=a b",
+            "orderMessageEnable=true\nbrokerChannelExpiredMillis=10",
+        ] {
+            assert!(
+                matches!(
+                    c.update_at_runtime(body),
+                    Err(ConfigError::InvalidValue { .. })
+                ),
+                "{body}"
+            );
+            assert_eq!(c, before, "{body} changed nothing");
+        }
+        c.update_at_runtime("brokerChannelExpiredMillis=86400000\nproductEnvName=prod-1")
+            .unwrap();
+        assert_eq!(c.broker_channel_expired, Duration::from_secs(86_400));
+        // A file may still shorten expiry (tests do).
+        c.apply_properties("brokerChannelExpiredMillis=1500")
+            .unwrap();
+        assert_eq!(c.broker_channel_expired, Duration::from_millis(1500));
     }
 
     #[test]

@@ -1,28 +1,36 @@
 //! One client connection: decode frames, dispatch requests in arrival order, write the
-//! answers. A frame that does not decode closes this connection only.
+//! answers. A frame that does not decode closes this connection only; so does an answer
+//! the peer does not take within `writeTimeoutMillis` (a peer that stopped reading), so
+//! a stuck peer cannot pin a broker registration's channel for ever.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::{SinkExt, StreamExt};
 use protocol::RemotingCodec;
-use tokio::net::TcpStream;
+use security::tls::MaybeTls;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn_gate::ConnSlot;
 use crate::dispatch::dispatch;
 use crate::route_table::ConnId;
 use crate::state::Shared;
 
 pub async fn serve(
-    stream: TcpStream,
+    stream: MaybeTls,
     peer: SocketAddr,
     shared: Arc<Shared>,
     conn: ConnId,
     close: CancellationToken,
+    slot: ConnSlot,
 ) {
-    let _ = stream.set_nodelay(true);
-    let idle = shared.config.read().server_channel_max_idle;
+    let _slot = slot;
+    // Keepalive and TCP_USER_TIMEOUT were set on the socket before the TLS handshake.
+    let (idle, write_timeout) = {
+        let c = shared.config.read();
+        (c.server_channel_max_idle, c.write_timeout)
+    };
     let mut framed = Framed::new(stream, RemotingCodec::default());
     loop {
         let next = tokio::select! {
@@ -46,11 +54,20 @@ pub async fn serve(
             tracing::debug!(%peer, opaque = request.opaque, "ignoring unexpected response");
             continue;
         }
-        if let Some(response) = dispatch(&shared, request, conn).await
-            && let Err(e) = framed.send(response).await
-        {
-            tracing::debug!(%peer, error = %e, "write failed, closing connection");
-            break;
+        let Some(response) = dispatch(&shared, request, conn).await else {
+            continue;
+        };
+        match tokio::time::timeout(write_timeout, framed.send(response)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "write failed, closing connection");
+                break;
+            }
+            Err(_) => {
+                shared.metrics.write_timeouts.inc();
+                tracing::warn!(%peer, ?write_timeout, "peer stopped reading, closing connection");
+                break;
+            }
         }
     }
     let dropped = shared.close_connection(conn);

@@ -24,6 +24,10 @@ pub enum Mode {
     Inline,
     /// Touches the disk (KV persistence), run on the blocking pool.
     Blocking,
+    /// Inflates and parses a large body (REGISTER_BROKER): on the blocking pool, at most
+    /// `maxConcurrentRegistrations` at once, so a burst of 16 MiB bodies can neither stall
+    /// the reactor nor hold many inflated copies in memory.
+    Heavy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +44,7 @@ pub enum HandlerError {
 pub fn lookup(code: i32) -> Option<(Handler, Mode)> {
     use Mode::*;
     let entry: (Handler, Mode) = match code {
-        rq::REGISTER_BROKER => (broker::register, Inline),
+        rq::REGISTER_BROKER => (broker::register, Heavy),
         rq::UNREGISTER_BROKER => (broker::unregister, Inline),
         rq::QUERY_DATA_VERSION => (broker::query_data_version, Inline),
         rq::GET_ROUTEINFO_BY_TOPIC => (route::route_by_topic, Inline),
@@ -74,6 +78,11 @@ pub async fn dispatch(
     let started = Instant::now();
     let code = request.code;
     let oneway = request.is_oneway();
+    // The one ACL check, in front of the table (a no-op unless aclEnable=true).
+    if let Err(refusal) = crate::acl::check(shared, &request) {
+        shared.metrics.observe_request(code, started.elapsed());
+        return refusal.filter(|_| !oneway).map(|answer| *answer);
+    }
     let response = match lookup(code) {
         // The Java nameserver sends nothing for unknown codes and lets the client time
         // out; answering like the broker's AdminBrokerProcessor is kinder.
@@ -83,20 +92,30 @@ pub async fn dispatch(
             format!(" request type {code} not supported"),
         ),
         Some((handler, Mode::Inline)) => run(handler, shared, &request, conn),
-        Some((handler, Mode::Blocking)) => {
-            let shared = Arc::clone(shared);
-            let fallback = RemotingCommand::error_response(
-                &request,
-                response::SYSTEM_ERROR,
-                "request handler failed",
-            );
-            tokio::task::spawn_blocking(move || run(handler, &shared, &request, conn))
-                .await
-                .unwrap_or(fallback)
+        Some((handler, Mode::Heavy)) => {
+            // The semaphore is never closed; a closed one would only skip the bound.
+            let _slot = shared.heavy_slots.acquire().await.ok();
+            blocking(handler, shared, request, conn).await
         }
+        Some((handler, Mode::Blocking)) => blocking(handler, shared, request, conn).await,
     };
     shared.metrics.observe_request(code, started.elapsed());
     (!oneway).then_some(response)
+}
+
+/// Runs `handler` on the blocking pool.
+async fn blocking(
+    handler: Handler,
+    shared: &Arc<Shared>,
+    request: RemotingCommand,
+    conn: ConnId,
+) -> RemotingCommand {
+    let shared = Arc::clone(shared);
+    let fallback =
+        RemotingCommand::error_response(&request, response::SYSTEM_ERROR, "request handler failed");
+    tokio::task::spawn_blocking(move || run(handler, &shared, &request, conn))
+        .await
+        .unwrap_or(fallback)
 }
 
 fn run(

@@ -4,7 +4,9 @@
 //! RocketMQ's key names), `-p` prints the effective configuration and exits, and the
 //! flags below override the file.
 
+mod acl;
 mod config;
+mod conn_gate;
 mod connection;
 mod dispatch;
 mod handlers;
@@ -127,7 +129,20 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let kv = KvConfig::load(config.kv_config_path()).context("loading KV config")?;
-    let shared = Arc::new(Shared::new(config, kv));
+    let acl = if config.acl_enable {
+        let path = config.acl_file_path();
+        let store = security::acl::AclStore::open(&path)
+            .with_context(|| "aclEnable=true needs a valid aclFile".to_string())?;
+        tracing::info!(path = %path.display(), "ACL enabled: state-changing requests need an admin signature");
+        Some(Arc::new(store))
+    } else {
+        None
+    };
+    let acl_interval = config.acl_file_check_interval;
+    let tls =
+        security::tls::TlsServer::new(config.tls.clone()).context("TLS settings (tls.server.*)")?;
+    let tls_interval = config.tls_file_check_interval;
+    let shared = Arc::new(Shared::new(config, kv).with_acl(acl).with_tls(tls));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -137,6 +152,13 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(wait_for_signal(shutdown.clone()));
+        if let Some(acl) = &shared.acl {
+            acl.spawn_watcher(acl_interval, shutdown.clone());
+        }
+        if let Some(tls) = &shared.tls {
+            tracing::info!(mode = %tls.mode(), "TLS on the remoting port");
+            tls.spawn_watcher(tls_interval, shutdown.clone());
+        }
         server::run(shared, shutdown).await
     })
 }

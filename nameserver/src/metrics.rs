@@ -15,7 +15,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::state::Shared;
@@ -26,8 +25,25 @@ pub struct CodeLabels {
     pub code: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    acl_refused: Family<ReasonLabels, Counter>,
+    listener_open: Family<ListenerLabels, Gauge>,
+    listener_refused: Family<ListenerLabels, Counter>,
+    /// Connections closed because a write made no progress within `writeTimeoutMillis`.
+    pub write_timeouts: Counter,
+    /// REGISTER_BROKER requests refused by `maxRegisterBodyBytes`.
+    pub register_refused: Counter,
     requests: Family<CodeLabels, Counter>,
     latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
     connections: Gauge,
@@ -69,8 +85,43 @@ impl Default for Metrics {
             live_brokers.clone(),
         );
         registry.register("topics", "Topics with route data", topics.clone());
+        let acl_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "acl_refused",
+            "State-changing requests refused by the ACL, by reason",
+            acl_refused.clone(),
+        );
+        let listener_open = Family::<ListenerLabels, Gauge>::default();
+        let listener_refused = Family::<ListenerLabels, Counter>::default();
+        let write_timeouts = Counter::default();
+        let register_refused = Counter::default();
+        registry.register(
+            "listener_connections",
+            "Open connections, by listener (remoting, http)",
+            listener_open.clone(),
+        );
+        registry.register(
+            "listener_connections_refused",
+            "Connections closed at accept because a connection cap was reached",
+            listener_refused.clone(),
+        );
+        registry.register(
+            "write_timeouts",
+            "Connections closed because a write made no progress within writeTimeoutMillis",
+            write_timeouts.clone(),
+        );
+        registry.register(
+            "register_refused",
+            "REGISTER_BROKER bodies refused by maxRegisterBodyBytes",
+            register_refused.clone(),
+        );
         Self {
             registry,
+            acl_refused,
+            listener_open,
+            listener_refused,
+            write_timeouts,
+            register_refused,
             requests,
             latency,
             connections,
@@ -81,16 +132,37 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The open-connections gauge and refused counter of `listener`.
+    pub fn listener(&self, listener: &str) -> (Gauge, Counter) {
+        let l = ListenerLabels {
+            listener: listener.to_owned(),
+        };
+        (
+            self.listener_open.get_or_create(&l).clone(),
+            self.listener_refused.get_or_create(&l).clone(),
+        )
+    }
+
+    /// Known request codes get their own series; every other code shares `UNKNOWN`, so a
+    /// client sending random codes cannot grow the label set.
     pub fn observe_request(&self, code: i32, elapsed: Duration) {
         let labels = CodeLabels {
             code: protocol::code::request::name(code)
-                .map(str::to_owned)
-                .unwrap_or_else(|| code.to_string()),
+                .unwrap_or("UNKNOWN")
+                .to_owned(),
         };
         self.requests.get_or_create(&labels).inc();
         self.latency
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn acl_refused(&self, reason: &str) {
+        self.acl_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn connection_opened(&self) {
@@ -112,7 +184,7 @@ impl Metrics {
 
 /// Serves /metrics, /healthz and /readyz until `shutdown`.
 pub async fn serve_http(
-    listener: TcpListener,
+    listener: crate::conn_gate::GatedListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
@@ -162,10 +234,12 @@ mod tests {
         let m = Metrics::default();
         m.observe_request(105, Duration::from_micros(50));
         m.observe_request(9999, Duration::from_micros(50));
+        m.observe_request(-7, Duration::from_micros(50));
         m.connection_opened();
         let text = m.render(2, 3).unwrap();
         assert!(text.contains(r#"rmq_namesrv_requests_total{code="GET_ROUTEINFO_BY_TOPIC"} 1"#));
-        assert!(text.contains(r#"rmq_namesrv_requests_total{code="9999"} 1"#));
+        assert!(text.contains(r#"rmq_namesrv_requests_total{code="UNKNOWN"} 2"#));
+        assert!(!text.contains("9999"));
         assert!(text.contains("rmq_namesrv_request_duration_seconds_bucket"));
         assert!(text.contains("rmq_namesrv_live_brokers 2"));
         assert!(text.contains("rmq_namesrv_topics 3"));

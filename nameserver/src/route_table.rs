@@ -40,6 +40,9 @@ pub struct Registration {
     pub topic_config: TopicConfigSerializeWrapper,
     pub filter_server_list: Vec<String>,
     pub conn: ConnId,
+    /// The replication epoch a master (brokerId 0) registers with (`masterEpoch`, sent
+    /// by this project's brokers; `None` from RocketMQ's).
+    pub master_epoch: Option<i32>,
 }
 
 /// What a registering slave learns about its master.
@@ -47,6 +50,9 @@ pub struct Registration {
 pub struct RegisterResult {
     pub master_addr: Option<String>,
     pub ha_server_addr: Option<String>,
+    /// Set when a brokerId-0 registration was refused: the group has a master of a newer
+    /// epoch (`(theirs, ours)`). Nothing of the registration was applied.
+    pub stale_master: Option<(Option<i32>, i32)>,
 }
 
 /// Which unit-topic list (codes 311/312/313).
@@ -77,10 +83,22 @@ pub struct RouteTable {
     broker_live_table: HashMap<String, BrokerLiveInfo>,
     /// brokerAddr → filter servers.
     filter_server_table: HashMap<String, Vec<String>>,
+    /// brokerName → the highest `masterEpoch` a brokerId-0 registration carried. Kept
+    /// after that master expires: a fenced or partitioned former master that registers
+    /// again with an older epoch must not take the route back.
+    master_epochs: HashMap<String, i32>,
 }
 
 impl RouteTable {
     pub fn register(&mut self, reg: Registration, now: Instant) -> RegisterResult {
+        if reg.broker_id == MASTER_ID
+            && let Some(refused) = self.stale_master(&reg)
+        {
+            return RegisterResult {
+                stale_master: Some(refused),
+                ..RegisterResult::default()
+            };
+        }
         self.cluster_addr_table
             .entry(reg.cluster_name.clone())
             .or_default()
@@ -158,6 +176,31 @@ impl RouteTable {
             }
         }
         result
+    }
+
+    /// Deviation from 4.9, which lets the last brokerId-0 registration win: a master
+    /// registering with an epoch below the highest one seen for its group is refused, and
+    /// so is one without an epoch (a RocketMQ broker) while a live master of the group
+    /// registered with one. Equal or higher epochs register as before.
+    fn stale_master(&mut self, reg: &Registration) -> Option<(Option<i32>, i32)> {
+        let highest = self.master_epochs.get(&reg.broker_name).copied();
+        match (reg.master_epoch, highest) {
+            (Some(theirs), Some(ours)) if theirs < ours => Some((Some(theirs), ours)),
+            (Some(theirs), _) => {
+                self.master_epochs.insert(reg.broker_name.clone(), theirs);
+                None
+            }
+            (None, Some(ours)) => {
+                let live_master = self
+                    .broker_addr_table
+                    .get(&reg.broker_name)
+                    .and_then(|bd| bd.master_addr())
+                    .filter(|addr| *addr != reg.broker_addr)
+                    .is_some_and(|addr| self.broker_live_table.contains_key(addr));
+                live_master.then_some((None, ours))
+            }
+            (None, None) => None,
+        }
     }
 
     /// `isBrokerTopicConfigChanged`: unknown brokers count as changed.

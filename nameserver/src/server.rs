@@ -1,4 +1,5 @@
-//! Listeners and background tasks: the remoting port, the HTTP port, and the scanner
+//! Listeners (each capped: `maxConnections`, `maxConnectionsPerIp`, `httpMaxConnections`)
+//! and background tasks: the remoting port, the HTTP port, and the scanner
 //! that drops silent brokers (`NamesrvController` schedules it every 10 s).
 
 use std::net::SocketAddr;
@@ -10,15 +11,29 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn_gate::{self, ConnGate, GatedListener};
 use crate::state::Shared;
 use crate::{connection, metrics};
 
 /// Runs until `shutdown` is cancelled, then waits for the listeners to stop.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let (bind, port, http_port) = {
+    let (bind, port, http_port, caps) = {
         let c = shared.config.read();
-        (c.bind_address, c.listen_port, c.metrics_port)
+        (
+            c.bind_address,
+            c.listen_port,
+            c.metrics_port,
+            (
+                c.max_connections,
+                c.max_connections_per_ip,
+                c.http_max_connections,
+            ),
+        )
     };
+    let (open, refused) = shared.metrics.listener("remoting");
+    let gate = ConnGate::new(caps.0, caps.1, open, refused);
+    let (open, refused) = shared.metrics.listener("http");
+    let http_gate = ConnGate::new(caps.2, 0, open, refused);
     let listener = TcpListener::bind(SocketAddr::new(bind, port))
         .await
         .with_context(|| format!("cannot listen on {bind}:{port}"))?;
@@ -29,7 +44,10 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
     let http_local = http.local_addr()?;
 
     let http_task = tokio::spawn(metrics::serve_http(
-        http,
+        GatedListener {
+            inner: http,
+            gate: http_gate,
+        },
         Arc::clone(&shared),
         shutdown.clone(),
     ));
@@ -47,15 +65,31 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
         };
         match accepted {
             Ok((stream, peer)) => {
+                // Over a cap: the stream is dropped (closed) here, before any work.
+                let Some(slot) = gate.admit(peer.ip()) else {
+                    tracing::debug!(%peer, "connection cap reached, closing at once");
+                    continue;
+                };
                 let (conn, close) = shared.open_connection(&shutdown);
                 tracing::debug!(%peer, conn, "connection opened");
-                tokio::spawn(connection::serve(
-                    stream,
-                    peer,
-                    Arc::clone(&shared),
-                    conn,
-                    close,
-                ));
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let (write_timeout, keepalive) = {
+                        let c = shared.config.read();
+                        (c.write_timeout, c.tcp_keep_alive)
+                    };
+                    conn_gate::tune_socket(&stream, keepalive, write_timeout);
+                    // TLS or plaintext as `tls.server.mode` decides.
+                    match security::tls::accept(shared.tls.as_deref(), stream).await {
+                        Ok(stream) => {
+                            connection::serve(stream, peer, shared, conn, close, slot).await
+                        }
+                        Err(e) => {
+                            tracing::info!(%peer, error = %e, "connection refused by TLS");
+                            shared.close_connection(conn);
+                        }
+                    }
+                });
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

@@ -16,6 +16,12 @@ pub struct Shared {
     pub routes: RwLock<RouteTable>,
     pub kv: KvConfig,
     pub metrics: Metrics,
+    /// The ACL when `aclEnable=true` (checked in `crate::acl` before dispatch).
+    pub acl: Option<std::sync::Arc<security::acl::AclStore>>,
+    /// TLS on the remoting port unless `tls.server.mode=disabled`.
+    pub tls: Option<std::sync::Arc<security::tls::TlsServer>>,
+    /// Slots of `Mode::Heavy` requests (`maxConcurrentRegistrations`).
+    pub heavy_slots: tokio::sync::Semaphore,
     /// Open connections, so the expiry scanner can close a dead broker's channel.
     connections: Mutex<HashMap<ConnId, CancellationToken>>,
     next_conn: AtomicU64,
@@ -24,15 +30,29 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(config: NamesrvConfig, kv: KvConfig) -> Self {
+        let heavy = config.max_concurrent_registrations.max(1);
         Self {
+            heavy_slots: tokio::sync::Semaphore::new(heavy),
             config: RwLock::new(config),
             routes: RwLock::new(RouteTable::default()),
             kv,
             metrics: Metrics::default(),
+            acl: None,
+            tls: None,
             connections: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
             ready: AtomicBool::new(false),
         }
+    }
+
+    pub fn with_acl(mut self, acl: Option<std::sync::Arc<security::acl::AclStore>>) -> Self {
+        self.acl = acl;
+        self
+    }
+
+    pub fn with_tls(mut self, tls: Option<std::sync::Arc<security::tls::TlsServer>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Registers a new connection; cancelling the token closes it.

@@ -40,9 +40,15 @@ const SHUTDOWN_DISPATCH_WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteRefusal {
     ShutDown,
+    /// A CommitLog write or flush failed: nothing can be acknowledged as durable any
+    /// more until a restart (see [`crate::fence`] and [`MessageStore::fence_reason`]).
+    Fenced,
     SlaveRole,
     /// Disk usage passed `diskSpaceWarningLevelRatio`.
     DiskFull,
+    /// Dispatch cannot write a ConsumeQueue unit or index entry: a put now would be
+    /// acknowledged but never reach consumers (see [`Dispatcher::dispatch_failure`]).
+    IndexFailed,
 }
 
 pub struct MessageStore {
@@ -100,7 +106,12 @@ impl MessageStore {
         let commit_log = Arc::new(CommitLog::open(&config, Arc::clone(&fs))?);
         let checkpoint = Arc::new(StoreCheckpoint::open(&config.checkpoint_path())?);
         let reader: Arc<dyn CommitLogReader> = Arc::clone(&commit_log) as Arc<dyn CommitLogReader>;
-        let dispatcher = Arc::new(Dispatcher::open(&config, reader, Arc::clone(&checkpoint))?);
+        let dispatcher = Arc::new(Dispatcher::open_with_fs(
+            &config,
+            reader,
+            Arc::clone(&checkpoint),
+            Arc::clone(&fs),
+        )?);
 
         let cq_max = dispatcher.recover(last_exit_ok)?;
         let check_crc = config.check_crc_on_recover;
@@ -111,8 +122,10 @@ impl MessageStore {
             let use_index = config.message_index_enable && config.message_index_safe;
             commit_log.recover_abnormally(&checkpoint, use_index, check_crc)?
         };
+        let mut rebuild_from = None;
         if had_files {
             dispatcher.truncate_dirty(recovered.end)?;
+            rebuild_from = dispatcher.validate_queue_tails()?;
         } else {
             dispatcher.destroy_logics()?;
         }
@@ -129,6 +142,7 @@ impl MessageStore {
         let reput_from = recovered
             .redispatch_from
             .map_or(cq_max, |r| r.min(cq_max))
+            .min(rebuild_from.unwrap_or(recovered.end))
             .min(recovered.end);
         dispatcher.start(reput_from)?;
         // Dispatch may have rebuilt queues (e.g. a deleted consumequeue dir): take the
@@ -206,13 +220,23 @@ impl MessageStore {
     pub fn write_refusal(&self) -> Option<WriteRefusal> {
         if self.shut_down.load(Ordering::Acquire) {
             Some(WriteRefusal::ShutDown)
+        } else if self.commit_log.fence().is_tripped() {
+            Some(WriteRefusal::Fenced)
         } else if self.role.get() == BrokerRole::Slave {
             Some(WriteRefusal::SlaveRole)
         } else if self.disk_full.load(Ordering::Acquire) {
             Some(WriteRefusal::DiskFull)
+        } else if self.dispatcher.dispatch_failure().is_some() {
+            Some(WriteRefusal::IndexFailed)
         } else {
             None
         }
+    }
+
+    /// Why the store took itself out of service until a restart (a failed CommitLog
+    /// write or flush), if it did. The broker reports itself not ready meanwhile.
+    pub fn fence_reason(&self) -> Option<String> {
+        self.commit_log.fence().reason()
     }
 
     /// `checkStoreStatus`.
@@ -326,28 +350,34 @@ impl MessageStore {
         self.retention_service.shutdown();
         self.flush.shutdown();
         let caught_up = self.dispatcher.wait_caught_up(SHUTDOWN_DISPATCH_WAIT);
-        self.dispatcher.shutdown()?;
-        let outcome = self
-            .commit_log
-            .flush(0)
-            .ctx(|| "flush the CommitLog".to_owned())?;
-        if outcome.store_timestamp > 0 {
-            self.checkpoint
-                .set_physic_msg_timestamp(outcome.store_timestamp);
-        }
-        self.checkpoint.flush()?;
+        let dispatch_stopped = self.dispatcher.shutdown();
+        // A failed flush (or a fenced log) leaves `abort` behind, so the next start
+        // recovers from what is really on disk; the rest of the shutdown still runs.
+        let result = dispatch_stopped.and_then(|()| {
+            self.commit_log
+                .flush(0)
+                .ctx(|| "flush the CommitLog".to_owned())
+                .and_then(|outcome| {
+                    if outcome.store_timestamp > 0 {
+                        self.checkpoint
+                            .set_physic_msg_timestamp(outcome.store_timestamp);
+                    }
+                    self.checkpoint.flush()
+                })
+        });
         if let Err(e) = self.confirm.persist() {
             tracing::warn!(error = %e, "persisting the confirm offset failed");
         }
         self.commit_log.shutdown();
-        if caught_up
+        if result.is_ok()
+            && caught_up
             && self.dispatcher.dispatch_behind_bytes() == 0
             && !self.disk_full.load(Ordering::Acquire)
         {
             self.abort.remove()?;
         }
         self.lock.lock().take();
-        Ok(())
+        result
     }
 }
 

@@ -4,6 +4,7 @@
 //! and cutting every file back to an offset for a former master that rejoins as slave.
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
 
 use protocol::message::PhysicalOffset;
 
@@ -11,6 +12,21 @@ use crate::config::BrokerRole;
 use crate::error::StoreError;
 use crate::ha::{ConfirmOffset, EpochFile, ReplicaWriter};
 use crate::message_store::MessageStore;
+
+/// Why a role change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RoleError {
+    #[error(
+        "dispatch is {behind} bytes behind the CommitLog (reput at {reput}, end {end}) after \
+         waiting {waited:?}: promotion refused until the ConsumeQueues cover every replicated byte"
+    )]
+    DispatchBehind {
+        behind: u64,
+        reput: PhysicalOffset,
+        end: PhysicalOffset,
+        waited: Duration,
+    },
+}
 
 /// A [`BrokerRole`] that can change while the store runs.
 #[derive(Debug)]
@@ -47,17 +63,28 @@ impl MessageStore {
         self.role.get()
     }
 
-    /// Changes the role. Becoming a master first waits for dispatch to catch up with
-    /// everything replicated so far and rebuilds the next queue offsets from the
-    /// ConsumeQueues (a slave's appends never assigned any).
-    pub fn set_role(&self, role: BrokerRole) {
+    /// Changes the role. Becoming a master first waits up to `dispatch_wait` for dispatch
+    /// to cover everything replicated so far, then rebuilds the next queue offsets from
+    /// the ConsumeQueues (a slave's appends never assigned any). When dispatch is still
+    /// behind the role stays SLAVE and [`RoleError::DispatchBehind`] says by how much:
+    /// next queue offsets taken from queues that miss replicated records would be handed
+    /// out again, and reput would then drop the new, acknowledged message as a duplicate
+    /// of the replicated one. The caller must not take writes (nor record an epoch) then.
+    pub fn set_role(&self, role: BrokerRole, dispatch_wait: Duration) -> Result<(), RoleError> {
         if role != BrokerRole::Slave && self.role.get() == BrokerRole::Slave {
-            self.dispatcher
-                .wait_caught_up(std::time::Duration::from_secs(30));
+            if !self.dispatcher.wait_caught_up(dispatch_wait) {
+                return Err(RoleError::DispatchBehind {
+                    behind: self.dispatcher.dispatch_behind_bytes(),
+                    reput: self.dispatcher.reput_offset(),
+                    end: self.commit_log.max_offset(),
+                    waited: dispatch_wait,
+                });
+            }
             self.commit_log
                 .set_queue_offsets(self.dispatcher.queue_max_offsets());
         }
         self.role.set(role);
+        Ok(())
     }
 
     pub fn epochs(&self) -> &EpochFile {

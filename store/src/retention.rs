@@ -34,6 +34,9 @@ pub struct Retention {
     log: Arc<CommitLog>,
     fs: Arc<dyn StoreFs>,
     dir: PathBuf,
+    /// `storePathRootDir` (ConsumeQueues, IndexFiles, checkpoint, config), which may be
+    /// another volume than the CommitLog's.
+    root: PathBuf,
     reserved: Duration,
     delete_hours: Vec<u32>,
     max_used_ratio: f64,
@@ -74,6 +77,7 @@ impl Retention {
             log,
             fs,
             dir: config.commit_log_dir(),
+            root: config.store_path_root_dir.clone(),
             reserved: Duration::from_secs(config.file_reserved_time.saturating_mul(3600)),
             delete_hours: config.delete_hours(),
             max_used_ratio: config.disk_max_used_ratio(),
@@ -86,28 +90,41 @@ impl Retention {
         }
     }
 
-    /// Updates the disk-full flag from the current usage; returns (ratio, clean at once).
+    /// Updates the disk-full flag from the current usage of both volumes the store writes
+    /// to (the CommitLog's and the root's, as 4.9 checks the CommitLog and the logic
+    /// queue paths): writes are refused when either passes the warning level, since an
+    /// acknowledged message must also get its ConsumeQueue unit. Returns the CommitLog
+    /// volume's ratio and whether to delete CommitLog files at once (only its own usage
+    /// decides that: deleting CommitLog files frees nothing on another volume).
     pub fn check_space(&self) -> (f64, bool) {
-        let ratio = match self.fs.used_ratio(&self.dir) {
-            Ok(r) => r,
+        let usage = |dir: &PathBuf| match self.fs.used_ratio(dir) {
+            Ok(r) => Some(r),
             Err(e) => {
-                tracing::warn!(error = %e, "reading disk usage failed");
-                return (0.0, false);
+                tracing::warn!(path = %dir.display(), error = %e, "reading disk usage failed");
+                None
             }
         };
-        if ratio > self.warning_ratio {
+        let (Some(ratio), root_ratio) = (usage(&self.dir), usage(&self.root)) else {
+            return (0.0, false);
+        };
+        let worst = ratio.max(root_ratio.unwrap_or(0.0));
+        if worst > self.warning_ratio {
             if !self.disk_full.swap(true, Ordering::AcqRel) {
-                tracing::error!(ratio, "disk full: the store refuses writes");
+                tracing::error!(
+                    commitlog_ratio = ratio,
+                    root_ratio,
+                    "disk full: the store refuses writes"
+                );
             }
-            (ratio, true)
-        } else if ratio > self.clean_forcibly_ratio {
-            (ratio, true)
-        } else {
-            if self.disk_full.swap(false, Ordering::AcqRel) {
-                tracing::info!(ratio, "disk space is OK again: the store accepts writes");
-            }
-            (ratio, false)
+        } else if worst <= self.clean_forcibly_ratio && self.disk_full.swap(false, Ordering::AcqRel)
+        {
+            // Cleared only below the forced-cleaning level, as before (hysteresis).
+            tracing::info!(ratio, "disk space is OK again: the store accepts writes");
         }
+        (
+            ratio,
+            ratio > self.warning_ratio || ratio > self.clean_forcibly_ratio,
+        )
     }
 
     /// One retention pass at wall-clock time `now` (local hour `hour`).

@@ -65,6 +65,8 @@ impl FakeBroker {
                 broker_id: self.id,
                 compressed,
                 body_crc32: crc,
+                // As RocketMQ's brokers register: without an epoch.
+                master_epoch: None,
             },
         )
         .with_body(body)

@@ -60,6 +60,11 @@ fn base_conf(
         ("mappedFileSizeCommitLog", (8 * 1024 * 1024).to_string()),
         ("mappedFileSizeConsumeQueue", (300 * 20).to_string()),
         ("flushDiskType", "ASYNC_FLUSH".to_owned()),
+        // listenPort - 2 is not reserved by `free_port`; suites that test the VIP port
+        // turn it on with a port of their own.
+        ("fastListenPortEnable", "false".to_owned()),
+        // Replication needs a group secret; every test broker runs it as before.
+        ("haSecret", "e2e-ha-secret".to_owned()),
     ];
     if let Some(ns) = namesrv_port {
         c.push(("namesrvAddr", format!("127.0.0.1:{ns}")));
@@ -193,6 +198,26 @@ impl BrokerProcess {
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGSTOP: the process freezes (its sockets stay open, nothing answers) until
+    /// [`Self::resume`]; a process killed meanwhile is gone.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on our own, not yet reaped child's pid.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, sig);
+            }
         }
     }
 

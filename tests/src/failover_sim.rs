@@ -61,6 +61,15 @@ impl SimMember {
         self.lock().kill9();
     }
 
+    /// SIGSTOP / SIGCONT: a paused broker keeps its connections but answers nothing.
+    pub fn pause(&self) {
+        self.lock().pause();
+    }
+
+    pub fn resume(&self) {
+        self.lock().resume();
+    }
+
     /// Starts the process again with its current configuration; blocks until ready.
     pub fn restart(&self) {
         let mut p = self.lock();
@@ -177,7 +186,10 @@ impl SimGroup {
                 if !running {
                     break;
                 }
-                ready = ready || matches!(http::get(m.http_port, "/readyz").await, Ok((200, _)));
+                // Bounded like a kubelet probe: a paused (SIGSTOP) broker reads as unready.
+                let probe =
+                    tokio::time::timeout(Duration::from_secs(1), http::get(m.http_port, "/readyz"));
+                ready = ready || matches!(probe.await, Ok(Ok((200, _))));
                 if status.is_none() {
                     status = self.admin.ha_status(&m.addr()).await.ok();
                 }

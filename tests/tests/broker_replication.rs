@@ -172,9 +172,12 @@ fn sync_master_waits_for_the_slave_and_a_restarted_slave_catches_up() {
     });
 }
 
-/// A hand-made slave speaking the HA protocol, to misbehave on purpose.
+/// A hand-made slave speaking the HA protocol (version 2, see
+/// `broker/src/ha/handshake.rs`), to misbehave on purpose.
 struct FakeSlave {
     stream: TcpStream,
+    key: ring::hmac::Key,
+    nonces: Vec<u8>,
 }
 
 impl FakeSlave {
@@ -184,11 +187,13 @@ impl FakeSlave {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         let mut hello = [0u8; 21];
         stream.read_exact(&mut hello).await.unwrap();
-        assert_eq!(&hello[..4], b"RMQH");
+        assert_eq!(&hello[..5], b"RMQH\x02");
         let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
         let (id, epoch) = (9i64, 0i32);
-        let mut mac_in = b"rmq-ha-v1 slave".to_vec();
-        mac_in.extend_from_slice(&hello[5..]);
+        let mut nonces = hello[5..].to_vec();
+        nonces.extend_from_slice(&[7u8; 16]);
+        let mut mac_in = b"rmq-ha-v2 slave".to_vec();
+        mac_in.extend_from_slice(&nonces);
         mac_in.extend_from_slice(group.as_bytes());
         mac_in.extend_from_slice(&id.to_be_bytes());
         mac_in.extend_from_slice(&epoch.to_be_bytes());
@@ -196,11 +201,56 @@ impl FakeSlave {
         out.extend_from_slice(group.as_bytes());
         out.extend_from_slice(&id.to_be_bytes());
         out.extend_from_slice(&epoch.to_be_bytes());
+        out.extend_from_slice(&[7u8; 16]);
         out.extend_from_slice(hmac::sign(&key, &mac_in).as_ref());
         stream.write_all(&out).await.unwrap();
-        let mut reply = [0u8; 37];
-        stream.read_exact(&mut reply).await.unwrap();
-        (Self { stream }, reply[0])
+        // status, epoch, max offset, entry count, entries, MAC.
+        let mut head = [0u8; 1 + 4 + 8 + 2];
+        stream.read_exact(&mut head).await.unwrap();
+        let count = u16::from_be_bytes([head[13], head[14]]) as usize;
+        let mut rest = vec![0u8; count * 12 + 32];
+        stream.read_exact(&mut rest).await.unwrap();
+        (
+            Self {
+                stream,
+                key,
+                nonces,
+            },
+            head[0],
+        )
+    }
+
+    /// Sends the history proof of an empty log; returns the master's verdict.
+    async fn prove_empty(&mut self) -> u8 {
+        self.prove(0, 0, 0, &[]).await
+    }
+
+    /// Sends a history proof: log end, the epoch entry below it, the bytes below it.
+    async fn prove(&mut self, end: i64, epoch: i32, start: i64, tail: &[u8]) -> u8 {
+        let mut body = end.to_be_bytes().to_vec();
+        body.extend_from_slice(&epoch.to_be_bytes());
+        body.extend_from_slice(&start.to_be_bytes());
+        body.extend_from_slice(&(tail.len() as u16).to_be_bytes());
+        body.extend_from_slice(tail);
+        let mut mac_in = b"rmq-ha-v2 proof".to_vec();
+        mac_in.extend_from_slice(&self.nonces);
+        mac_in.extend_from_slice(&body);
+        body.extend_from_slice(ring::hmac::sign(&self.key, &mac_in).as_ref());
+        self.stream.write_all(&body).await.unwrap();
+        self.stream.read_u8().await.unwrap()
+    }
+
+    /// Reads stream frames until one ends at or beyond `offset`.
+    async fn read_until(&mut self, offset: i64) {
+        loop {
+            let at = self.stream.read_i64().await.unwrap();
+            let size = self.stream.read_i32().await.unwrap() as usize;
+            let mut body = vec![0u8; size];
+            self.stream.read_exact(&mut body).await.unwrap();
+            if at + size as i64 >= offset {
+                return;
+            }
+        }
     }
 
     async fn report(&mut self, offset: i64) {
@@ -245,6 +295,8 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
         let max = ha_status(&m).await["maxOffset"].as_i64().unwrap();
         let (mut stalled, status) = FakeSlave::connect(master.ha_port, "broker-ha", SECRET).await;
         assert_eq!(status, 0);
+        assert_eq!(stalled.prove_empty().await, 0);
+        stalled.read_until(max).await;
         stalled.report(max).await;
         eventually(
             Duration::from_secs(5),
@@ -263,8 +315,8 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
         );
         assert!(started.elapsed() >= Duration::from_millis(1400));
 
-        // An ack beyond what the master wrote (RocketMQ #1155/#3015) drops the connection
-        // and acknowledges nothing.
+        // An ack beyond what the master streamed to it (RocketMQ #1155/#3015) drops the
+        // connection and acknowledges nothing.
         let max = ha_status(&m).await["maxOffset"].as_i64().unwrap();
         stalled.report(max + 1_000_000).await;
         assert!(stalled.dropped_within(Duration::from_secs(3)).await);
@@ -276,11 +328,97 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
             .await
             .unwrap();
         assert!(metrics.contains("rocketmq_ha_forged_acks 1"), "{metrics}");
+        assert!(!metrics.contains(SECRET), "{metrics}");
+        // GET_BROKER_CONFIG masks the secret.
+        let r = m
+            .request(with_fields(request::GET_BROKER_CONFIG, &[]))
+            .await
+            .unwrap();
+        let config = String::from_utf8_lossy(&r.body);
+        assert!(config.contains("haSecret=******"), "{config}");
+        assert!(!config.contains(SECRET), "{config}");
+        assert!(!master.broker.log().contains(SECRET));
         assert!(
             metrics.contains("rocketmq_ha_refused_handshakes 2"),
             "{metrics}"
         );
         assert!(metrics.contains("rocketmq_ha_role 1"), "{metrics}");
+    });
+}
+
+/// Issue 15 defects 3 and 4: a connected slave's reports count only for bytes it proved
+/// or was streamed on that connection. A slave proving a short prefix and then claiming
+/// the master's whole log (within its max offset, which was all 4.9 and the old check
+/// looked at) is dropped; a proof of bytes the master does not have is refused.
+#[test]
+fn acks_are_bound_to_the_proven_and_streamed_bytes() {
+    let master = start(None, &[("brokerRole", "SYNC_MASTER")]);
+    let rt = runtime();
+    rt.block_on(async {
+        let m = Client::connect(master.broker.port).await.unwrap();
+        let big = "x".repeat(1 << 20);
+        let mut second = None;
+        for i in 0..24 {
+            let (code, id) = send(&m, "Big", &big).await;
+            assert_eq!(code, response::SLAVE_NOT_AVAILABLE);
+            if i == 1 {
+                second = id.map(|id| offset_of(&id));
+            }
+        }
+        let end = second.unwrap();
+        let max = ha_status(&m).await["maxOffset"].as_i64().unwrap();
+        assert!(max > 20 << 20);
+        let cache = m
+            .request(with_fields(request::GET_BROKER_EPOCH_CACHE, &[]))
+            .await
+            .unwrap();
+        let cache: serde_json::Value = serde_json::from_slice(&cache.body).unwrap();
+        let first = &cache["epochList"][0];
+        let (epoch, start) = (
+            first["epoch"].as_i64().unwrap() as i32,
+            first["startOffset"].as_i64().unwrap(),
+        );
+        assert_eq!(
+            (epoch, start),
+            (1, 0),
+            "a master starts a new term at its log end"
+        );
+        let file = master
+            .broker
+            .dir()
+            .join("store/commitlog/00000000000000000000");
+        let bytes = std::fs::read(&file).unwrap();
+        let tail = &bytes[(end as usize).saturating_sub(4096)..end as usize];
+
+        // Bytes the master does not have: refused before any report counts.
+        let (mut liar, status) = FakeSlave::connect(master.ha_port, "broker-ha", SECRET).await;
+        assert_eq!(status, 0);
+        let mut forged = tail.to_vec();
+        forged[100] ^= 0xff;
+        assert_eq!(liar.prove(end, epoch, start, &forged).await, 1);
+        assert!(liar.dropped_within(Duration::from_secs(3)).await);
+
+        // A true prefix, then an ack of everything before reading a byte of the stream
+        // (the master cannot have streamed 20 MiB into a peer that does not read).
+        let (mut greedy, status) = FakeSlave::connect(master.ha_port, "broker-ha", SECRET).await;
+        assert_eq!(status, 0);
+        assert_eq!(greedy.prove(end, epoch, start, tail).await, 0);
+        greedy.report(end).await;
+        greedy.report(max).await;
+        assert!(greedy.dropped_within(Duration::from_secs(5)).await);
+        assert_eq!(
+            send(&m, "Big", "after").await.0,
+            response::SLAVE_NOT_AVAILABLE,
+            "the claim acknowledged nothing"
+        );
+        let (_, metrics) = e2e::http::get(master.broker.http_port, "/metrics")
+            .await
+            .unwrap();
+        assert!(metrics.contains("rocketmq_ha_forged_acks 1"), "{metrics}");
+        assert!(
+            metrics.contains("rocketmq_ha_refused_histories 1"),
+            "{metrics}"
+        );
     });
 }
 

@@ -64,7 +64,6 @@ fn only_allow_listed_keys_change_and_permission_drains_the_broker() {
             "storePathRootDir=/tmp/evil\n",
             "brokerPermission=4\nrocketmqHome=/tmp/evil\n",
             "filterServerNums=1\n",
-            "namesrvAddr=10.0.0.1:9876\n",
             "listenPort=1\n",
         ] {
             let r = c.request(update(body)).await.unwrap();

@@ -351,7 +351,15 @@ fn message_family() {
     assert_eq!(c.ctl(&["message", "view", "--id", "nothex"]).code, 1);
 
     assert_refused(
-        &c.ctl(&["message", "send", "-t", "NoSuchTopic", "--body", "x"]),
+        &c.ctl(&[
+            "message",
+            "send",
+            "-t",
+            "NoSuchTopic",
+            "--body",
+            "x",
+            "--no-auto-create",
+        ]),
         "TOPIC_NOT_EXIST (17)",
     );
     assert_eq!(
@@ -361,6 +369,58 @@ fn message_family() {
         .code,
         1
     );
+}
+
+/// A send to a topic without a route goes out on the TBW102 route, like the Java
+/// producer, and the broker creates the topic when `autoCreateTopicEnable` is on; when it
+/// is off the failure says what to do.
+#[test]
+fn message_send_to_a_new_topic_auto_creates_it() {
+    let c = Cluster::start();
+    let sent = c
+        .ctl(&["message", "send", "-t", "BornBySend", "--body", "first"])
+        .ok()
+        .json();
+    assert_eq!(sent["result"]["status"], "SEND_OK", "{sent}");
+    // Registered with the nameserver from now on: consume finds it by its own route.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let out = c.ctl(&["message", "consume", "-t", "BornBySend", "--max", "4"]);
+        if out.code == 0
+            && out.json()["messages"]
+                .as_array()
+                .is_some_and(|m| m.len() == 1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "topic never became consumable: {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    let ns = NameServer::start(Options::default());
+    let strict = TempBroker::start(Some(ns.port), &[("autoCreateTopicEnable", "false")]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
+        .as_array()
+        .is_none_or(|b| b.is_empty())
+    {
+        assert!(Instant::now() < deadline, "broker never registered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = rmqctl_json(
+        ns.port,
+        &["message", "send", "-t", "NotAllowed", "--body", "x"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("topic NotAllowed does not exist")
+            && out.stderr.contains("autoCreateTopicEnable"),
+        "{out:?}"
+    );
+    drop(strict);
 }
 
 #[test]

@@ -17,7 +17,7 @@ fn not_running(request: &RemotingCommand) -> HandlerResult {
     error(
         request,
         response::SYSTEM_ERROR,
-        "replication is not running",
+        "replication is not running (haSecret is empty)",
     )
 }
 

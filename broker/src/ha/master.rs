@@ -1,12 +1,12 @@
 //! The master side (`HAService.AcceptSocketService` + `HAConnection`): the HA listener,
 //! and per slave a transfer task and an ack reader. Wire format after the handshake
-//! (see [`super::handshake`]) is RocketMQ 4.9's: the slave sends 8-byte big-endian
+//! and the slave's history proof (see [`super::handshake`]) is RocketMQ 4.9's: the slave sends 8-byte big-endian
 //! offsets; the master sends frames of a 12-byte header (physical offset i64, size i32)
 //! and `size` raw CommitLog bytes, stopping at file ends; a frame of size 0 is a
 //! heartbeat.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -22,7 +22,12 @@ use super::handshake::{self, HandshakeError};
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Binds `haListenPort` (retrying while the port is taken) and serves slaves.
-pub async fn run_listener(ha: Arc<Ha>, shutdown: CancellationToken) {
+/// Connections over `gate`'s cap are closed at once.
+pub async fn run_listener(
+    ha: Arc<Ha>,
+    gate: Arc<crate::conn_gate::ConnGate>,
+    shutdown: CancellationToken,
+) {
     let addr = ha.settings.listen;
     let listener = loop {
         match TcpListener::bind(addr).await {
@@ -44,9 +49,14 @@ pub async fn run_listener(ha: Arc<Ha>, shutdown: CancellationToken) {
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(slot) = gate.admit(peer.ip()) else {
+                    tracing::warn!(slave = %peer, "haMaxConnections reached, closing at once");
+                    continue;
+                };
                 let ha = Arc::clone(&ha);
                 let stop = shutdown.child_token();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     if let Err(e) = serve_slave(&ha, stream, peer.to_string(), stop).await {
                         tracing::warn!(slave = %peer, error = %e, "HA connection closed");
                     }
@@ -70,8 +80,10 @@ pub enum ConnError {
     Io(#[from] std::io::Error),
     #[error("this broker is a slave; it does not serve replicas")]
     NotMaster,
-    #[error("slave acknowledged {ack} beyond the master's max offset {max}: dropped")]
+    #[error("slave acknowledged {ack} beyond the {max} bytes streamed to it: dropped")]
     ForgedAck { ack: i64, max: i64 },
+    #[error("slave history refused: {0}")]
+    History(store::ha::ProofError),
     #[error("slave reported offset {0}, which this master does not hold")]
     BadStart(i64),
     #[error("no report from the slave within the housekeeping interval")]
@@ -109,9 +121,16 @@ async fn serve_slave(
     }
     let _ = stream.set_nodelay(true);
     let s = &ha.settings;
+    let history = (ha.store.epochs().entries(), ha.store.max_phy_offset());
     let hello = match tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        handshake::accept(&mut stream, &s.group, &s.secret, ha.epoch()),
+        handshake::accept(
+            &mut stream,
+            &s.group,
+            s.secret.expose(),
+            ha.epoch(),
+            history,
+        ),
     )
     .await
     {
@@ -127,19 +146,31 @@ async fn serve_slave(
         }
         Ok(Ok(hello)) => hello,
     };
-    let (mut rd, wr) = stream.into_split();
-    let first = match tokio::time::timeout(s.housekeeping, rd.read_i64()).await {
-        Ok(r) => r?,
+    // The slave cuts what this master does not have, then proves the rest is a prefix of
+    // this log (issue 15 defect 3); only then do its reports count as acks.
+    let proof = match tokio::time::timeout(
+        s.housekeeping.max(HANDSHAKE_TIMEOUT),
+        handshake::read_proof(&mut stream, s.secret.expose(), &hello.session),
+    )
+    .await
+    {
         Err(_) => return Err(ConnError::Silent),
+        Ok(r) => r?,
     };
-    let log = ha.store.commit_log();
-    let max = log.max_offset().0;
-    if first > max {
-        ha.counters.forged_acks.fetch_add(1, Ordering::Relaxed);
-        return Err(ConnError::ForgedAck { ack: first, max });
+    if let Err(e) = ha.store.check_history_proof(&proof) {
+        ha.counters
+            .refused_histories
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = handshake::verdict(&mut stream, false).await;
+        return Err(ConnError::History(e));
     }
+    handshake::verdict(&mut stream, true).await?;
+    let (rd, wr) = stream.into_split();
+    let log = ha.store.commit_log();
+    let first = proof.end.0;
     // A slave with nothing starts at the beginning of the master's last file.
     let start = if first == 0 {
+        let max = log.max_offset().0;
         max - max % log.file_size() as i64
     } else {
         first
@@ -151,15 +182,18 @@ async fn serve_slave(
     let hello_epoch = ha.epoch();
     let id = ha.acks.register(peer, first);
     ha.on_ack();
+    // What the transfer task has put on this connection: acks beyond it are forged.
+    let streamed = Arc::new(AtomicI64::new(start.max(first)));
     let cancel = stop.child_token();
     let writer = tokio::spawn(transfer(
         Arc::clone(ha),
         wr,
         PhysicalOffset(start),
+        Arc::clone(&streamed),
         cancel.clone(),
     ));
     let result = tokio::select! {
-        r = read_acks(ha, rd, id, &cancel) => r,
+        r = read_acks(ha, rd, id, &streamed, &cancel) => r,
         () = superseded(ha, hello_epoch) => Err(ConnError::Superseded),
     };
     cancel.cancel();
@@ -168,11 +202,15 @@ async fn serve_slave(
     result
 }
 
-/// `HAConnection.ReadSocketService`: every 8-byte report is the slave's max offset.
+/// `HAConnection.ReadSocketService`: every 8-byte report is the slave's max offset. A
+/// report beyond what this connection streamed claims bytes the slave cannot have from
+/// here (RocketMQ #1155/#3015: such an ack would let SYNC_MASTER report unreplicated
+/// writes as replicated); the connection is dropped.
 async fn read_acks(
     ha: &Ha,
     mut rd: OwnedReadHalf,
     id: u64,
+    streamed: &AtomicI64,
     cancel: &CancellationToken,
 ) -> Result<(), ConnError> {
     loop {
@@ -183,9 +221,7 @@ async fn read_acks(
                 Err(_) => return Err(ConnError::Silent),
             },
         };
-        // RocketMQ #1155/#3015: an ack for bytes the master never wrote would let
-        // SYNC_MASTER report unreplicated writes as replicated.
-        let max = ha.store.max_phy_offset().0;
+        let max = streamed.load(Ordering::Acquire);
         if ack > max || ack < 0 {
             ha.counters.forged_acks.fetch_add(1, Ordering::Relaxed);
             return Err(ConnError::ForgedAck { ack, max });
@@ -200,6 +236,7 @@ async fn transfer(
     ha: Arc<Ha>,
     mut wr: OwnedWriteHalf,
     mut at: PhysicalOffset,
+    streamed: Arc<AtomicI64>,
     cancel: CancellationToken,
 ) {
     let log = Arc::clone(ha.store.commit_log());
@@ -245,6 +282,7 @@ async fn transfer(
             return;
         }
         at = PhysicalOffset(at.0 + size as i64);
+        streamed.fetch_max(at.0, Ordering::AcqRel);
         last_write = Instant::now();
     }
 }

@@ -30,7 +30,11 @@ pub async fn run(broker: Arc<Broker>, ha: Arc<Ha>, shutdown: CancellationToken) 
             continue;
         };
         if client.as_ref().is_none_or(|c| c.addr() != master) {
-            client = Some(RemotingClient::new(master.clone()));
+            client = Some(
+                RemotingClient::new(master.clone())
+                    .with_credentials(broker.credentials.clone())
+                    .with_tls(broker.tls_client.clone()),
+            );
         }
         if let Some(c) = &client
             && let Err(e) = sync_once(&broker, c).await

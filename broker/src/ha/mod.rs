@@ -3,10 +3,12 @@
 //! handling of 5.x controller mode). The store provides the pure parts (epoch file,
 //! confirm offset, validated replica appends, truncation); this module adds the network.
 //!
+//! * [`handshake`]: the authenticated start of a connection (group, secret, the master's
+//!   epoch history, the slave's history proof).
 //! * [`master`]: the HA listener; per slave a transfer task streaming CommitLog bytes and
-//!   an ack reader (acks beyond the master's max offset drop the connection).
+//!   an ack reader (acks beyond what the connection streamed drop it).
 //! * [`slave`]: the client that follows the master's stream, after cutting any tail the
-//!   master does not have.
+//!   master does not have ([`truncation`]: unsafe cuts wait for an operator).
 //! * [`metadata_sync`]: slaves copy topics, groups and offsets from the master.
 //! * [`role_change`], [`admin`]: roles and epochs, GET_BROKER_HA_STATUS,
 //!   GET_BROKER_EPOCH_CACHE, NOTIFY_BROKER_ROLE_CHANGED.
@@ -18,6 +20,8 @@ pub mod master;
 pub mod metadata_sync;
 pub mod role_change;
 pub mod slave;
+pub mod transfer_frame;
+pub mod truncation;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -38,7 +42,7 @@ use acks::Acks;
 pub struct HaSettings {
     pub cluster: String,
     pub group: String,
-    pub secret: String,
+    pub secret: security::sign::Secret,
     /// This broker's own id (`brokerId`), which NOTIFY_BROKER_ROLE_CHANGED names.
     pub broker_id: i64,
     /// `brokerIP2:haListenPort`, what slaves connect to.
@@ -53,6 +57,10 @@ pub struct HaSettings {
     pub housekeeping: Duration,
     pub confirm_visibility: Option<bool>,
     pub metadata_sync_period: Duration,
+    /// The broker's account, signing the slave's requests to its master (ACL).
+    pub credentials: Option<std::sync::Arc<security::sign::Credentials>>,
+    /// TLS towards the master's remoting port (`tls.enable`).
+    pub tls_client: Option<security::tls::TlsClient>,
 }
 
 impl HaSettings {
@@ -81,6 +89,11 @@ impl HaSettings {
                 _ => None,
             },
             metadata_sync_period: Duration::from_millis(b.slave_sync_interval.max(100)),
+            // Validated (and refused at startup) by `Broker::open`.
+            credentials: b.credentials().ok().flatten().map(std::sync::Arc::new),
+            tls_client: security::tls::TlsClient::new(&b.client_tls())
+                .ok()
+                .flatten(),
         }
     }
 }
@@ -126,6 +139,11 @@ pub struct ClientInfo {
 pub struct HaCounters {
     pub forged_acks: std::sync::atomic::AtomicU64,
     pub refused_handshakes: std::sync::atomic::AtomicU64,
+    /// Slaves whose history proof this master refused.
+    pub refused_histories: std::sync::atomic::AtomicU64,
+    /// Cuts this replica refused (below the confirm offset or to zero) until an operator
+    /// allows them.
+    pub refused_truncations: std::sync::atomic::AtomicU64,
     pub truncations: std::sync::atomic::AtomicU64,
     pub truncated_bytes: std::sync::atomic::AtomicU64,
 }
@@ -139,6 +157,8 @@ pub struct Ha {
     pub acks: Acks,
     pub client: ClientInfo,
     pub counters: HaCounters,
+    /// The last cut refused for want of an operator's permission (cleared by a cut).
+    pub truncation_refused: Mutex<Option<truncation::Refusal>>,
     /// Bumped on every role or target change; the slave loop restarts on it.
     changes: watch::Sender<u64>,
     /// Held by the slave loop while it places replicated bytes, so a promotion never
@@ -175,6 +195,7 @@ impl Ha {
             acks: Acks::default(),
             client: ClientInfo::default(),
             counters: HaCounters::default(),
+            truncation_refused: Mutex::new(None),
             changes: watch::channel(0).0,
             replica_gate: tokio::sync::Mutex::new(()),
             register_now: tokio::sync::Notify::new(),
@@ -379,6 +400,7 @@ impl Ha {
             },
             ha_server_addr: self.settings.ha_server_addr.clone(),
             fenced: self.is_fenced(),
+            truncation_refused: self.truncation_refused.lock().map(|r| r.to_string()),
         }
     }
 
@@ -404,17 +426,55 @@ pub fn role_name(role: BrokerRole) -> &'static str {
     }
 }
 
+/// The HA listener's connection cap (`haMaxConnections`).
+fn ha_gate(broker: &crate::state::Broker) -> Arc<crate::conn_gate::ConnGate> {
+    let (open, refused) = broker
+        .metrics
+        .limits
+        .listener(crate::limit_metrics::Listener::Ha);
+    let max = broker.config.broker.ha_max_connections as usize;
+    crate::conn_gate::ConnGate::new(max, 0, open, refused)
+}
+
+/// Whether replication runs. It needs the group's shared `haSecret`: without one the HA
+/// port would take any peer's stream and acks. A broker that must replicate (SLAVE,
+/// SYNC_MASTER, or a configured `haMasterAddress`) refuses to start without it; an
+/// ASYNC_MASTER without it runs standalone (no HA port; role changes are refused), as
+/// the single broker of `scripts/run-local.sh` does.
+pub fn enabled(config: &Config) -> Result<bool, String> {
+    let b = &config.broker;
+    if !b.ha_secret.is_empty() {
+        return Ok(true);
+    }
+    let role = config.store.broker_role;
+    if role != BrokerRole::AsyncMaster || b.ha_master_address.is_some() {
+        return Err(format!(
+            "haSecret is empty but this broker replicates (brokerRole={}{}): set haSecret in \
+             broker.conf (or RMQ_HA_SECRET), the same value on every broker of group {}",
+            role_name(role),
+            if b.ha_master_address.is_some() {
+                ", haMasterAddress set"
+            } else {
+                ""
+            },
+            b.broker_name
+        ));
+    }
+    Ok(false)
+}
+
 /// Starts the HA listener, the slave client, metadata sync and housekeeping.
 pub fn start(broker: &Arc<crate::state::Broker>, ha: &Arc<Ha>) -> Vec<tokio::task::JoinHandle<()>> {
     let shutdown = broker.shutdown.clone();
     if ha.is_slave() && ha.settings.broker_id == 0 {
         tracing::warn!("brokerRole=SLAVE with brokerId=0: registering as brokerId 1");
     }
-    if ha.settings.secret.is_empty() {
-        tracing::warn!("haSecret is empty: the HA port checks the broker group name only");
-    }
     vec![
-        tokio::spawn(master::run_listener(Arc::clone(ha), shutdown.clone())),
+        tokio::spawn(master::run_listener(
+            Arc::clone(ha),
+            ha_gate(broker),
+            shutdown.clone(),
+        )),
         tokio::spawn(slave::run(Arc::clone(ha), shutdown.clone())),
         tokio::spawn(metadata_sync::run(
             Arc::clone(broker),
@@ -447,5 +507,34 @@ async fn wake_pulls_on_confirm(
                 }),
             () = shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    /// Issue 15 defect 4: replication used to run with an empty secret (the HA port then
+    /// authenticated nothing).
+    #[test]
+    fn replication_refuses_to_run_without_a_secret() {
+        let conf = |text: &str| Config::from_properties(text).unwrap();
+        for text in [
+            "brokerRole=SLAVE\nbrokerId=1\n",
+            "brokerRole=SYNC_MASTER\n",
+            "brokerRole=ASYNC_MASTER\nhaMasterAddress=10.0.0.1:10912\n",
+        ] {
+            let err = super::enabled(&conf(&format!("haSecret=\n{text}"))).unwrap_err();
+            assert!(err.contains("haSecret is empty"), "{err}");
+        }
+        // The single local broker (scripts/run-local.sh) runs without replication.
+        assert_eq!(
+            super::enabled(&conf("haSecret=\nbrokerRole=ASYNC_MASTER\n")),
+            Ok(false)
+        );
+        assert_eq!(
+            super::enabled(&conf("haSecret=s\nbrokerRole=SLAVE\n")),
+            Ok(true)
+        );
     }
 }

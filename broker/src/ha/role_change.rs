@@ -20,7 +20,13 @@ pub enum RoleChangeError {
     /// loses. Every election must use an epoch above any a member has seen.
     #[error("epoch {epoch} already has master {master}; a different master needs a newer epoch")]
     EpochTaken { epoch: i32, master: String },
+    #[error("not promoted: {0}")]
+    NotCaughtUp(String),
 }
+
+/// How long a promotion waits for dispatch to index everything replicated before it is
+/// refused (the operator retries, or elects another replica).
+pub const PROMOTION_DISPATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ha {
     /// Refuses to name a second, different master at the epoch this broker is at.
@@ -63,16 +69,20 @@ impl Ha {
         let store = Arc::clone(&self.store);
         let recorded = tokio::task::spawn_blocking(move || {
             let max = store.max_phy_offset();
+            // Dispatch must cover every replicated byte before the store takes writes;
+            // refused, nothing changed (no epoch recorded) and the operator may retry.
             store
-                .epochs()
-                .begin(epoch, max)
-                .map_err(|e| e.to_string())?;
-            store.set_role(role);
-            Ok::<_, String>(max)
+                .set_role(role, PROMOTION_DISPATCH_WAIT)
+                .map_err(|e| RoleChangeError::NotCaughtUp(e.to_string()))?;
+            if let Err(e) = store.epochs().begin(epoch, max) {
+                let _ = store.set_role(BrokerRole::Slave, PROMOTION_DISPATCH_WAIT);
+                return Err(RoleChangeError::Epoch(e.to_string()));
+            }
+            Ok::<_, RoleChangeError>(max)
         })
         .await
         .map_err(|e| RoleChangeError::Epoch(e.to_string()))
-        .and_then(|r| r.map_err(RoleChangeError::Epoch));
+        .and_then(|r| r);
         let start = match recorded {
             Ok(start) => start,
             Err(e) => {
@@ -99,6 +109,36 @@ impl Ha {
         self.apply_visibility();
         tracing::info!(epoch, %start, role = super::role_name(role), "became master");
         self.bump();
+        Ok(())
+    }
+
+    /// A broker starting as master begins a new term: a new epoch recorded from its
+    /// CommitLog end before it takes writes or serves slaves. A master that lost an
+    /// unflushed tail (recovered to F below what it had streamed, X) then writes past F
+    /// in an epoch its slaves never saw, so a slave holding the old bytes up to X shares
+    /// only F with it and is cut there, instead of reading as an identical replica up to
+    /// X (issue 15 defect 3; 5.x gets the same from its controller's elections).
+    pub fn begin_term(&self) -> Result<(), RoleChangeError> {
+        if self.is_slave() {
+            return Ok(());
+        }
+        let epoch = self
+            .epoch()
+            .max(self.store.epochs().current_epoch())
+            .saturating_add(1);
+        let start = self.store.max_phy_offset();
+        self.store
+            .epochs()
+            .begin(epoch, start)
+            .map_err(|e| RoleChangeError::Epoch(e.to_string()))?;
+        {
+            // This broker is the master of the term it just began: a later order naming
+            // another master at this same epoch is refused like any equal-epoch rival.
+            let mut s = self.state.lock();
+            s.epoch = epoch;
+            s.epoch_master = Some(super::EpochMaster::Me);
+        }
+        tracing::info!(epoch, %start, "new master term");
         Ok(())
     }
 
@@ -133,7 +173,10 @@ impl Ha {
             s.epoch_master = named;
             s.target = target;
         }
-        self.store.set_role(BrokerRole::Slave);
+        // Demotion never waits for anything and cannot fail.
+        let _ = self
+            .store
+            .set_role(BrokerRole::Slave, PROMOTION_DISPATCH_WAIT);
         self.apply_visibility();
         tracing::info!(epoch, target = ?self.target(), "became slave");
         self.bump();

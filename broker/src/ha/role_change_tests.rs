@@ -138,3 +138,58 @@ async fn a_second_master_at_the_same_epoch_is_refused() {
             .is_err()
     );
 }
+
+/// Issue 15 defect 3: a master restarted in the same epoch could write different bytes
+/// at offsets its slave already held under that epoch. Every start as master now records
+/// a new epoch at the recovered CommitLog end.
+#[tokio::test]
+async fn every_start_as_master_begins_a_new_epoch_at_the_log_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    ha.begin_term().unwrap();
+    assert_eq!(ha.epoch(), 1);
+    let m = crate::test_fixture::message("T", 0, "x", String::new());
+    let adapter = crate::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
+    crate::store_api::MessageStoreApi::put_message(
+        &adapter,
+        m,
+        crate::put_path::PutPermit::for_tests(),
+    )
+    .await;
+    let end = ha.store.max_phy_offset();
+    // The same store under a new process (the old one lost power).
+    let again = Ha::new(ha.settings.clone(), Arc::clone(&ha.store), None);
+    again.begin_term().unwrap();
+    assert_eq!(again.epoch(), 2);
+    let entries = again.store.epochs().entries();
+    assert_eq!(
+        (
+            entries.last().unwrap().epoch,
+            entries.last().unwrap().start_offset
+        ),
+        (2, end)
+    );
+    // A slave's start is no term of its own.
+    let slave_dir = tempfile::tempdir().unwrap();
+    let slave = ha_in(slave_dir.path(), "brokerRole=SLAVE\nbrokerId=1\n");
+    slave.begin_term().unwrap();
+    assert_eq!(slave.store.epochs().current_epoch(), 0);
+}
+
+/// A term begun at start-up names this broker master of its epoch: a stale order naming
+/// another master at that same epoch is refused (only a newer election moves it).
+#[tokio::test]
+async fn a_started_master_refuses_a_rival_master_at_its_own_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    ha.begin_term().unwrap();
+    let term = ha.epoch();
+    assert!(matches!(
+        ha.become_slave(term, Some("10.0.0.9:10911".into()), None),
+        Err(RoleChangeError::EpochTaken { .. })
+    ));
+    assert_ne!(ha.role(), BrokerRole::Slave);
+    ha.become_slave(term + 1, Some("10.0.0.9:10911".into()), None)
+        .unwrap();
+    assert_eq!(ha.role(), BrokerRole::Slave);
+}

@@ -1,17 +1,18 @@
-//! The slave side (`HAService.HAClient`): follows the master's HA stream. Before each
-//! connection it asks the master for its epoch history (GET_BROKER_EPOCH_CACHE) and cuts
-//! its own CommitLog, ConsumeQueues and IndexFiles back to the last point both logs share
-//! (a former master's divergent tail); then it reports its max offset, places every
-//! frame through the store's validating [`store::ha::ReplicaWriter`] and reports again
-//! after each batch or every heartbeat interval.
+//! The slave side (`HAService.HAClient`): follows the master's HA stream. On each
+//! connection it authenticates the master, which hands over its epoch history in the
+//! same exchange; it cuts its own CommitLog, ConsumeQueues and IndexFiles back to the
+//! last point both logs share (a former master's divergent tail, never below the confirm
+//! offset without an operator), proves the rest is a prefix of the master's log, then
+//! reports its max offset, places every frame through the store's validating
+//! [`store::ha::ReplicaWriter`] and reports again after each batch or heartbeat.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use protocol::RemotingCommand;
-use protocol::body::ha::{EpochEntryCache, HaRuntimeInfo};
+use protocol::body::ha::HaRuntimeInfo;
 use protocol::code::{request, response};
 use protocol::message::PhysicalOffset;
 use store::BrokerRole;
@@ -22,11 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Ha;
 use super::handshake::{self, HandshakeError};
+use super::transfer_frame::next_frame;
 use crate::remoting_client::{ClientError, RemotingClient};
 
-/// A frame body larger than this is refused before allocating (the master sends at most
-/// `haTransferBatchSize`, itself capped at 4 MiB).
-const MAX_FRAME: usize = 8 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -40,8 +39,8 @@ pub enum SlaveError {
     Timeout(&'static str),
     #[error("master closed the connection")]
     Closed,
-    #[error("frame of {0} bytes")]
-    FrameSize(i64),
+    #[error(transparent)]
+    Frame(#[from] super::transfer_frame::FrameError),
     #[error(transparent)]
     Replica(#[from] ReplicaError),
     #[error("master {addr}: {reason}")]
@@ -52,6 +51,8 @@ pub enum SlaveError {
     Truncate(String),
     #[error("the role or the master changed")]
     Superseded,
+    #[error("{0}")]
+    UnsafeTruncation(super::truncation::Refusal),
 }
 
 /// Runs until shutdown: while this broker is a slave with a known master, follows it.
@@ -90,23 +91,12 @@ async fn follow(
     ha_addr: Option<String>,
     master_addr: Option<String>,
 ) -> Result<(), SlaveError> {
-    if let Some(master) = &master_addr {
-        // Its own task: the slave loop drops `follow` on any role change, and a cut that
-        // stopped between truncating and adopting the master's epochs (with its blocking
-        // truncation still running after the gate was released) would corrupt the epoch
-        // file. The task keeps the gate until both are done.
-        let task = tokio::spawn({
-            let (ha, master) = (Arc::clone(ha), master.clone());
-            async move { reconcile(&ha, &master).await }
-        });
-        task.await
-            .map_err(|e| SlaveError::Truncate(e.to_string()))??;
-    }
+    let expected = ha.target();
     let ha_addr = match ha_addr {
         Some(a) => a,
         None => {
             let master = master_addr.unwrap_or_default();
-            ask_ha_addr(&master).await?
+            ask_ha_addr(ha, &master).await?
         }
     };
     let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&ha_addr))
@@ -115,13 +105,39 @@ async fn follow(
     let _ = stream.set_nodelay(true);
     let s = &ha.settings;
     let my_epoch = ha.store.epochs().current_epoch();
-    let master_epoch = tokio::time::timeout(
+    // The master is authenticated (and its history received over the authenticated
+    // exchange) before anything of this replica is cut.
+    let master = tokio::time::timeout(
         Duration::from_secs(5),
-        handshake::connect(&mut stream, &s.group, &s.secret, s.broker_id, my_epoch),
+        handshake::connect(
+            &mut stream,
+            &s.group,
+            s.secret.expose(),
+            s.broker_id,
+            my_epoch,
+        ),
     )
     .await
     .map_err(|_| SlaveError::Timeout("handshake"))??;
-    tracing::info!(master = %ha_addr, master_epoch, "following the master");
+    // Its own task: the slave loop drops `follow` on any role change, and a cut that
+    // stopped between truncating and adopting the master's epochs (with its blocking
+    // truncation still running after the gate was released) would corrupt the epoch
+    // file. The blocking cut keeps the gate until both are done.
+    let cut = tokio::task::spawn_blocking({
+        let (ha, entries) = (Arc::clone(ha), master.entries.clone());
+        let (end, expected) = (master.max_offset, expected.clone());
+        move || cut_to_master(&ha, &expected, entries, end)
+    });
+    cut.await
+        .map_err(|e| SlaveError::Truncate(e.to_string()))??;
+    let proof = ha.store.history_proof();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        handshake::prove(&mut stream, s.secret.expose(), &master.session, &proof),
+    )
+    .await
+    .map_err(|_| SlaveError::Timeout("history proof"))??;
+    tracing::info!(master = %ha_addr, master_epoch = master.epoch, from = %proof.end, "following the master");
     *ha.client.master_addr.lock() = ha_addr;
     ha.client.activated.store(true, Ordering::Release);
     stream_from(ha, stream).await
@@ -144,24 +160,12 @@ async fn stream_from(ha: &Arc<Ha>, stream: TcpStream) -> Result<(), SlaveError> 
             if ha.role() != BrokerRole::Slave {
                 return Ok(());
             }
-            while buf.len() >= 12 {
-                let offset = i64::from_be_bytes(buf[..8].try_into().unwrap_or_default());
-                let size = i32::from_be_bytes(buf[8..12].try_into().unwrap_or_default());
-                if size < 0 || size as usize > MAX_FRAME {
-                    return Err(SlaveError::FrameSize(size.into()));
-                }
-                let size = size as usize;
-                if buf.len() < 12 + size {
-                    buf.reserve(12 + size - buf.len());
-                    break;
-                }
-                buf.advance(12);
-                let body = buf.split_to(size);
+            while let Some(frame) = next_frame(&mut buf)? {
                 ha.client
                     .master_max
-                    .fetch_max(offset + size as i64, Ordering::AcqRel);
-                if size > 0 {
-                    writer.accept(PhysicalOffset(offset), &body)?;
+                    .fetch_max(frame.end().0, Ordering::AcqRel);
+                if !frame.body.is_empty() {
+                    writer.accept(frame.offset, &frame.body)?;
                 }
             }
         }
@@ -191,8 +195,10 @@ async fn stream_from(ha: &Arc<Ha>, stream: TcpStream) -> Result<(), SlaveError> 
     }
 }
 
-async fn invoke(master: &str, code: i32) -> Result<RemotingCommand, SlaveError> {
-    let client = RemotingClient::new(master);
+async fn invoke(ha: &Ha, master: &str, code: i32) -> Result<RemotingCommand, SlaveError> {
+    let client = RemotingClient::new(master)
+        .with_credentials(ha.settings.credentials.clone())
+        .with_tls(ha.settings.tls_client.clone());
     let cmd = RemotingCommand::request(code, &());
     let r = client.invoke(cmd, Duration::from_secs(3)).await?;
     if r.code != response::SUCCESS {
@@ -205,8 +211,8 @@ async fn invoke(master: &str, code: i32) -> Result<RemotingCommand, SlaveError> 
 }
 
 /// The master's HA address, from its GET_BROKER_HA_STATUS answer.
-async fn ask_ha_addr(master: &str) -> Result<String, SlaveError> {
-    let r = invoke(master, request::GET_BROKER_HA_STATUS).await?;
+async fn ask_ha_addr(ha: &Ha, master: &str) -> Result<String, SlaveError> {
+    let r = invoke(ha, master, request::GET_BROKER_HA_STATUS).await?;
     let info: HaRuntimeInfo = protocol::body::decode(&r.body).map_err(|e| SlaveError::Master {
         addr: master.to_owned(),
         reason: e.to_string(),
@@ -214,46 +220,23 @@ async fn ask_ha_addr(master: &str) -> Result<String, SlaveError> {
     Ok(info.ha_server_addr)
 }
 
-/// Cuts this replica back to the last (epoch, offset) it shares with the master and
-/// adopts the master's epoch history.
-async fn reconcile(ha: &Arc<Ha>, master: &str) -> Result<(), SlaveError> {
-    let r = invoke(master, request::GET_BROKER_EPOCH_CACHE).await?;
-    let cache: EpochEntryCache =
-        protocol::body::decode(&r.body).map_err(|e| SlaveError::Master {
-            addr: master.to_owned(),
-            reason: e.to_string(),
-        })?;
-    let remote: Vec<EpochEntry> = cache
-        .epoch_list
-        .iter()
-        .map(|e| EpochEntry {
-            epoch: e.epoch,
-            start_offset: PhysicalOffset(e.start_offset),
-        })
-        .collect();
-    // The cut runs on a blocking thread that holds the replica gate throughout: when this
-    // follow attempt is abandoned (a role or target change drops it) the cut still runs
-    // to its end, and a second attempt waits for it instead of truncating concurrently.
-    let (ha, master) = (Arc::clone(ha), master.to_owned());
-    tokio::task::spawn_blocking(move || {
-        cut_to_master(&ha, &master, remote, PhysicalOffset(cache.max_offset))
-    })
-    .await
-    .map_err(|e| SlaveError::Truncate(e.to_string()))?
-}
-
-/// Truncates beyond the last point shared with `master` (whose log is `remote` up to
-/// `remote_end`) and adopts its epochs. A broker that was promoted, or told to follow
-/// another master, while this waited for the gate is left alone: the cut was computed
-/// for a master it no longer follows.
+/// Truncates beyond the last point shared with the master (whose log is `remote` up to
+/// `remote_end`, as its authenticated handshake said) and adopts its epochs. A broker
+/// that was promoted, or told to follow another master, while this waited for the gate
+/// is left alone: the cut was computed for a master it no longer follows.
+///
+/// A cut below the confirm offset (bytes this broker, as master, saw acknowledged by a
+/// replica) or to zero is never made on the master's word alone: it is refused, counted,
+/// shown in GET_BROKER_HA_STATUS (`truncationRefused`) and logged until an operator
+/// allows exactly that cut (`docs/runbooks/ha-truncation.md`).
 pub(crate) fn cut_to_master(
     ha: &Ha,
-    master: &str,
+    expected: &super::Target,
     remote: Vec<EpochEntry>,
     remote_end: PhysicalOffset,
 ) -> Result<(), SlaveError> {
     let _gate = ha.replica_gate.blocking_lock();
-    if ha.role() != BrokerRole::Slave || ha.target().master_addr.as_deref() != Some(master) {
+    if ha.role() != BrokerRole::Slave || ha.target() != *expected {
         return Err(SlaveError::Superseded);
     }
     let store = &ha.store;
@@ -262,6 +245,28 @@ pub(crate) fn cut_to_master(
     let point =
         last_consistent_point(&local, local_end, &remote, remote_end).unwrap_or(PhysicalOffset(0));
     if point < local_end {
+        let confirm = store.confirm_offset().get();
+        if point < confirm || point.0 == 0 {
+            let refusal = super::truncation::Refusal {
+                keep: point,
+                end: local_end,
+                confirm,
+            };
+            if !super::truncation::operator_allows(store, &refusal) {
+                ha.counters
+                    .refused_truncations
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    keep = %point, end = %local_end, %confirm,
+                    allow_file = %super::truncation::allow_path(store).display(),
+                    "refusing to cut this replica below its confirm offset or to zero; \
+                     see docs/runbooks/ha-truncation.md"
+                );
+                *ha.truncation_refused.lock() = Some(refusal);
+                return Err(SlaveError::UnsafeTruncation(refusal));
+            }
+            tracing::warn!(keep = %point, end = %local_end, %confirm, "cut allowed by the operator");
+        }
         tracing::warn!(
             keep = %point, end = %local_end,
             "this replica holds a tail the master does not have; truncating it"
@@ -274,6 +279,7 @@ pub(crate) fn cut_to_master(
             .truncate_beyond(point)
             .map_err(|e| SlaveError::Truncate(e.to_string()))?;
     }
+    *ha.truncation_refused.lock() = None;
     if store.epochs().entries() != remote {
         store
             .epochs()

@@ -36,7 +36,10 @@ async fn former_master(dir: &std::path::Path) -> (Arc<Ha>, Vec<EpochEntry>, Phys
             store.epochs().begin(2, store.max_phy_offset()).unwrap();
         }
         let r = adapter
-            .put_message(message("T", 0, &format!("m{i}"), String::new()))
+            .put_message(
+                message("T", 0, &format!("m{i}"), String::new()),
+                crate::put_path::PutPermit::for_tests(),
+            )
             .await;
         assert_eq!(r.status, PutStatus::PutOk);
         offsets.push(r.appended.unwrap().wrote_offset);
@@ -64,7 +67,8 @@ async fn overlapping_cuts_run_one_after_the_other_and_agree() {
     let cuts: Vec<_> = (0..2)
         .map(|_| {
             let (ha, remote) = (Arc::clone(&ha), remote.clone());
-            tokio::task::spawn_blocking(move || cut_to_master(&ha, MASTER, remote, remote_end))
+            let target = ha.target();
+            tokio::task::spawn_blocking(move || cut_to_master(&ha, &target, remote, remote_end))
         })
         .collect();
     for cut in cuts {
@@ -92,15 +96,71 @@ async fn a_cut_started_before_a_promotion_leaves_the_new_master_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (ha, remote, _) = former_master(dir.path()).await;
     let end = ha.store.max_phy_offset();
+    let target = ha.target();
     ha.become_master(4).await.unwrap();
     let h = Arc::clone(&ha);
     let cut =
-        tokio::task::spawn_blocking(move || cut_to_master(&h, MASTER, remote, PhysicalOffset(0)))
+        tokio::task::spawn_blocking(move || cut_to_master(&h, &target, remote, PhysicalOffset(0)))
             .await
             .unwrap();
     assert!(matches!(cut, Err(SlaveError::Superseded)), "{cut:?}");
     assert_eq!(ha.store.max_phy_offset(), end);
     assert_eq!(ha.store.epochs().current_epoch(), 4);
+}
+
+/// Issue 15 defect 4: a peer answering with an empty history (or any master whose
+/// history would cut below the confirm offset) used to get the log truncated at once. Such
+/// a cut waits for the operator's one-shot permission naming the offset it keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cuts_below_the_confirm_offset_or_to_zero_wait_for_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ha, remote, common) = former_master(dir.path()).await;
+    let end = ha.store.max_phy_offset();
+    let target = ha.target();
+    let cut = |remote: Vec<EpochEntry>, remote_end: PhysicalOffset| {
+        let (ha, target) = (Arc::clone(&ha), target.clone());
+        tokio::task::spawn_blocking(move || cut_to_master(&ha, &target, remote, remote_end))
+    };
+    // An empty history: nothing in common, a cut to zero.
+    let r = cut(Vec::new(), PhysicalOffset(0)).await.unwrap();
+    assert!(matches!(r, Err(SlaveError::UnsafeTruncation(_))), "{r:?}");
+    assert_eq!(ha.store.max_phy_offset(), end, "nothing was cut");
+    // A replica acknowledged beyond the common point while this broker was master.
+    ha.store
+        .confirm_offset()
+        .set(PhysicalOffset(common.0 + 100));
+    let remote_end = PhysicalOffset(common.0 + 4096);
+    let r = cut(remote.clone(), remote_end).await.unwrap();
+    match r {
+        Err(SlaveError::UnsafeTruncation(refusal)) => {
+            assert_eq!((refusal.keep, refusal.end), (common, end));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ha.store.max_phy_offset(), end);
+    let status = ha.runtime_info();
+    assert!(
+        status
+            .truncation_refused
+            .as_deref()
+            .is_some_and(|t| t.contains("allowHaTruncation")),
+        "{status:?}"
+    );
+    assert_eq!(
+        ha.counters
+            .refused_truncations
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    // A permission for another offset changes nothing; the right one is used up.
+    let allow = crate::ha::truncation::allow_path(&ha.store);
+    std::fs::write(&allow, "12").unwrap();
+    assert!(cut(remote.clone(), remote_end).await.unwrap().is_err());
+    std::fs::write(&allow, format!("{}\n", common.0)).unwrap();
+    cut(remote.clone(), remote_end).await.unwrap().unwrap();
+    assert_eq!(ha.store.max_phy_offset(), common);
+    assert!(!allow.exists());
+    assert_eq!(ha.runtime_info().truncation_refused, None);
 }
 
 #[tokio::test]

@@ -55,11 +55,15 @@ pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
             format!("unknown topicFilterType {}", h.topic_filter_type),
         );
     };
-    if h.read_queue_nums <= 0 || h.write_queue_nums <= 0 {
+    let max = broker.config.broker.max_queue_nums;
+    if !(1..=max).contains(&h.read_queue_nums) || !(1..=max).contains(&h.write_queue_nums) {
+        // 4.9 takes any count; i32::MAX queues make stats requests loop 2^31 times and
+        // clients allocate as many queues from the route.
+        broker.metrics.limits.requests_refused.inc();
         return error(
             request,
             response::SYSTEM_ERROR,
-            "readQueueNums and writeQueueNums must be positive",
+            format!("readQueueNums and writeQueueNums must be within 1..={max} (maxQueueNums)"),
         );
     }
     let config = TopicConfig {
@@ -101,6 +105,7 @@ pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
         );
     }
     broker.topics.delete(&h.topic)?;
+    broker.metrics.forget_topic(&h.topic);
     let queues = match broker.store.delete_topic(&h.topic) {
         Ok(queues) => queues,
         Err(e) => {
@@ -135,6 +140,19 @@ pub fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
     if config.group_name.trim().is_empty() {
         return error(request, response::SYSTEM_ERROR, "groupName is blank");
     }
+    if let Err(remark) = names::validate_group(&config.group_name) {
+        broker.metrics.limits.requests_refused.inc();
+        return error(request, response::SYSTEM_ERROR, remark);
+    }
+    let max = broker.config.broker.max_queue_nums;
+    if !(0..=max).contains(&config.retry_queue_nums) {
+        broker.metrics.limits.requests_refused.inc();
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("retryQueueNums must be within 0..={max} (maxQueueNums)"),
+        );
+    }
     broker.groups.upsert(config)?;
     Ok(success(request).into())
 }
@@ -148,6 +166,7 @@ pub fn all_groups(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
 pub fn delete_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: DeleteSubscriptionGroupRequestHeader = request.header()?;
     broker.groups.delete(&h.group_name)?;
+    broker.metrics.forget_group(&h.group_name);
     if h.remove_offset {
         broker.offsets.remove_group(&h.group_name);
     }
@@ -170,12 +189,7 @@ pub fn runtime_info(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
         store.dispatch_behind_bytes().to_string(),
     );
     // Written but not yet on disk (RocketMQ 5.x `rocketmq_storage_flush_behind_bytes`).
-    put(
-        "flushBehindBytes",
-        (store.max_phy_offset().0 - store.flushed_phy_offset().0)
-            .max(0)
-            .to_string(),
-    );
+    put("flushBehindBytes", store.flush_behind_bytes().to_string());
     put("commitLogMinOffset", store.min_phy_offset().to_string());
     put("commitLogMaxOffset", store.max_phy_offset().to_string());
     put("bootTimestamp", m.boot_timestamp().to_string());
@@ -205,9 +219,9 @@ pub fn update_broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> 
         return error(request, response::SYSTEM_ERROR, "string2Properties error");
     }
     match broker.live.update(&pairs) {
-        Ok(perm_changed) => {
+        Ok(applied) => {
             tracing::info!(?pairs, "broker config updated");
-            if perm_changed {
+            if applied.permission {
                 broker.topics.touch();
             }
             Ok(success(request).into())

@@ -1,11 +1,14 @@
 //! Request handlers, grouped like RocketMQ's processors. Each returns a [`Reply`]; the
 //! dispatch table maps errors to SYSTEM_ERROR answers.
 
+pub mod acl_admin;
 pub mod admin;
 pub mod client;
 pub mod delay_offset;
 pub mod lookup;
 pub mod offset;
+pub mod offset_reset;
+pub mod producer;
 pub mod pull;
 pub mod send;
 pub mod send_back;

@@ -36,7 +36,10 @@ pub async fn pull_message(
     };
     let live = &broker.live;
     let hold = if live.long_polling_enable.load(Ordering::Relaxed) {
+        // Capped at `maxSuspendTimeoutMillis`: 4.9 trusts the client's value, so one
+        // client could hold a pull (and its memory) for ever.
         Duration::from_millis(h.suspend_timeout_millis.max(0) as u64)
+            .min(broker.config.broker.max_suspend())
     } else {
         Duration::from_millis(live.short_polling_time_mills.load(Ordering::Relaxed))
     };
@@ -137,12 +140,9 @@ fn process(
         );
     }
     let filter = if flag.has_subscription() {
-        match MessageFilter::parse(
-            h.expression_type.as_deref(),
-            h.subscription.as_deref().unwrap_or("*"),
-        ) {
+        match crate::filter::pull::from_request(broker, h) {
             Ok(f) => f,
-            Err(e) => return fail(request, response::SYSTEM_ERROR, e.to_string()),
+            Err((code, remark)) => return fail(request, code, remark),
         }
     } else {
         let Some(info) = broker.clients.consumer_group(&h.consumer_group) else {
@@ -179,9 +179,9 @@ fn process(
                 "the consumer's subscription not latest".to_owned(),
             );
         }
-        match MessageFilter::from_subscription(sub) {
+        match crate::filter::pull::from_registered(broker, h, sub) {
             Ok(f) => f,
-            Err(e) => return fail(request, response::SYSTEM_ERROR, e.to_string()),
+            Err((code, remark)) => return fail(request, code, remark),
         }
     };
 

@@ -18,6 +18,7 @@ use protocol::message::{MessageSysFlag, Properties};
 use super::{HandlerResult, error};
 use crate::connection::Conn;
 use crate::names::{self, perm};
+use crate::put_path::Put;
 use crate::state::Broker;
 use crate::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
 
@@ -110,6 +111,17 @@ pub async fn send_message(
         return error(request, response::MESSAGE_ILLEGAL, ILLEGAL_REMARK);
     }
 
+    // A batch (SEND_BATCH_MESSAGE, or batch="true"/"1" as the C++ client sends it) must
+    // decode as one; otherwise nothing is stored.
+    if batch && let Err(e) = protocol::message::batch::validate(&request.body) {
+        broker.metrics.rejected_illegal();
+        return error(
+            request,
+            response::MESSAGE_ILLEGAL,
+            format!("the body of a batch send is not a valid message batch: {e}"),
+        );
+    }
+
     let mut sys_flag = h.sys_flag;
     if topic_config.topic_filter_type == TopicFilterType::MultiTag {
         sys_flag = sys_flag.with(MessageSysFlag::MULTI_TAGS);
@@ -124,8 +136,7 @@ pub async fn send_message(
         batch_props.remove(CLUSTER);
         batch_props.insert(CLUSTER, b.broker_cluster_name.as_str());
         broker
-            .store
-            .put_batch(PutBatch {
+            .put(Put::Batch(PutBatch {
                 topic: topic.to_string(),
                 queue_id,
                 body: request.body.clone(),
@@ -136,7 +147,7 @@ pub async fn send_message(
                 store_host,
                 reconsume_times,
                 wait_store_ok,
-            })
+            }))
             .await
     } else {
         let mut put = PutMessage {
@@ -155,15 +166,11 @@ pub async fn send_message(
         if half {
             crate::transaction::half::to_half(&mut put);
         }
-        let result = broker.store.put_message(put).await;
+        let result = broker.put(Put::Message(put)).await;
         if half && result.status == PutStatus::PutOk {
             broker.metrics.transactions.half_sent();
         }
         result
-    };
-    let result = match broker.ha.get() {
-        Some(ha) => ha.after_put(result, wait_store_ok).await,
-        None => result,
     };
     Ok(answer(broker, request, &topic, queue_id, body_len, result).into())
 }

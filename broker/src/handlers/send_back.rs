@@ -20,6 +20,7 @@ use protocol::message::record;
 use super::send::{VERSION_WITH_MAX_RECONSUME, random_index};
 use super::{HandlerResult, error, success};
 use crate::names::{self, perm};
+use crate::put_path::Put;
 use crate::state::Broker;
 use crate::store_api::{PutMessage, PutStatus};
 
@@ -183,10 +184,13 @@ pub async fn consumer_send_msg_back(
         born_host: original.born_host(),
         store_host: original.store_host(),
         reconsume_times,
-        wait_store_ok: false,
+        // `asyncConsumerSendMsgBack` answers after the store's flush and the slave's ack
+        // like a send does (4.9's `handleDiskFlush` + `handleHA`): a retry acknowledged to
+        // the consumer, which then advances its offset past the original, must survive.
+        wait_store_ok: true,
     };
     let dead_letter = delay_level == 0;
-    let result = broker.store.put_message(copy).await;
+    let result = broker.put(Put::Message(copy)).await;
     if result.status != PutStatus::PutOk {
         return error(request, response::SYSTEM_ERROR, status_name(result.status));
     }

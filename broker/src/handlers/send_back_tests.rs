@@ -48,7 +48,7 @@ fn consumed(b: &Broker) -> (PhysicalOffset, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let put = rt.block_on(b.store.put_message(m));
+    let put = rt.block_on(b.put(crate::put_path::Put::Message(m)));
     let a = put.appended.unwrap();
     (a.wrote_offset, a.msg_ids[0].clone())
 }

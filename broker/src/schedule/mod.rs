@@ -267,7 +267,7 @@ async fn deliver(broker: &Broker, unit: &QueueUnit) -> Outcome {
     if copy.topic == TRANS_HALF_TOPIC {
         return Outcome::Skipped;
     }
-    let result = broker.store.put_message(copy).await;
+    let result = broker.put(crate::put_path::Put::Message(copy)).await;
     match result.status {
         // The record is in the CommitLog; only durability or replication lagged.
         PutStatus::PutOk

@@ -36,10 +36,12 @@ fn due_messages_reach_their_queue_in_order_and_progress_is_persisted() {
     let b = broker(dir.path());
     rt.block_on(async {
         for n in 0..50 {
-            b.store.put_message(delayed("T", 2, 1, n)).await;
+            b.put(crate::put_path::Put::Message(delayed("T", 2, 1, n)))
+                .await;
         }
         // Level 2 (1 h) stays parked.
-        b.store.put_message(delayed("T", 2, 2, 99)).await;
+        b.put(crate::put_path::Put::Message(delayed("T", 2, 2, 99)))
+            .await;
     });
     let service = rt.spawn(run(Arc::clone(&b)));
     wait_until("delivery", || {
@@ -78,7 +80,8 @@ fn stale_offsets_after_a_crash_skip_what_was_delivered() {
     let b = broker(dir.path());
     rt.block_on(async {
         for n in 0..30 {
-            b.store.put_message(delayed("T", 0, 1, n)).await;
+            b.put(crate::put_path::Put::Message(delayed("T", 0, 1, n)))
+                .await;
         }
     });
     let service = rt.spawn(run(Arc::clone(&b)));
@@ -89,7 +92,8 @@ fn stale_offsets_after_a_crash_skip_what_was_delivered() {
     rt.block_on(service).unwrap();
     rt.block_on(async {
         for n in 30..40 {
-            b.store.put_message(delayed("T", 0, 1, n)).await;
+            b.put(crate::put_path::Put::Message(delayed("T", 0, 1, n)))
+                .await;
         }
     });
     wait_until("index", || b.store.dispatch_behind_bytes() == 0);

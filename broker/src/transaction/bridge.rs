@@ -8,6 +8,7 @@ use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, RecordView,
 use super::{HALF_TOPIC, OP_TOPIC, QUEUE_ID, half};
 use crate::filter::MessageFilter;
 use crate::names::perm;
+use crate::put_path::Put;
 use crate::state::Broker;
 use crate::store_api::{GetStatus, PutMessage, PutResult, PutStatus};
 
@@ -103,8 +104,7 @@ pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutResult {
     ensure_topic(broker, OP_TOPIC);
     let host = store_host(broker);
     broker
-        .store
-        .put_message(PutMessage {
+        .put(Put::Message(PutMessage {
             topic: OP_TOPIC.to_owned(),
             queue_id: QUEUE_ID,
             flag: 0,
@@ -115,8 +115,8 @@ pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutResult {
             born_host: host,
             store_host: host,
             reconsume_times: 0,
-            wait_store_ok: false,
-        })
+            wait_store_ok: true,
+        }))
         .await
 }
 
@@ -142,7 +142,10 @@ pub fn derived(
         born_host: v.born_host(),
         store_host: store_host(broker),
         reconsume_times: v.reconsume_times(),
-        wait_store_ok: false,
+        // Deviation from 4.9 (whose transaction bridge puts do not wait): the committed
+        // copy, re-put halves and op records wait for flush and slave, so an op record
+        // (which retires the half) is never written before what it decides is replicated.
+        wait_store_ok: true,
     }
 }
 
@@ -151,7 +154,7 @@ pub fn derived(
 pub async fn put_back(broker: &Broker, record: &StoredRecord, properties: String) -> PutResult {
     let flag = record.view().sys_flag();
     let msg = derived(broker, record, HALF_TOPIC, QUEUE_ID, properties, flag);
-    broker.store.put_message(msg).await
+    broker.put(Put::Message(msg)).await
 }
 
 /// `DefaultTransactionalMessageCheckListener.resolveDiscardMsg`.
@@ -166,7 +169,7 @@ pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutResult 
         v.properties().to_owned(),
         v.sys_flag(),
     );
-    broker.store.put_message(msg).await
+    broker.put(Put::Message(msg)).await
 }
 
 /// True when the store kept the record (`sendFinalMessage` treats the flush and slave

@@ -15,6 +15,7 @@ use store::BrokerRole;
 use super::bridge::{self, StoredRecord};
 use super::{CHECK_GROUP, HALF_TOPIC, QUEUE_ID, half};
 use crate::handlers::{HandlerResult, Reply, error, success};
+use crate::put_path::Put;
 use crate::state::Broker;
 
 pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
@@ -78,8 +79,10 @@ pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) ->
         );
         let body_len = msg.body.len() as u64;
         let result = broker
-            .store
-            .put_transaction_end(msg, h.commit_log_offset)
+            .put(Put::TransactionEnd {
+                msg,
+                prepared: h.commit_log_offset,
+            })
             .await;
         if !bridge::stored(&result) {
             resolved.undo(&key);
@@ -120,6 +123,15 @@ async fn mark_done(
 
 /// `checkPrepareMessage`: the record at `commitLogOffset` must be a half message of the
 /// request's producer group at the request's half queue offset.
+/// The real topic of the half message an END_TRANSACTION names, for the ACL check
+/// (`crate::acl`); `None` when the header or the half message does not check out (the
+/// handler then answers the error).
+pub(crate) fn half_real_topic(broker: &Broker, request: &RemotingCommand) -> Option<String> {
+    let h: EndTransactionRequestHeader = request.header().ok()?;
+    let record = verified_half(broker, &h).ok()?;
+    half::real_destination(record.view().properties()).map(|(topic, _)| topic)
+}
+
 fn verified_half(
     broker: &Broker,
     h: &EndTransactionRequestHeader,

@@ -14,6 +14,9 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use parking_lot::Mutex;
 use protocol::{RemotingCodec, RemotingCommand};
+use security::sign::Credentials;
+use security::tls::{MaybeTls, TlsClient};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -45,6 +48,8 @@ pub struct Connection {
     next_opaque: AtomicI32,
     closed: Arc<AtomicBool>,
     tasks: [JoinHandle<()>; 2],
+    /// Signs every request (ACL) when set.
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -62,6 +67,16 @@ impl Connection {
         connect_timeout: Duration,
         handler: Option<ServerRequestHandler>,
     ) -> Result<Self, ClientError> {
+        Self::connect_tls(peer, connect_timeout, handler, None).await
+    }
+
+    /// [`Self::connect`], with TLS when `tls` is given.
+    pub async fn connect_tls(
+        peer: Peer,
+        connect_timeout: Duration,
+        handler: Option<ServerRequestHandler>,
+        tls: Option<&TlsClient>,
+    ) -> Result<Self, ClientError> {
         let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(peer.addr()))
             .await
             .map_err(|_| ClientError::Connect {
@@ -76,7 +91,39 @@ impl Connection {
                 error,
             })?;
         let _ = stream.set_nodelay(true);
-        let (read_half, write_half) = stream.into_split();
+        let stream = tokio::time::timeout(
+            connect_timeout,
+            security::tls::connect(tls, stream, peer.addr()),
+        )
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))
+        .and_then(|r| r)
+        .map_err(|error| ClientError::Connect {
+            peer: peer.clone(),
+            error,
+        })?;
+        match stream {
+            MaybeTls::Plain(tcp) => {
+                let (read_half, write_half) = tcp.into_split();
+                Ok(Self::start(peer, read_half, write_half, handler))
+            }
+            tls => {
+                let (read_half, write_half) = tokio::io::split(tls);
+                Ok(Self::start(peer, read_half, write_half, handler))
+            }
+        }
+    }
+
+    fn start<R, W>(
+        peer: Peer,
+        read_half: R,
+        write_half: W,
+        handler: Option<ServerRequestHandler>,
+    ) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (outgoing, queue) = mpsc::channel(WRITE_QUEUE);
         let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
@@ -92,14 +139,27 @@ impl Connection {
             outgoing.clone(),
             handler,
         ));
-        Ok(Self {
+        Self {
             peer,
             outgoing,
             pending,
             next_opaque: AtomicI32::new(1),
             closed,
             tasks: [writer, reader],
-        })
+            credentials: None,
+        }
+    }
+
+    /// Signs every request sent on this connection with `credentials` (RocketMQ ACL 1.0).
+    pub fn with_credentials(mut self, credentials: Option<Arc<Credentials>>) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    fn sign(&self, cmd: &mut RemotingCommand) {
+        if let Some(c) = &self.credentials {
+            security::sign::sign_request(cmd, c);
+        }
     }
 
     pub fn peer(&self) -> &Peer {
@@ -123,6 +183,7 @@ impl Connection {
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {
         let code = cmd.code;
+        self.sign(&mut cmd);
         let opaque = self.assign_opaque(&mut cmd);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(opaque, tx);
@@ -155,6 +216,7 @@ impl Connection {
     /// (as Java's `invokeOneway` does); the peer sends no response.
     pub async fn oneway(&self, mut cmd: RemotingCommand) -> Result<(), ClientError> {
         cmd.mark_oneway();
+        self.sign(&mut cmd);
         self.assign_opaque(&mut cmd);
         let (tx, rx) = oneshot::channel();
         self.outgoing
@@ -182,8 +244,8 @@ impl Drop for Connection {
     }
 }
 
-async fn write_loop(
-    mut sink: FramedWrite<tokio::net::tcp::OwnedWriteHalf, RemotingCodec>,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut sink: FramedWrite<W, RemotingCodec>,
     mut queue: mpsc::Receiver<Outgoing>,
     closed: Arc<AtomicBool>,
 ) {
@@ -212,8 +274,8 @@ async fn write_loop(
     closed.store(true, Ordering::Release);
 }
 
-async fn read_loop(
-    mut stream: FramedRead<tokio::net::tcp::OwnedReadHalf, RemotingCodec>,
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut stream: FramedRead<R, RemotingCodec>,
     pending: Pending,
     closed: Arc<AtomicBool>,
     outgoing: mpsc::Sender<Outgoing>,

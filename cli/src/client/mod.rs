@@ -13,6 +13,7 @@ pub mod error;
 pub mod message;
 pub mod namesrv;
 pub mod offsets;
+pub mod ops;
 pub mod pull;
 pub mod send;
 
@@ -23,6 +24,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use protocol::RemotingCommand;
 use protocol::code::response;
+use security::sign::Credentials;
+use security::tls::TlsClient;
 
 pub use connection::{Connection, ServerRequestHandler};
 pub use error::{ClientError, Peer, response_code_label};
@@ -33,6 +36,8 @@ pub struct Client {
     namesrv: Vec<String>,
     timeout: Duration,
     handler: Option<ServerRequestHandler>,
+    credentials: Option<Arc<Credentials>>,
+    tls: Option<TlsClient>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     pub(crate) uniq_keys: Mutex<protocol::message::msg_id::UniqKeyGenerator>,
 }
@@ -64,6 +69,8 @@ impl Client {
             namesrv: parse_namesrv_list(namesrv),
             timeout,
             handler: None,
+            credentials: None,
+            tls: None,
             connections: Mutex::default(),
             uniq_keys: Mutex::new(protocol::message::msg_id::UniqKeyGenerator::new(
                 std::net::Ipv4Addr::LOCALHOST.into(),
@@ -77,6 +84,18 @@ impl Client {
     /// Answers requests brokers send on our connections (CHECK_TRANSACTION_STATE, ...).
     pub fn with_server_request_handler(mut self, handler: ServerRequestHandler) -> Self {
         self.handler = Some(handler);
+        self
+    }
+
+    /// Signs every request with `credentials` (RocketMQ ACL 1.0 `AccessKey`/`Signature`).
+    pub fn with_credentials(mut self, credentials: Option<Credentials>) -> Self {
+        self.credentials = credentials.map(Arc::new);
+        self
+    }
+
+    /// Connects to every peer with TLS when given.
+    pub fn with_tls(mut self, tls: Option<TlsClient>) -> Self {
+        self.tls = tls;
         self
     }
 
@@ -95,8 +114,16 @@ impl Client {
         {
             return Ok(c.clone());
         }
-        let fresh =
-            Arc::new(Connection::connect(peer.clone(), self.timeout, self.handler.clone()).await?);
+        let fresh = Arc::new(
+            Connection::connect_tls(
+                peer.clone(),
+                self.timeout,
+                self.handler.clone(),
+                self.tls.as_ref(),
+            )
+            .await?
+            .with_credentials(self.credentials.clone()),
+        );
         let mut map = self.connections.lock();
         let entry = map
             .entry(peer.addr().to_owned())

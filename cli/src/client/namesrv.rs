@@ -48,6 +48,14 @@ pub fn brokers(info: &ClusterInfo) -> Vec<BrokerEndpoint> {
     out
 }
 
+/// A route to send on, see [`Client::publish_route`].
+#[derive(Debug, Clone)]
+pub struct PublishRoute {
+    pub route: TopicRouteData,
+    /// The topic had no route; this is `TBW102`'s, and the broker is to create the topic.
+    pub via_default: bool,
+}
+
 impl Client {
     fn namesrv_peer(&self) -> Peer {
         Peer::NameServer(self.namesrv_addrs().join(";"))
@@ -111,6 +119,46 @@ impl Client {
                 e,
             )
         })
+    }
+
+    /// The route a producer sends `topic` on (`DefaultMQProducerImpl.tryToFindTopicPublishInfo`):
+    /// the topic's own route, or, when the nameserver has none and `allow_default`, the
+    /// `TBW102` route with each broker's queues capped at the producer's
+    /// `defaultTopicQueueNums`; the broker then creates the topic on the first send (when
+    /// its `autoCreateTopicEnable` is on). Without a `TBW102` route either, the error says
+    /// that the topic must be created first.
+    pub async fn publish_route(&self, topic: &str, allow_default: bool) -> Result<PublishRoute> {
+        match self.topic_route(topic).await {
+            Ok(route) => Ok(PublishRoute {
+                route,
+                via_default: false,
+            }),
+            Err(e) if allow_default && e.response_code() == Some(response::TOPIC_NOT_EXIST) => {
+                let mut route = match self.topic_route(super::admin::DEFAULT_TOPIC).await {
+                    Ok(r) => r,
+                    Err(d) if d.response_code() == Some(response::TOPIC_NOT_EXIST) => {
+                        return Err(ClientError::Invalid(format!(
+                            "topic {topic} does not exist and no broker offers {} to create it from \
+                             (autoCreateTopicEnable is off): create it first (rmqctl topic create)",
+                            super::admin::DEFAULT_TOPIC
+                        )));
+                    }
+                    Err(d) => return Err(d),
+                };
+                for q in &mut route.queue_datas {
+                    q.read_queue_nums =
+                        q.read_queue_nums.min(super::send::DEFAULT_TOPIC_QUEUE_NUMS);
+                    q.write_queue_nums = q
+                        .write_queue_nums
+                        .min(super::send::DEFAULT_TOPIC_QUEUE_NUMS);
+                }
+                Ok(PublishRoute {
+                    route,
+                    via_default: true,
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// All topic names, or those of `cluster`.

@@ -22,12 +22,32 @@ pub struct PullRequest<'a> {
     pub queue_id: i32,
     pub offset: QueueOffset,
     pub max_messages: i32,
-    /// Tag expression (`*`, `a || b`).
+    /// Tag expression (`*`, `a || b`), or a SQL92 selector.
     pub subscription: &'a str,
+    pub expression_type: ExpressionType,
     /// Long-polling hold time; `None` answers at once.
     pub suspend_ms: Option<i64>,
     /// Offset to commit for the group along with the pull.
     pub commit_offset: Option<ConsumerOffset>,
+}
+
+/// How the broker reads [`PullRequest::subscription`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExpressionType {
+    #[default]
+    Tag,
+    /// A SQL92 selector over message properties, evaluated by the broker (which needs
+    /// `enablePropertyFilter=true`).
+    Sql92,
+}
+
+impl ExpressionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpressionType::Tag => "TAG",
+            ExpressionType::Sql92 => "SQL92",
+        }
+    }
 }
 
 /// A QUERY_MESSAGE lookup.
@@ -106,7 +126,7 @@ impl Client {
             suspend_timeout_millis: req.suspend_ms.unwrap_or(0),
             subscription: Some(req.subscription.to_owned()),
             sub_version: 0,
-            expression_type: Some("TAG".to_owned()),
+            expression_type: Some(req.expression_type.as_str().to_owned()),
             bname: None,
         };
         let cmd = RemotingCommand::request(code, &header);

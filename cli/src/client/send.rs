@@ -18,7 +18,7 @@ use super::message::{Message, OutgoingMessage};
 use super::{Client, ClientError, Peer, Result, bad_body};
 
 /// `defaultTopicQueueNums` the Java producer sends.
-const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
+pub(crate) const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
 
 /// The broker's verdict on a stored message (`SendStatus`): anything but `SendOk`
 /// still means the message was stored.
@@ -92,7 +92,13 @@ impl Client {
         msg: &OutgoingMessage,
         transactional: bool,
     ) -> (RemotingCommand, String) {
-        let uniq = self.next_uniq_key();
+        // A UNIQ_KEY among the user properties is kept: a re-send (DLQ) carries the
+        // original client msgId so consumers that de-duplicate by it see one message.
+        let uniq = msg
+            .user_properties
+            .iter()
+            .find(|(k, _)| k == properties::UNIQ_KEY)
+            .map_or_else(|| self.next_uniq_key(), |(_, v)| v.clone());
         let extra: &[(&str, &str)] = if transactional {
             &[
                 (properties::TRAN_MSG, "true"),

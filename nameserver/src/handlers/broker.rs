@@ -41,7 +41,13 @@ pub fn register(
     let body = if request.body.is_empty() {
         RegisterBrokerBody::default()
     } else if request.version >= REGISTER_BODY_MIN_VERSION {
-        RegisterBrokerBody::decode(&request.body, header.compressed)?
+        // `maxRegisterBodyBytes` caps the inflated size (the codec's own cap is 64 MiB).
+        let max = shared.config.read().max_register_body_bytes;
+        RegisterBrokerBody::decode_with_limit(&request.body, header.compressed, max).inspect_err(
+            |_| {
+                shared.metrics.register_refused.inc();
+            },
+        )?
     } else {
         RegisterBrokerBody {
             topic_config_serialize_wrapper: body::decode::<TopicConfigSerializeWrapper>(
@@ -61,9 +67,27 @@ pub fn register(
             topic_config: body.topic_config_serialize_wrapper,
             filter_server_list: body.filter_server_list,
             conn,
+            master_epoch: header.master_epoch,
         },
         Instant::now(),
     );
+    if let Some((theirs, ours)) = result.stale_master {
+        tracing::warn!(
+            broker = %header.broker_addr, name = %header.broker_name,
+            epoch = ?theirs, highest = ours,
+            "refused a master registration older than the group's newest master"
+        );
+        return Ok(RemotingCommand::error_response(
+            request,
+            response::SYSTEM_ERROR,
+            format!(
+                "stale master: brokerName {} has a master of epoch {ours}; this registration \
+                 carries {}",
+                header.broker_name,
+                theirs.map_or("no epoch".to_owned(), |e| format!("epoch {e}"))
+            ),
+        ));
+    }
     tracing::debug!(
         broker = %header.broker_addr,
         name = %header.broker_name,

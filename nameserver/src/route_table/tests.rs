@@ -35,7 +35,16 @@ fn reg(
         topic_config: w,
         filter_server_list: vec![],
         conn,
+        master_epoch: None,
     }
+}
+
+fn master_of(t: &RouteTable, name: &str) -> Option<String> {
+    t.route("T")?
+        .broker_datas
+        .iter()
+        .find(|b| b.broker_name == name)
+        .and_then(|b| b.master_addr().map(str::to_owned))
 }
 
 #[test]
@@ -153,4 +162,60 @@ fn perms_lists_and_delete() {
     t.delete_topic("T", None);
     assert!(t.route("T").is_none());
     assert_eq!(names(t.all_topics()), ["U", "W"]);
+}
+
+/// Issue 15 defect 5: a former master (fenced or partitioned) registering again must not
+/// take brokerId 0 back from the master of a newer epoch.
+#[test]
+fn the_master_of_the_highest_epoch_keeps_the_route() {
+    let mut t = RouteTable::default();
+    let now = Instant::now();
+    let epoch = |mut r: Registration, e: i32| {
+        r.master_epoch = Some(e);
+        r
+    };
+    let r = t.register(
+        epoch(reg("a", "old:1", 0, 1, wrapper(1, &[("T", 4)])), 3),
+        now,
+    );
+    assert_eq!(r.stale_master, None);
+    t.register(
+        epoch(reg("a", "new:1", 0, 2, wrapper(1, &[("T", 4)])), 4),
+        now,
+    );
+    assert_eq!(master_of(&t, "a").as_deref(), Some("new:1"));
+
+    // The old master's periodic registration arrives late.
+    let r = t.register(
+        epoch(reg("a", "old:1", 0, 1, wrapper(2, &[("T", 4)])), 3),
+        now,
+    );
+    assert_eq!(r.stale_master, Some((Some(3), 4)));
+    assert_eq!(master_of(&t, "a").as_deref(), Some("new:1"));
+    // Nor without an epoch while the newer master lives.
+    let r = t.register(reg("a", "old:1", 0, 1, wrapper(2, &[("T", 4)])), now);
+    assert_eq!(r.stale_master, Some((None, 4)));
+    assert_eq!(master_of(&t, "a").as_deref(), Some("new:1"));
+    // Even after the newer master is gone, the older epoch stays refused.
+    t.on_connection_closed(2);
+    let r = t.register(
+        epoch(reg("a", "old:1", 0, 1, wrapper(2, &[("T", 4)])), 3),
+        now,
+    );
+    assert!(r.stale_master.is_some());
+    // A newer term (a restart or a promotion) registers.
+    let r = t.register(
+        epoch(reg("a", "old:1", 0, 1, wrapper(2, &[("T", 4)])), 5),
+        now,
+    );
+    assert_eq!(r.stale_master, None);
+    assert_eq!(master_of(&t, "a").as_deref(), Some("old:1"));
+    // Other groups and slaves are unaffected.
+    let r = t.register(reg("b", "b:1", 0, 3, wrapper(1, &[("T", 4)])), now);
+    assert_eq!(r.stale_master, None);
+    let r = t.register(reg("a", "s:1", 1, 4, wrapper(1, &[])), now);
+    assert_eq!(
+        (r.stale_master, r.master_addr.as_deref()),
+        (None, Some("old:1"))
+    );
 }

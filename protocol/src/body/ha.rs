@@ -42,6 +42,10 @@ pub struct HaRuntimeInfo {
     pub ha_server_addr: String,
     /// True when writes are refused because a newer epoch was seen.
     pub fenced: bool,
+    /// A slave's cut of its log that waits for an operator's permission (why, and how to
+    /// give it); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncation_refused: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

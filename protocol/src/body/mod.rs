@@ -17,6 +17,7 @@ pub mod kv_table;
 mod lenient;
 pub mod lock_batch;
 pub mod message_queue;
+pub mod queue_offsets;
 pub mod register_broker;
 pub mod route;
 pub mod topic_config;
@@ -32,6 +33,7 @@ pub use heartbeat::{
 pub use kv_table::KvTable;
 pub use lock_batch::{LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody};
 pub use message_queue::MessageQueue;
+pub use queue_offsets::{GetConsumerStatusBody, QueueOffsetTable, ResetOffsetBody};
 pub use register_broker::RegisterBrokerBody;
 pub use route::{BrokerData, QueueData, RouteEncoding, TopicRouteData};
 pub use topic_config::{TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};

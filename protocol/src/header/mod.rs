@@ -6,6 +6,7 @@
 //! field is `required`, `optional` (an `Option`) or `default` (a Java primitive that
 //! keeps its initial value when absent).
 
+mod acl;
 mod admin;
 mod client;
 mod consumer;
@@ -16,9 +17,11 @@ mod offset;
 mod pull;
 mod query;
 mod reply;
+mod reset_offset;
 mod send;
 mod transaction;
 
+pub use acl::*;
 pub use admin::*;
 pub use client::*;
 pub use consumer::*;
@@ -29,6 +32,7 @@ pub use offset::*;
 pub use pull::*;
 pub use query::*;
 pub use reply::*;
+pub use reset_offset::*;
 pub use send::*;
 pub use transaction::*;
 

@@ -13,6 +13,9 @@ crate::header! {
         default compressed: bool = "compressed" => false,
         /// `UtilAll.crc32(body)` (CRC32 masked to 31 bits); 0 = not checked.
         default body_crc32: i32 = "bodyCrc32" => 0,
+        /// Not a RocketMQ field: the replication epoch of a broker registering as master
+        /// (brokerId 0). The nameserver keeps the highest; RocketMQ ignores it.
+        optional master_epoch: i32 = "masterEpoch",
     }
 }
 

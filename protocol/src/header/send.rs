@@ -98,15 +98,24 @@ impl From<SendMessageRequestHeader> for SendMessageRequestHeaderV2 {
 impl SendMessageRequestHeader {
     /// Reads the header of any send request, V1 or V2 keys chosen by the request code
     /// as the broker does (`AbstractSendMessageProcessor.parseRequestHeader`).
+    ///
+    /// The batch flag also accepts `"1"`: the C++ client 2.x sends a batch as
+    /// SEND_MESSAGE with the V1 header and `batch="1"`, which Java 4.9 reads as false and
+    /// stores as one message (rocketmq-client-cpp issues #363, #447).
     pub fn read_for_code(code: i32, fields: &ExtFields) -> Result<Self, HeaderError> {
-        match code {
+        let (mut header, batch_key) = match code {
             request::SEND_MESSAGE_V2
             | request::SEND_BATCH_MESSAGE
-            | request::SEND_REPLY_MESSAGE_V2 => {
-                SendMessageRequestHeaderV2::read(fields).map(Self::from)
-            }
-            _ => Self::read(fields),
+            | request::SEND_REPLY_MESSAGE_V2 => (
+                SendMessageRequestHeaderV2::read(fields).map(Self::from)?,
+                "m",
+            ),
+            _ => (Self::read(fields)?, "batch"),
+        };
+        if fields.get(batch_key).is_some_and(|v| v.trim() == "1") {
+            header.batch = true;
         }
+        Ok(header)
     }
 }
 
@@ -193,6 +202,23 @@ mod tests {
             SendMessageRequestHeaderV2::read(&f),
             Err(HeaderError::Missing("h"))
         );
+    }
+
+    #[test]
+    fn batch_flag_one_is_true_for_the_cpp_client() {
+        let mut f = ExtFields::new();
+        sample_v1().write(&mut f);
+        f.insert("batch", "1");
+        let h = SendMessageRequestHeader::read_for_code(request::SEND_MESSAGE, &f).unwrap();
+        assert!(h.batch);
+        f.insert("batch", "0");
+        let h = SendMessageRequestHeader::read_for_code(request::SEND_MESSAGE, &f).unwrap();
+        assert!(!h.batch);
+        let mut v2 = ExtFields::new();
+        SendMessageRequestHeaderV2::from(sample_v1()).write(&mut v2);
+        v2.insert("m", "1");
+        let h = SendMessageRequestHeader::read_for_code(request::SEND_MESSAGE_V2, &v2).unwrap();
+        assert!(h.batch);
     }
 
     #[test]

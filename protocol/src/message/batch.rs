@@ -35,6 +35,14 @@ pub enum BatchError {
     PropertiesTooLong(usize),
     #[error("batch entry body of {0} bytes exceeds the i32 length")]
     BodyTooLong(usize),
+    #[error("the batch holds no message")]
+    Empty,
+    #[error("batch entry at byte {at} says it is {declared} bytes long but is {actual}")]
+    SizeMismatch {
+        at: usize,
+        declared: i32,
+        actual: usize,
+    },
 }
 
 impl BatchEntry<'_> {
@@ -69,6 +77,32 @@ pub fn encode<'a>(
         e.encode_to(&mut out)?;
     }
     Ok(out)
+}
+
+/// Checks that `body` is a whole batch: at least one entry, every entry complete and its
+/// TOTALSIZE equal to its length, nothing left over. Returns the number of entries. A
+/// send flagged as a batch whose body fails this is refused before anything is stored.
+pub fn validate(body: &[u8]) -> Result<usize, BatchError> {
+    let mut entries = decode(body);
+    let mut count = 0;
+    loop {
+        let at = entries.pos;
+        let Some(entry) = entries.next() else { break };
+        let entry = entry?;
+        let declared = i32::from_be_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+        if usize::try_from(declared).ok() != Some(entry.encoded_len()) {
+            return Err(BatchError::SizeMismatch {
+                at,
+                declared,
+                actual: entry.encoded_len(),
+            });
+        }
+        count += 1;
+    }
+    if count == 0 {
+        return Err(BatchError::Empty);
+    }
+    Ok(count)
 }
 
 /// Iterates the entries of a batch body. Like the broker, TOTALSIZE, MAGIC and
@@ -160,6 +194,30 @@ mod tests {
             ]
         );
         assert_eq!(decode(&bytes).collect::<Result<Vec<_>, _>>().unwrap(), [e]);
+    }
+
+    #[test]
+    fn validate_wants_a_whole_batch() {
+        let e = BatchEntry {
+            flag: 0,
+            body: b"abc",
+            properties: "K\u{1}V",
+        };
+        let bytes = encode([&e, &e]).unwrap();
+        assert_eq!(validate(&bytes), Ok(2));
+        assert_eq!(validate(b""), Err(BatchError::Empty));
+        assert!(validate(b"plain message body").is_err());
+        assert!(validate(&bytes[..bytes.len() - 1]).is_err());
+        let mut wrong_size = bytes.clone();
+        wrong_size[3] += 1;
+        assert_eq!(
+            validate(&wrong_size),
+            Err(BatchError::SizeMismatch {
+                at: 0,
+                declared: 29,
+                actual: 28
+            })
+        );
     }
 
     #[test]

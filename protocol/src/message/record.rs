@@ -51,6 +51,97 @@ const POS_SYS_FLAG: usize = 36;
 const POS_BORN_TIMESTAMP: usize = 40;
 const POS_BORN_HOST: usize = 48;
 
+/// Where the fields of a record sit. Everything after BORNHOST moves with the host
+/// families (`sysFlag` bits 4 and 5: an IPv6 born host is 20 bytes instead of 8, so is
+/// an IPv6 store host), so every fixed-offset read of a record goes through this one
+/// type instead of a hand-written constant (a 64-byte "header" read once sent recovery
+/// past the end of its slice for IPv6 born hosts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordLayout {
+    sys_flag: MessageSysFlag,
+}
+
+impl RecordLayout {
+    pub const TOTAL_SIZE: usize = 0;
+    pub const MAGIC: usize = POS_MAGIC;
+    pub const BODY_CRC: usize = POS_BODY_CRC;
+    pub const QUEUE_ID: usize = POS_QUEUE_ID;
+    pub const FLAG: usize = POS_FLAG;
+    pub const QUEUE_OFFSET: usize = POS_QUEUE_OFFSET;
+    pub const PHYSICAL_OFFSET: usize = POS_PHYSICAL_OFFSET;
+    pub const SYS_FLAG: usize = POS_SYS_FLAG;
+    pub const BORN_TIMESTAMP: usize = POS_BORN_TIMESTAMP;
+    pub const BORN_HOST: usize = POS_BORN_HOST;
+
+    pub const fn of(sys_flag: MessageSysFlag) -> Self {
+        Self { sys_flag }
+    }
+
+    pub const fn sys_flag(&self) -> MessageSysFlag {
+        self.sys_flag
+    }
+
+    pub const fn store_timestamp(&self) -> usize {
+        POS_BORN_HOST + self.sys_flag.born_host_len()
+    }
+
+    pub const fn store_host(&self) -> usize {
+        self.store_timestamp() + 8
+    }
+
+    pub const fn reconsume_times(&self) -> usize {
+        self.store_host() + self.sys_flag.store_host_len()
+    }
+
+    pub const fn prepared_transaction_offset(&self) -> usize {
+        self.reconsume_times() + 4
+    }
+
+    pub const fn body_len(&self) -> usize {
+        self.prepared_transaction_offset() + 8
+    }
+
+    /// First body byte.
+    pub const fn body(&self) -> usize {
+        self.body_len() + 4
+    }
+}
+
+/// The fixed fields up to and including STORETIMESTAMP of the record at the start of a
+/// buffer, read without validating the rest (recovery's "is this file's first record
+/// older than the checkpoint" test reads only these bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHead {
+    pub total_size: i32,
+    pub magic: i32,
+    pub physical_offset: PhysicalOffset,
+    pub sys_flag: MessageSysFlag,
+    pub store_timestamp: i64,
+}
+
+/// Reads a [`RecordHead`] from the start of `buf`; `None` when `buf` is too short for
+/// the head its own sysFlag implies. Never panics.
+pub fn peek_head(buf: &[u8]) -> Option<RecordHead> {
+    if buf.len() < POS_SYS_FLAG + 4 {
+        return None;
+    }
+    let sys_flag = MessageSysFlag(read_i32(buf, POS_SYS_FLAG));
+    let at = RecordLayout::of(sys_flag).store_timestamp();
+    if buf.len() < at + 8 {
+        return None;
+    }
+    Some(RecordHead {
+        total_size: read_i32(buf, 0),
+        magic: read_i32(buf, POS_MAGIC),
+        physical_offset: PhysicalOffset(read_i64(buf, POS_PHYSICAL_OFFSET)),
+        sys_flag,
+        store_timestamp: read_i64(buf, at),
+    })
+}
+
+/// Longest [`RecordHead`]: IPv6 born host.
+pub const MAX_HEAD_LEN: usize = POS_BORN_HOST + 20 + 8;
+
 /// Exact size of a record (`CommitLog.calMsgLength`); the host lengths come from the
 /// IPv6 bits of `sys_flag`.
 pub const fn record_len(
@@ -324,8 +415,8 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, RecordError
             computed: min_len,
         });
     }
-    let body_len_pos =
-        POS_BORN_HOST + sys_flag.born_host_len() + 8 + sys_flag.store_host_len() + 4 + 8;
+    let layout = RecordLayout::of(sys_flag);
+    let body_len_pos = layout.body_len();
     // Each length is checked against the bytes left before it is used, so a corrupt
     // length reports inconsistency instead of reading past the record.
     let body_len = read_i32(bytes, body_len_pos);
@@ -371,7 +462,7 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, RecordError
     for (pos, v6, field) in [
         (POS_BORN_HOST, sys_flag.born_host_v6(), "bornHost port"),
         (
-            POS_BORN_HOST + sys_flag.born_host_len() + 8,
+            layout.store_host(),
             sys_flag.store_host_v6(),
             "storeHost port",
         ),
@@ -444,34 +535,37 @@ impl<'a> RecordView<'a> {
         read_host(self.bytes, POS_BORN_HOST, self.sys_flag.born_host_v6())
     }
 
-    fn store_timestamp_pos(&self) -> usize {
-        POS_BORN_HOST + self.sys_flag.born_host_len()
+    fn layout(&self) -> RecordLayout {
+        RecordLayout::of(self.sys_flag)
     }
 
     pub fn store_timestamp(&self) -> i64 {
-        read_i64(self.bytes, self.store_timestamp_pos())
+        read_i64(self.bytes, self.layout().store_timestamp())
     }
 
     pub fn store_host(&self) -> SocketAddr {
         read_host(
             self.bytes,
-            self.store_timestamp_pos() + 8,
+            self.layout().store_host(),
             self.sys_flag.store_host_v6(),
         )
     }
 
     /// Raw store host bytes (address then i32 port), the prefix of the offset msgId.
     pub fn store_host_bytes(&self) -> &'a [u8] {
-        let pos = self.store_timestamp_pos() + 8;
+        let pos = self.layout().store_host();
         &self.bytes[pos..pos + self.sys_flag.store_host_len()]
     }
 
     pub fn reconsume_times(&self) -> i32 {
-        read_i32(self.bytes, self.body_pos - 16)
+        read_i32(self.bytes, self.layout().reconsume_times())
     }
 
     pub fn prepared_transaction_offset(&self) -> PhysicalOffset {
-        PhysicalOffset(read_i64(self.bytes, self.body_pos - 12))
+        PhysicalOffset(read_i64(
+            self.bytes,
+            self.layout().prepared_transaction_offset(),
+        ))
     }
 
     /// The body as stored (compressed when `sys_flag().is_compressed()`).

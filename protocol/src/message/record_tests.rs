@@ -97,6 +97,19 @@ fn round_trip_all_host_families() {
             assert_eq!(view.store_stamp(), st);
             assert_eq!(view.store_host_bytes().len(), rec.sys_flag.store_host_len());
             assert_eq!(view.topic(), "TopicA");
+            let head = peek_head(&bytes).unwrap();
+            assert_eq!(head.total_size as usize, bytes.len());
+            assert_eq!(head.magic, MESSAGE_MAGIC_CODE);
+            assert_eq!(head.physical_offset, st.physical_offset);
+            assert_eq!(head.store_timestamp, st.store_timestamp);
+            let layout = RecordLayout::of(rec.sys_flag);
+            assert_eq!(read_i32(&bytes, layout.body_len()) as usize, rec.body.len());
+            assert_eq!(&bytes[layout.body()..][..rec.body.len()], rec.body);
+            // A head cut anywhere before its STORETIMESTAMP ends is refused, not read.
+            for cut in 0..layout.store_timestamp() + 8 {
+                assert_eq!(peek_head(&bytes[..cut]), None, "cut at {cut}");
+            }
+            assert!(layout.store_timestamp() + 8 <= MAX_HEAD_LEN);
         }
     }
 }

@@ -197,6 +197,9 @@ impl CommitLog {
         let first = &records[0].record;
         let advances = advances_queue(first.sys_flag);
         let mut state = self.put.lock();
+        if self.fence().is_tripped() {
+            return Err(PutMessageStatus::ServiceNotAvailable);
+        }
         let store_timestamp = now_ms();
         self.lock_since.store(store_timestamp, Ordering::Relaxed);
         let result = (|| {
@@ -245,7 +248,8 @@ impl CommitLog {
                 }
                 Ok::<_, protocol::message::EncodeError>(())
             };
-            // `None`: no room (checked above, so never) or the write failed.
+            // `None`: no room (checked above, so never) or the write failed. A failed
+            // write fences the log: what reached the file is unknown (see `crate::fence`).
             let encoded = file
                 .append_with(
                     total,
@@ -253,7 +257,13 @@ impl CommitLog {
                     self.write_buffer(&mut state),
                     encode,
                 )
-                .ok_or(PutMessageStatus::UnknownError);
+                .ok_or(PutMessageStatus::UnknownError)
+                .inspect_err(|_| {
+                    self.fence().trip(format!(
+                        "writing a record to {} at {wrote_offset} failed",
+                        file.path().display()
+                    ));
+                });
             self.queue.keep_prefaulted(&file);
             state.file = Some(file);
             if let Err(e) = encoded.and_then(|r| {

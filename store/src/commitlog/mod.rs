@@ -25,7 +25,7 @@ use protocol::message::{PhysicalOffset, QueueOffset, RecordError, decode};
 use crate::config::{DelayLevels, FlushDiskType, MessageStoreConfig};
 use crate::error::StoreError;
 use crate::fs::StoreFs;
-use crate::mapped_file::{FlushOutcome, MappedFile, MappedFileQueue, QueueOptions};
+use crate::mapped_file::{FlushOutcome, MappedFile, MappedFileQueue, QueueOptions, WriteThrough};
 
 /// `topicQueueTable`: next queue offset per topic and queue id.
 #[derive(Debug, Default)]
@@ -130,8 +130,16 @@ impl CommitLog {
 
     /// The buffer appends go through under write-through, `None` to store through the
     /// mapping; borrowed from the put state, so only the put lock's holder gets it.
-    fn write_buffer<'a>(&self, state: &'a mut PutState) -> Option<&'a mut Vec<u8>> {
-        self.write_through.then_some(&mut state.scratch)
+    fn write_buffer<'a>(&'a self, state: &'a mut PutState) -> Option<WriteThrough<'a>> {
+        self.write_through.then_some(WriteThrough {
+            buffer: &mut state.scratch,
+            fs: self.queue.fs(),
+        })
+    }
+
+    /// Tripped by the first failed write or flush (see [`crate::fence`]).
+    pub fn fence(&self) -> &crate::fence::WriteFence {
+        self.queue.fence()
     }
 
     pub fn mapped_files(&self) -> &MappedFileQueue {
@@ -328,3 +336,7 @@ mod tests;
 pub(crate) mod tests_support {
     pub(crate) use super::tests::{config, message};
 }
+#[cfg(test)]
+mod tests_recover_hosts;
+#[cfg(test)]
+mod tests_truncate_live;

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use protocol::message::{MESSAGE_MAGIC_CODE, PhysicalOffset, RecordError, decode};
+use protocol::message::{
+    MAX_HEAD_LEN, MESSAGE_MAGIC_CODE, PhysicalOffset, RecordError, decode, peek_head,
+};
 
 use super::CommitLog;
 use crate::checkpoint::StoreCheckpoint;
@@ -122,24 +124,15 @@ fn never_written(file: &MappedFile) -> bool {
 }
 
 /// `isMappedFileMatchedRecover`: the file's first record is a message with a non-zero
-/// store timestamp not later than `bound`.
+/// store timestamp not later than `bound`. The head is read through the record codec's
+/// layout: STORETIMESTAMP moves 12 bytes with an IPv6 born host.
 fn first_record_stored_before(file: &MappedFile, bound: i64) -> bool {
-    let Some(head) = file.bytes(0, 64) else {
+    let len = (MAX_HEAD_LEN as u32).min(file.size());
+    let Some(head) = file.bytes(0, len).and_then(peek_head) else {
         return false;
     };
-    let magic = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-    if magic != MESSAGE_MAGIC_CODE {
-        return false;
-    }
-    let sys_flag = i32::from_be_bytes([head[36], head[37], head[38], head[39]]);
-    let born_host_len = if sys_flag & protocol::message::MessageSysFlag::BORNHOST_V6 != 0 {
-        20
-    } else {
-        8
-    };
-    let at = 48 + born_host_len;
-    let mut ts = [0u8; 8];
-    ts.copy_from_slice(&head[at..at + 8]);
-    let ts = i64::from_be_bytes(ts);
-    ts != 0 && ts <= bound
+    head.magic == MESSAGE_MAGIC_CODE
+        && head.physical_offset.0 == file.from_offset() as i64
+        && head.store_timestamp != 0
+        && head.store_timestamp <= bound
 }

@@ -56,7 +56,11 @@ impl CommitLog {
             fill(dst);
             Ok::<(), ()>(())
         })
-        .ok_or(PlaceError::Write { at })?
+        .ok_or(PlaceError::Write { at })
+        .inspect_err(|_| {
+            self.fence()
+                .trip(format!("writing replicated bytes at {at} failed"));
+        })?
         .map_err(|()| PlaceError::Write { at })?;
         drop(state);
         self.signal.publish(PhysicalOffset(at.0 + i64::from(len)));
@@ -64,14 +68,14 @@ impl CommitLog {
     }
 
     /// Makes `offset` the end of the log while the store runs: later files are deleted,
-    /// the file holding it is zeroed from there. Readers holding views of the cut bytes
-    /// see zeros; the caller stops writers and dispatch first.
+    /// the file holding it is replaced by a copy of what stays (views readers hold keep
+    /// the old bytes, unchanged). The caller stops writers and dispatch first.
     pub(crate) fn truncate_live(&self, offset: PhysicalOffset) -> Result<(), StoreError> {
         let at = u64::try_from(offset.0).unwrap_or(0);
         let mut state = self.put.lock();
         state.file = None;
-        self.queue.truncate(at)?;
-        self.queue.discard_prepared();
+        self.queue.truncate_live(at)?;
+        self.queue.discard_prepared()?;
         self.signal
             .reset(PhysicalOffset(self.queue.max_offset() as i64));
         drop(state);

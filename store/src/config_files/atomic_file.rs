@@ -6,10 +6,19 @@
 //! Unlike Java we rename over the old file instead of deleting it first, so at every instant
 //! `<file>` holds either the complete old or the complete new content; a torn `.tmp` left by
 //! a crash is never read and is overwritten by the next persist.
+//!
+//! Persists of one path are serialised by a process-wide lock per path (every
+//! `ConfigFile` of that path shares it): two writers never interleave on the shared
+//! `.tmp`, and [`ConfigFile::persist_with`] takes its snapshot under that lock, so the
+//! last write always carries the newest state (a stale snapshot cannot win the race).
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use super::{ConfigDocument, ConfigFileError};
 
@@ -17,11 +26,23 @@ use super::{ConfigDocument, ConfigFileError};
 #[derive(Debug, Clone)]
 pub struct ConfigFile {
     path: PathBuf,
+    /// Shared by every `ConfigFile` of this path in the process.
+    lock: Arc<Mutex<()>>,
+}
+
+/// The persist lock of `path` (as spelled: every caller derives it from the one store
+/// root). Entries stay for the process lifetime: a fixed handful per store.
+fn path_lock(path: &Path) -> Arc<Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS.get_or_init(Mutex::default).lock();
+    Arc::clone(locks.entry(path.to_path_buf()).or_default())
 }
 
 impl ConfigFile {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        let path = path.into();
+        let lock = path_lock(&path);
+        Self { path, lock }
     }
 
     pub fn path(&self) -> &Path {
@@ -70,6 +91,20 @@ impl ConfigFile {
     }
 
     pub fn persist_bytes(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
+        let _serialised = self.lock.lock();
+        self.write_locked(bytes)
+    }
+
+    /// Persists what `snapshot` renders, taking the snapshot under this file's persist
+    /// lock: concurrent persists of changing state can only end with the newest state.
+    pub fn persist_with(&self, snapshot: impl FnOnce() -> Vec<u8>) -> Result<(), ConfigFileError> {
+        let _serialised = self.lock.lock();
+        let bytes = snapshot();
+        self.write_locked(&bytes)
+    }
+
+    /// The write sequence; the caller holds `self.lock`.
+    fn write_locked(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ConfigFileError::Io { path, source }

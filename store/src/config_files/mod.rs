@@ -9,6 +9,7 @@
 
 mod atomic_file;
 mod consumer_offsets;
+mod deferred;
 mod delay_offsets;
 mod fastjson;
 mod subscription_groups;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 pub use atomic_file::ConfigFile;
 pub use consumer_offsets::{ConsumerOffsetTable, OffsetTableKey};
+pub use deferred::{DeferredPersist, Snapshot};
 pub use delay_offsets::DelayOffsetTable;
 pub use subscription_groups::{SubscriptionGroupConfig, SubscriptionGroupTable};
 pub use topics::{

@@ -225,3 +225,31 @@ fn load_with_reports_absence_and_falls_back_to_bak() {
         Err(ConfigFileError::Parse { what: "x.json", .. })
     ));
 }
+
+/// Persists of one path from many threads (and several `ConfigFile`s of it) are
+/// serialised: none fails on the shared `.tmp`, the file always parses, and the last
+/// write carries the newest snapshot.
+#[test]
+fn concurrent_persists_are_serialised_and_end_with_the_newest_state() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let path = config_dir(dir.path()).join("n.json");
+    let state = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let (state, file) = (Arc::clone(&state), ConfigFile::new(&path));
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    state.lock().unwrap().push(t * 100 + i);
+                    file.persist_with(|| serde_json::to_vec(&*state.lock().unwrap()).unwrap())
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let on_disk: Vec<u32> = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(on_disk.len(), 200);
+}

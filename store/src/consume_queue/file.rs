@@ -14,6 +14,7 @@ use memmap2::MmapRaw;
 
 use super::CqError;
 use super::unit::{CqUnit, UNIT_SIZE};
+use crate::fs::StoreFs;
 
 pub struct CqFile {
     path: PathBuf,
@@ -32,11 +33,13 @@ pub fn file_name(offset: i64) -> String {
 }
 
 impl CqFile {
-    /// Creates the file `dir/<20-digit from>` preallocated (sparse) to `size` bytes; it
-    /// appears under its final name only once sized (see `fs::create_sized`).
-    pub fn create(dir: &Path, from: i64, size: usize) -> Result<Self, CqError> {
-        let (path, file) = crate::fs::create_sized(dir, &file_name(from), size as u64)
-            .map_err(CqError::io(dir))?;
+    /// Creates the file `dir/<20-digit from>` with `size` allocated bytes through `fs`; it
+    /// appears under its final name only once allocated (see
+    /// `fs::create_allocated_named`).
+    pub fn create(fs: &dyn StoreFs, dir: &Path, from: i64, size: usize) -> Result<Self, CqError> {
+        let (path, file) =
+            crate::fs::create_allocated_named(fs, dir, &file_name(from), size as u64)
+                .map_err(CqError::io(dir))?;
         let map = MmapRaw::map_raw(&file).map_err(CqError::io(&path))?;
         Ok(Self::new(path, from, size, map, 0))
     }
@@ -168,8 +171,10 @@ impl CqFile {
     }
 
     /// Moves the write position to `pos` (a unit boundary) and zeroes the stale units after
-    /// it, up to the first already-zero unit, so a later recovery cannot resurrect them.
-    pub fn truncate_to(&self, pos: usize) {
+    /// it, up to the first already-zero unit, and syncs the zeroed range: a crash soon
+    /// after must not bring the stale units back (the zeros would otherwise sit only in
+    /// the page cache until the next flush of a lower range, which never covers them).
+    pub fn truncate_to(&self, fs: &dyn StoreFs, pos: usize) -> Result<(), CqError> {
         let pos = pos.min(self.size) / UNIT_SIZE * UNIT_SIZE;
         self.wrote.store(pos, Ordering::Release);
         let flushed = self.flushed.load(Ordering::Relaxed).min(pos);
@@ -187,6 +192,36 @@ impl CqFile {
             }
             at += UNIT_SIZE;
         }
+        if at > pos {
+            fs.sync_range(&self.path, &self.map, pos, at - pos)
+                .map_err(CqError::io(&self.path))?;
+        }
+        Ok(())
+    }
+
+    /// Live truncation: a new file under the same name holding only the units below
+    /// `pos`, which replaces this one on disk. Readers holding a window of this file keep
+    /// reading unchanged bytes (zeroing in place would change units under them).
+    pub fn replace_with_prefix(&self, fs: &dyn StoreFs, pos: usize) -> Result<Self, CqError> {
+        let pos = pos.min(self.wrote()) / UNIT_SIZE * UNIT_SIZE;
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        let tmp = dir.join(format!("{}.tmp", file_name(self.from)));
+        let io = CqError::io(&self.path);
+        let file = fs
+            .create_allocated(&tmp, self.size as u64)
+            .map_err(CqError::io(&tmp))?;
+        let mut prefix = vec![0u8; pos];
+        // SAFETY: [0, pos) is below the write position: written and no longer changing.
+        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr(), prefix.as_mut_ptr(), pos) };
+        fs.write_at(&tmp, &file, &prefix, 0)
+            .map_err(CqError::io(&tmp))?;
+        let map = MmapRaw::map_raw(&file).map_err(io)?;
+        fs.sync_range(&tmp, &map, 0, pos)
+            .map_err(CqError::io(&tmp))?;
+        fs.rename(&tmp, &self.path)
+            .map_err(CqError::io(&self.path))?;
+        crate::fs::sync_dir(dir).map_err(CqError::io(dir))?;
+        Ok(Self::new(self.path.clone(), self.from, self.size, map, pos))
     }
 
     /// Sets the write/flush position after recovery, without touching the bytes.
@@ -202,12 +237,11 @@ impl CqFile {
     }
 
     /// msync of the dirty range (`MappedFile.flush`).
-    pub fn flush(&self) -> Result<(), CqError> {
+    pub fn flush(&self, fs: &dyn StoreFs) -> Result<(), CqError> {
         let wrote = self.wrote();
         let flushed = self.flushed.load(Ordering::Relaxed);
         if wrote > flushed {
-            self.map
-                .flush_range(flushed, wrote - flushed)
+            fs.sync_range(&self.path, &self.map, flushed, wrote - flushed)
                 .map_err(CqError::io(&self.path))?;
             self.flushed.store(wrote, Ordering::Relaxed);
         }

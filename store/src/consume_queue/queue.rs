@@ -12,6 +12,7 @@ use protocol::message::{PhysicalOffset, QueueOffset};
 use super::CqError;
 use super::file::CqFile;
 use super::unit::{CqUnit, UNIT_SIZE, UNIT_SIZE_I64};
+use crate::fs::{OsFs, StoreFs};
 
 /// What [`ConsumeQueue::put`] did with a unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,7 @@ pub struct ConsumeQueue {
     dir: PathBuf,
     file_size: usize,
     files: RwLock<Vec<Arc<CqFile>>>,
+    fs: Arc<dyn StoreFs>,
     /// End (offset + size) of the last record indexed: re-dispatch below it is skipped.
     max_physic_offset: AtomicI64,
     /// Logical byte offset of the first unit whose record is still in the CommitLog.
@@ -80,6 +82,17 @@ impl ConsumeQueue {
         queue_id: i32,
         dir: PathBuf,
         file_size: usize,
+    ) -> Result<Self, CqError> {
+        Self::load_with_fs(topic, queue_id, dir, file_size, Arc::new(OsFs))
+    }
+
+    /// [`Self::load`] with new files allocated through `fs`.
+    pub fn load_with_fs(
+        topic: &str,
+        queue_id: i32,
+        dir: PathBuf,
+        file_size: usize,
+        fs: Arc<dyn StoreFs>,
     ) -> Result<Self, CqError> {
         if file_size == 0 || !file_size.is_multiple_of(UNIT_SIZE) {
             return Err(CqError::BadConfig(format!(
@@ -110,6 +123,7 @@ impl ConsumeQueue {
             dir,
             file_size,
             files: RwLock::new(files),
+            fs,
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicI64::new(0),
         };
@@ -171,7 +185,11 @@ impl ConsumeQueue {
             let mut pos = 0;
             while pos + UNIT_SIZE <= file.size() {
                 let unit = file.raw_unit(pos);
-                if !unit.is_written() {
+                // Units follow CommitLog order: one that does not start at or after the
+                // previous record's end is torn or stale, and so is everything after it.
+                if !unit.is_written()
+                    || (!unit.is_pre_blank() && unit.physical_offset.0 < max_physic)
+                {
                     break;
                 }
                 if !unit.is_pre_blank() {
@@ -193,18 +211,41 @@ impl ConsumeQueue {
     /// starting after it are deleted, the file holding it gets its write position there (a
     /// file starting exactly at `end` stays, empty, so the queue keeps its logical position).
     fn truncate_logic_to(&self, end: i64) -> Result<(), CqError> {
+        self.truncate_logic(end, false)
+    }
+
+    /// `live`: readers may hold windows, so the file holding `end` is replaced by a copy
+    /// of its prefix (see [`CqFile::replace_with_prefix`]) rather than zeroed in place.
+    fn truncate_logic(&self, end: i64, live: bool) -> Result<(), CqError> {
         let mut files = self.files.write();
+        let mut deleted = false;
         while let Some(last) = files.last() {
             if last.from() <= end {
                 break;
             }
             last.delete()?;
             files.pop();
+            deleted = true;
         }
-        if let Some((last, earlier)) = files.split_last() {
-            last.truncate_to((end - last.from()).clamp(0, last.size() as i64) as usize);
-            for file in earlier {
-                file.set_positions(file.size());
+        if deleted {
+            // The removals must be durable before anything is written after the cut, or a
+            // crash brings the deleted files (and their stale units) back.
+            crate::fs::sync_dir(&self.dir).map_err(CqError::io(&self.dir))?;
+        }
+        if let Some((last, earlier)) = files.split_last_mut() {
+            let pos = (end - last.from()).clamp(0, last.size() as i64) as usize;
+            if live {
+                if pos < last.wrote() {
+                    *last = Arc::new(last.replace_with_prefix(self.fs.as_ref(), pos)?);
+                }
+            } else {
+                last.truncate_to(self.fs.as_ref(), pos)?;
+            }
+            if !live {
+                // Recovery: every earlier file is whole.
+                for file in earlier {
+                    file.set_positions(file.size());
+                }
             }
         }
         let min = self.min_logic_offset.load(Ordering::Acquire);
@@ -257,10 +298,15 @@ impl ConsumeQueue {
         let size = self.file_size as i64;
         let file = match files.last() {
             Some(last) if !last.is_full() => return Ok(Arc::clone(last)),
-            Some(last) => CqFile::create(&self.dir, last.from() + size, self.file_size)?,
+            Some(last) => CqFile::create(
+                self.fs.as_ref(),
+                &self.dir,
+                last.from() + size,
+                self.file_size,
+            )?,
             None => {
                 let from = expect - expect % size;
-                let file = CqFile::create(&self.dir, from, self.file_size)?;
+                let file = CqFile::create(self.fs.as_ref(), &self.dir, from, self.file_size)?;
                 while file.end() < expect {
                     file.append(&CqUnit::PRE_BLANK);
                 }
@@ -323,6 +369,19 @@ impl ConsumeQueue {
     /// Drops units whose record does not end at or before `commitlog_end`
     /// (`truncateDirtyLogicFiles`), so no unit points past the CommitLog's valid end.
     pub fn truncate_dirty(&self, commitlog_end: PhysicalOffset) -> Result<(), CqError> {
+        self.truncate_dirty_with(commitlog_end, false)
+    }
+
+    /// [`Self::truncate_dirty`] while the store serves reads (replication truncation).
+    pub fn truncate_dirty_live(&self, commitlog_end: PhysicalOffset) -> Result<(), CqError> {
+        self.truncate_dirty_with(commitlog_end, true)
+    }
+
+    fn truncate_dirty_with(
+        &self,
+        commitlog_end: PhysicalOffset,
+        live: bool,
+    ) -> Result<(), CqError> {
         let files = self.files.read().clone();
         let mut keep_end = files.first().map_or(0, |f| f.from());
         let mut max_physic = -1i64;
@@ -341,9 +400,60 @@ impl ConsumeQueue {
             }
             keep_end = file.end();
         }
-        self.truncate_logic_to(keep_end)?;
+        self.truncate_logic(keep_end, live)?;
         self.max_physic_offset.store(max_physic, Ordering::Release);
         Ok(())
+    }
+
+    /// Recovery: drops units from the end while `valid(logical offset, unit)` says the
+    /// CommitLog does not hold the record they describe (a torn unit written just before
+    /// a crash can name any offset and size, and one past every real record would make
+    /// `put` skip every later unit as "already indexed"). When units were dropped,
+    /// returns the CommitLog offset from which dispatch must rebuild them: the end of the
+    /// last unit kept (0 when none is).
+    pub fn truncate_invalid_tail(
+        &self,
+        mut valid: impl FnMut(QueueOffset, CqUnit) -> bool,
+    ) -> Result<Option<PhysicalOffset>, CqError> {
+        let files = self.files.read().clone();
+        let mut keep_end = None;
+        let mut dropped = false;
+        'files: for file in files.iter().rev() {
+            let mut pos = file.wrote();
+            while pos >= UNIT_SIZE {
+                let unit = file.raw_unit(pos - UNIT_SIZE);
+                let logical = QueueOffset((file.from() + (pos - UNIT_SIZE) as i64) / UNIT_SIZE_I64);
+                if unit.is_pre_blank() || valid(logical, unit) {
+                    keep_end = Some(file.from() + pos as i64);
+                    break 'files;
+                }
+                dropped = true;
+                pos -= UNIT_SIZE;
+            }
+        }
+        if !dropped {
+            return Ok(None);
+        }
+        let end = keep_end.unwrap_or_else(|| files.first().map_or(0, |f| f.from()));
+        tracing::warn!(
+            topic = %self.topic, queue_id = self.queue_id, end = end / UNIT_SIZE_I64,
+            "dropping ConsumeQueue units that do not match the CommitLog"
+        );
+        self.truncate_logic_to(end)?;
+        // The last real unit kept is now the highest record indexed (none: -1).
+        let max_physic = self
+            .files
+            .read()
+            .last()
+            .filter(|f| f.wrote() >= UNIT_SIZE)
+            .map(|f| f.raw_unit(f.wrote() - UNIT_SIZE))
+            .filter(|u| !u.is_pre_blank())
+            .map_or(-1, |u| u.end_offset().0);
+        self.max_physic_offset.store(max_physic, Ordering::Release);
+        // The dropped units' own offsets are not trustworthy; the end of the last unit
+        // kept is a record boundary, and every record of this queue after it must be
+        // dispatched again.
+        Ok(Some(PhysicalOffset(max_physic.max(0))))
     }
 
     /// `correctMinOffset`: the first unit whose record is at or above the CommitLog minimum.
@@ -405,7 +515,7 @@ impl ConsumeQueue {
         let files = self.files.read().clone();
         for file in files.iter().filter(|f| f.dirty_bytes() > 0) {
             if least_pages == 0 || file.is_full() || file.dirty_bytes() >= least_pages * 4096 {
-                file.flush()?;
+                file.flush(self.fs.as_ref())?;
             }
         }
         Ok(())

@@ -9,18 +9,29 @@ use parking_lot::RwLock;
 use protocol::message::{PhysicalOffset, QueueOffset};
 
 use super::{ConsumeQueue, CqError};
+use crate::fs::{OsFs, StoreFs};
 
 type Queues = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 pub struct ConsumeQueueTable {
     root: PathBuf,
     file_size: usize,
+    fs: Arc<dyn StoreFs>,
     queues: RwLock<Queues>,
 }
 
 impl ConsumeQueueTable {
     /// Loads every `<root>/<topic>/<queueId>/` directory (`DefaultMessageStore.loadConsumeQueue`).
     pub fn load(root: &Path, file_size: usize) -> Result<Self, CqError> {
+        Self::load_with_fs(root, file_size, Arc::new(OsFs))
+    }
+
+    /// [`Self::load`] with every queue's files allocated through `fs`.
+    pub fn load_with_fs(
+        root: &Path,
+        file_size: usize,
+        fs: Arc<dyn StoreFs>,
+    ) -> Result<Self, CqError> {
         let mut queues: Queues = HashMap::new();
         match fs::read_dir(root) {
             Ok(topics) => {
@@ -42,7 +53,13 @@ impl ConsumeQueueTable {
                             tracing::warn!(path = %queue_dir.display(), "ignoring non-queue entry in consumequeue");
                             continue;
                         };
-                        let queue = ConsumeQueue::load(&topic, queue_id, queue_dir, file_size)?;
+                        let queue = ConsumeQueue::load_with_fs(
+                            &topic,
+                            queue_id,
+                            queue_dir,
+                            file_size,
+                            Arc::clone(&fs),
+                        )?;
                         queues
                             .entry(topic.clone())
                             .or_default()
@@ -56,6 +73,7 @@ impl ConsumeQueueTable {
         Ok(Self {
             root: root.to_path_buf(),
             file_size,
+            fs,
             queues: RwLock::new(queues),
         })
     }
@@ -85,7 +103,13 @@ impl ConsumeQueueTable {
             return Ok(Arc::clone(queue));
         }
         let dir = self.root.join(topic).join(queue_id.to_string());
-        let queue = Arc::new(ConsumeQueue::load(topic, queue_id, dir, self.file_size)?);
+        let queue = Arc::new(ConsumeQueue::load_with_fs(
+            topic,
+            queue_id,
+            dir,
+            self.file_size,
+            Arc::clone(&self.fs),
+        )?);
         by_id.insert(queue_id, Arc::clone(&queue));
         Ok(queue)
     }
@@ -117,6 +141,14 @@ impl ConsumeQueueTable {
     pub fn truncate_dirty(&self, commitlog_end: PhysicalOffset) -> Result<(), CqError> {
         for queue in self.all() {
             queue.truncate_dirty(commitlog_end)?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::truncate_dirty`] while the store serves reads.
+    pub fn truncate_dirty_live(&self, commitlog_end: PhysicalOffset) -> Result<(), CqError> {
+        for queue in self.all() {
+            queue.truncate_dirty_live(commitlog_end)?;
         }
         Ok(())
     }

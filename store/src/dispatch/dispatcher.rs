@@ -38,6 +38,10 @@ pub(crate) struct Shared {
     /// Deleted topics and the CommitLog end at their deletion; see `topic_delete`. Also
     /// the gate every ConsumeQueue put holds, so a deletion never interleaves with one.
     pub(crate) deleted_topics: Mutex<DeletedTopics>,
+    /// Set while a record cannot be dispatched (see `reput`'s failure policy); the store
+    /// refuses puts meanwhile.
+    dispatch_failing: AtomicBool,
+    dispatch_failure: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -47,6 +51,26 @@ impl Shared {
 
     pub(crate) fn publish_reput_offset(&self, offset: PhysicalOffset) {
         self.reput_offset.store(offset.0, Ordering::Release);
+    }
+
+    pub(crate) fn report_dispatch_failure(&self, offset: PhysicalOffset, reason: String) {
+        let text = format!("record at {offset} cannot be indexed: {reason}");
+        if !self.dispatch_failing.swap(true, Ordering::AcqRel) {
+            tracing::error!(%offset, %reason, "dispatch stopped at a record it cannot index; refusing puts until it succeeds (free disk space or fix the consumequeue/index directory)");
+        }
+        *self.dispatch_failure.lock() = Some(text);
+    }
+
+    pub(crate) fn clear_dispatch_failure(&self) {
+        if self.dispatch_failing.load(Ordering::Acquire) {
+            *self.dispatch_failure.lock() = None;
+            self.dispatch_failing.store(false, Ordering::Release);
+            tracing::warn!("dispatch resumed after an indexing failure; accepting puts again");
+        }
+    }
+
+    fn is_dispatch_failing(&self) -> bool {
+        self.dispatch_failing.load(Ordering::Acquire)
     }
 
     fn behind_bytes(&self) -> u64 {
@@ -66,20 +90,32 @@ impl Dispatcher {
         commit_log: Arc<dyn CommitLogReader>,
         checkpoint: Arc<StoreCheckpoint>,
     ) -> Result<Self, StoreError> {
-        let consume_queues = ConsumeQueueTable::load(
+        Self::open_with_fs(config, commit_log, checkpoint, Arc::new(crate::fs::OsFs))
+    }
+
+    /// [`Self::open`] with ConsumeQueue and IndexFile files allocated through `fs`.
+    pub fn open_with_fs(
+        config: &MessageStoreConfig,
+        commit_log: Arc<dyn CommitLogReader>,
+        checkpoint: Arc<StoreCheckpoint>,
+        fs: Arc<dyn crate::fs::StoreFs>,
+    ) -> Result<Self, StoreError> {
+        let consume_queues = ConsumeQueueTable::load_with_fs(
             &config.consume_queue_dir(),
             config.consume_queue_file_size() as usize,
+            Arc::clone(&fs),
         )?;
         let index_config = IndexConfig {
             slot_num: config.max_hash_slot_num as usize,
             index_num: config.max_index_num as usize,
             max_msgs_num_batch: config.max_msgs_num_batch as usize,
         };
-        let index = IndexService::load(
+        let index = IndexService::load_with_fs(
             &config.index_dir(),
             index_config,
             true,
             checkpoint.index_msg_timestamp(),
+            fs,
         )?;
         let shared = Shared {
             delay_levels: config.delay_levels()?,
@@ -94,6 +130,8 @@ impl Dispatcher {
             reput_offset: AtomicI64::new(0),
             visible_limit: AtomicI64::new(i64::MAX),
             deleted_topics: Mutex::new(DeletedTopics::load(&config.config_dir())?),
+            dispatch_failing: AtomicBool::new(false),
+            dispatch_failure: Mutex::new(None),
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -118,6 +156,38 @@ impl Dispatcher {
     pub fn truncate_dirty(&self, commitlog_end: PhysicalOffset) -> Result<(), StoreError> {
         self.shared.consume_queues.truncate_dirty(commitlog_end)?;
         Ok(())
+    }
+
+    /// Recovery, after [`Self::truncate_dirty`]: checks the last unit of every queue
+    /// against the record it names (size, topic, queue id and queue offset must match;
+    /// records already removed by retention cannot be checked and count as valid) and
+    /// drops units from the end until one matches. Returns where dispatch must start at
+    /// the latest to rebuild the dropped units.
+    pub fn validate_queue_tails(&self) -> Result<Option<PhysicalOffset>, StoreError> {
+        let log = &*self.shared.commit_log;
+        let mut rebuild: Option<PhysicalOffset> = None;
+        for queue in self.shared.consume_queues.all() {
+            let dropped = queue.truncate_invalid_tail(|logical, unit| {
+                if unit.physical_offset < log.min_offset() {
+                    return true;
+                }
+                let Ok(size) = usize::try_from(unit.size) else {
+                    return false;
+                };
+                log.read(unit.physical_offset, size).is_some_and(|bytes| {
+                    protocol::message::decode(&bytes, false).is_ok_and(|v| {
+                        v.total_size() == size
+                            && v.topic() == queue.topic()
+                            && v.queue_id() == queue.queue_id()
+                            && v.queue_offset() == logical
+                    })
+                })
+            })?;
+            if let Some(d) = dropped {
+                rebuild = Some(rebuild.map_or(d, |r| r.min(d)));
+            }
+        }
+        Ok(rebuild)
     }
 
     /// No CommitLog file at all: every ConsumeQueue and IndexFile goes (`destroyLogics`).
@@ -175,7 +245,7 @@ impl Dispatcher {
     /// restart so the deleted index files are rebuilt.
     pub fn truncate_beyond(&self, offset: PhysicalOffset) -> Result<PhysicalOffset, StoreError> {
         self.shared.deleted_topics.lock().clamp_to(offset);
-        self.shared.consume_queues.truncate_dirty(offset)?;
+        self.shared.consume_queues.truncate_dirty_live(offset)?;
         let rebuild = self.shared.index.truncate_beyond(offset)?;
         let from = rebuild.map_or(offset, |r| r.min(offset));
         Ok(from.min(self.shared.reput_offset()))
@@ -200,7 +270,12 @@ impl Dispatcher {
         let flush = Arc::clone(shared);
         threads.push(spawn("cq-flush", move || flush_loop(&flush))?);
         drop(threads);
-        while shared.running.load(Ordering::Acquire) && shared.behind_bytes() > 0 {
+        // A record that cannot be indexed stops the wait too: the store then opens
+        // refusing puts (and says why) instead of hanging.
+        while shared.running.load(Ordering::Acquire)
+            && shared.behind_bytes() > 0
+            && !shared.is_dispatch_failing()
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
@@ -233,11 +308,20 @@ impl Dispatcher {
         self.shared.reput_offset()
     }
 
-    /// Waits until dispatch has caught up; `false` on timeout.
+    /// Why dispatch is stuck on a record it cannot index, if it is.
+    pub fn dispatch_failure(&self) -> Option<String> {
+        if !self.shared.is_dispatch_failing() {
+            return None;
+        }
+        self.shared.dispatch_failure.lock().clone()
+    }
+
+    /// Waits until dispatch has caught up; `false` on timeout or while a record cannot
+    /// be dispatched.
     pub fn wait_caught_up(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while self.shared.behind_bytes() > 0 {
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || self.shared.is_dispatch_failing() {
                 return false;
             }
             std::thread::sleep(Duration::from_micros(200));
@@ -276,10 +360,17 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// nothing it parks until the next append, so an idle store dispatches at once.
 const BUSY_POLL: Duration = Duration::from_micros(100);
 
+/// Pause before dispatch retries a record it failed to index.
+const FAILED_DISPATCH_BACKOFF: Duration = Duration::from_millis(200);
+
 fn reput_loop(shared: &Shared) {
     while shared.running.load(Ordering::Acquire) {
         let before = shared.reput_offset();
         dispatch_available(shared);
+        if shared.is_dispatch_failing() {
+            std::thread::sleep(FAILED_DISPATCH_BACKOFF);
+            continue;
+        }
         if shared.reput_offset() > before {
             std::thread::sleep(BUSY_POLL);
             continue;
@@ -322,8 +413,11 @@ fn flush_once(shared: &Shared, thorough: bool) -> Result<(), StoreError> {
     shared.consume_queues.flush(least_pages)?;
     let mut index_timestamp = shared.index.flushed_full_timestamp();
     if thorough {
+        // Taken before the flush: an entry added while it runs may not be on disk, and the
+        // checkpoint must never claim more than was flushed.
+        let indexed_before_flush = shared.index.last_end_timestamp();
         shared.index.flush()?;
-        index_timestamp = index_timestamp.max(shared.index.last_end_timestamp());
+        index_timestamp = index_timestamp.max(indexed_before_flush);
         shared.checkpoint.set_logics_msg_timestamp(logics_timestamp);
         shared.checkpoint.set_index_msg_timestamp(index_timestamp);
         shared.checkpoint.flush()?;

@@ -21,6 +21,10 @@ pub(crate) mod test_harness;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_index_failure;
+#[cfg(test)]
 mod tests_recovery;
 #[cfg(test)]
 mod tests_topic_delete;
+#[cfg(test)]
+mod tests_torn_unit;

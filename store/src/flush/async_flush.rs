@@ -104,6 +104,10 @@ impl Shared {
     }
 
     fn flush(&self, least_pages: u32) -> bool {
+        if self.log.fence().is_tripped() {
+            // Already reported when it tripped; nothing can be made durable any more.
+            return false;
+        }
         match self.log.flush(least_pages) {
             Ok(outcome) => {
                 if outcome.store_timestamp > 0 {

@@ -13,6 +13,12 @@
 //! quarter of the last flush's duration (at most [`MAX_GATHER`]) has passed: the
 //! producers it just released are usually back within microseconds, and the next
 //! sync then acknowledges all of them. A lone waiter never waits.
+//!
+//! Waiters stay in the shared queue while a sync runs, so a watchdog thread (Java's
+//! `FlushDiskWatcher`) can answer those past `syncFlushTimeout` with FLUSH_DISK_TIMEOUT
+//! even while the sync is stalled on a slow disk. A failed sync trips the write fence
+//! (`crate::fence`): every waiter is answered with a timeout at once and later waits
+//! resolve the same way, never as durable.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,7 +47,8 @@ const MAX_GATHER: Duration = Duration::from_millis(1);
 struct Waiter {
     end: i64,
     deadline: Instant,
-    done: oneshot::Sender<bool>,
+    /// Taken when the waiter is answered.
+    done: Option<oneshot::Sender<bool>>,
 }
 
 #[derive(Debug, Default)]
@@ -68,7 +75,11 @@ struct Shared {
 pub struct GroupCommit {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    watchdog: Mutex<Option<JoinHandle<()>>>,
 }
+
+/// How often the watchdog looks for waiters past their deadline, at most.
+const WATCHDOG_TICK: Duration = Duration::from_millis(20);
 
 /// Resolves to `true` once the awaited offset is durable, `false` on timeout (or when
 /// the store stopped before it could be flushed).
@@ -111,9 +122,15 @@ impl GroupCommit {
             .name("store-group-commit".into())
             .spawn(move || worker.run())
             .ctx(|| "start the group commit thread".to_owned())?;
+        let watcher = Arc::clone(&shared);
+        let watchdog = std::thread::Builder::new()
+            .name("store-flush-watchdog".into())
+            .spawn(move || watcher.watch())
+            .ctx(|| "start the flush watchdog thread".to_owned())?;
         Ok(Self {
             shared,
             thread: Mutex::new(Some(thread)),
+            watchdog: Mutex::new(Some(watchdog)),
         })
     }
 
@@ -122,18 +139,21 @@ impl GroupCommit {
     }
 
     pub(super) fn wait_for(&self, end: PhysicalOffset) -> FlushWaiter {
+        if self.shared.log.fence().is_tripped() {
+            return FlushWaiter(Inner::Done(false));
+        }
         if self.shared.log.flushed_offset() >= end {
             return FlushWaiter(Inner::Done(true));
         }
         let (done, rx) = oneshot::channel();
         let mut state = self.shared.state.lock();
-        if state.stop {
+        if state.stop || self.shared.log.fence().is_tripped() {
             return FlushWaiter(Inner::Done(false));
         }
         state.waiters.push(Waiter {
             end: end.0,
             deadline: Instant::now() + self.shared.timeout,
-            done,
+            done: Some(done),
         });
         if state.waiters.len() == 1 || state.waiters.len() == state.gather_target {
             self.shared.wakeup.notify_one();
@@ -152,12 +172,14 @@ impl GroupCommit {
         if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
         }
+        if let Some(thread) = self.watchdog.lock().take() {
+            let _ = thread.join();
+        }
     }
 }
 
 impl Shared {
     fn run(&self) {
-        let mut group = Vec::new();
         // Waiters the previous flush completed, and how long it took.
         let (mut released, mut last_flush) = (0usize, Duration::ZERO);
         loop {
@@ -176,55 +198,86 @@ impl Shared {
                     }
                     state.gather_target = 0;
                 }
-                std::mem::swap(&mut state.waiters, &mut group);
                 state.stop
             };
             let started = Instant::now();
+            // `None`: the flush failed and the fence is tripped.
             let flushed = self.flush_all();
             last_flush = started.elapsed();
-            released = group.iter().filter(|w| w.end <= flushed).count();
-            if released > 0 {
+            let now = Instant::now();
+            let mut state = self.state.lock();
+            let before = state.waiters.len();
+            state.waiters.retain_mut(|waiter| {
+                let answer = match flushed {
+                    Some(flushed) if waiter.end <= flushed => true,
+                    Some(_) if now < waiter.deadline && !stop => return true,
+                    _ => false,
+                };
+                send(waiter, answer);
+                false
+            });
+            released = before - state.waiters.len();
+            if released > 0 && flushed.is_some() {
                 self.groups.fetch_add(1, Ordering::Relaxed);
             }
-            let now = Instant::now();
-            let mut pending = Vec::new();
-            for waiter in group.drain(..) {
-                if waiter.end <= flushed {
-                    let _ = waiter.done.send(true);
-                } else if now >= waiter.deadline || stop {
-                    let _ = waiter.done.send(false);
-                } else {
-                    pending.push(waiter);
-                }
-            }
-            if !pending.is_empty() {
-                let mut state = self.state.lock();
-                pending.append(&mut state.waiters);
-                state.waiters = pending;
-            }
             if stop {
-                for waiter in self.state.lock().waiters.drain(..) {
-                    let _ = waiter.done.send(waiter.end <= self.log.flushed_offset().0);
+                let flushed = self.log.flushed_offset().0;
+                let fenced = self.log.fence().is_tripped();
+                for waiter in &mut state.waiters {
+                    send(waiter, !fenced && waiter.end <= flushed);
                 }
+                state.waiters.clear();
                 return;
             }
         }
     }
 
-    /// One group flush; on an I/O error the waiters stay queued until their deadline.
-    fn flush_all(&self) -> i64 {
+    /// `FlushDiskWatcher`: answers waiters past their deadline while a sync blocks.
+    fn watch(&self) {
+        let tick = (self.timeout / 4).clamp(Duration::from_millis(1), WATCHDOG_TICK);
+        loop {
+            let mut state = self.state.lock();
+            if state.stop {
+                return;
+            }
+            let now = Instant::now();
+            state.waiters.retain_mut(|waiter| {
+                if now < waiter.deadline {
+                    return true;
+                }
+                send(waiter, false);
+                false
+            });
+            drop(state);
+            std::thread::sleep(tick);
+        }
+    }
+
+    /// One group flush: the durable end, or `None` when the flush failed (the write
+    /// fence is then tripped and nothing may be acknowledged any more).
+    fn flush_all(&self) -> Option<i64> {
+        if self.log.fence().is_tripped() {
+            return None;
+        }
         match self.log.flush(0) {
             Ok(outcome) => {
                 if outcome.store_timestamp > 0 {
                     self.checkpoint
                         .set_physic_msg_timestamp(outcome.store_timestamp);
                 }
-                outcome.flushed as i64
+                Some(outcome.flushed as i64)
             }
             Err(e) => {
-                tracing::error!(error = %e, "CommitLog group flush failed");
-                self.log.flushed_offset().0
+                tracing::error!(error = %e, "CommitLog group flush failed; answering every waiter FLUSH_DISK_TIMEOUT");
+                None
             }
         }
+    }
+}
+
+/// Answers a waiter (once).
+fn send(waiter: &mut Waiter, durable: bool) {
+    if let Some(done) = waiter.done.take() {
+        let _ = done.send(durable);
     }
 }

@@ -82,3 +82,7 @@ impl FlushService {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_faults;
+#[cfg(test)]
+mod tests_mid_log;

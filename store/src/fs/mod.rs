@@ -7,14 +7,19 @@
 //! out of space must surface here, as an error from [`StoreFs::create_allocated`], never
 //! later inside a memory copy.
 
+mod fault;
 mod quota;
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use memmap2::MmapRaw;
+
+pub use fault::{Fault, FaultFs, FaultOp};
 pub use quota::QuotaFs;
 
 pub trait StoreFs: Send + Sync + fmt::Debug {
@@ -34,6 +39,18 @@ pub trait StoreFs: Send + Sync + fmt::Debug {
 
     /// Fraction (0.0..=1.0) of the file system holding `path` that is in use.
     fn used_ratio(&self, path: &Path) -> io::Result<f64>;
+
+    /// Makes `[offset, offset + len)` of the mapping of `path` durable (`msync`).
+    fn sync_range(&self, path: &Path, map: &MmapRaw, offset: usize, len: usize) -> io::Result<()> {
+        let _ = path;
+        map.flush_range(offset, len)
+    }
+
+    /// Writes all of `buf` at `pos` of `file` (`pwrite`), for write-through appends.
+    fn write_at(&self, path: &Path, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
+        let _ = path;
+        file.write_all_at(buf, pos)
+    }
 }
 
 /// The real file system.
@@ -104,24 +121,25 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Creates `dir/name` holding `len` zero bytes (sparse) without ever exposing a shorter
-/// file under the final name: the file is sized under `name.tmp` and then renamed. A crash
-/// between `open` and `set_len` would otherwise leave a 0-byte segment that fails the size
-/// check at the next start (RocketMQ's loaders refuse such files too). An existing file of
-/// that name is replaced: callers create only names no live segment covers. Loaders remove
-/// leftover `*.tmp` files with [`remove_stale_tmp`].
-pub(crate) fn create_sized(dir: &Path, name: &str, len: u64) -> io::Result<(PathBuf, File)> {
+/// Creates `dir/name` holding `len` allocated zero bytes through `fs`, without ever
+/// exposing a shorter file under the final name: the file is allocated under `name.tmp`
+/// and then renamed, and the directory is synced. Allocated, not sparse: a store into a
+/// hole the file system cannot back raises SIGBUS (on a full disk), while a failed
+/// allocation is an error here. A crash between `open` and the allocation would
+/// otherwise leave a short file that fails the size check at the next start. An existing
+/// file of that name is replaced: callers create only names no live file uses. Loaders
+/// remove leftover `*.tmp` files with [`remove_stale_tmp`].
+pub(crate) fn create_allocated_named(
+    fs: &dyn StoreFs,
+    dir: &Path,
+    name: &str,
+    len: u64,
+) -> io::Result<(PathBuf, File)> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    file.set_len(len)?;
-    std::fs::rename(&tmp, &path)?;
+    let file = fs.create_allocated(&tmp, len)?;
+    fs.rename(&tmp, &path)?;
     sync_dir(dir)?;
     Ok((path, file))
 }

@@ -50,11 +50,13 @@ impl ConfirmOffset {
         self.value.fetch_min(offset.0.max(0), Ordering::AcqRel);
     }
 
-    /// Writes the value if it changed since the last write.
+    /// Writes the value if it changed since the last successful write (a failed write
+    /// is retried by the next call).
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         let value = self.value.load(Ordering::Acquire);
-        if self.persisted.swap(value, Ordering::AcqRel) != value {
+        if self.persisted.load(Ordering::Acquire) != value {
             self.file.persist_text(&value.to_string())?;
+            self.persisted.store(value, Ordering::Release);
         }
         Ok(())
     }
@@ -85,6 +87,24 @@ mod tests {
         assert_eq!(
             ConfirmOffset::open(&path).unwrap().get(),
             PhysicalOffset(4096)
+        );
+    }
+
+    /// Issue 14, defect 9: a failed write must not count as persisted.
+    #[test]
+    fn a_failed_persist_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("confirmOffset");
+        let c = ConfirmOffset::open(&path).unwrap();
+        // A non-empty directory where the file goes: the rename into place fails.
+        std::fs::create_dir_all(path.join("blocker")).unwrap();
+        c.set(PhysicalOffset(777));
+        assert!(c.persist().is_err());
+        std::fs::remove_dir_all(&path).unwrap();
+        c.persist().unwrap();
+        assert_eq!(
+            ConfirmOffset::open(&path).unwrap().get(),
+            PhysicalOffset(777)
         );
     }
 }

@@ -44,6 +44,7 @@ impl IndexFile {
     /// Creates a new file whose header starts at the previous file's end
     /// (`IndexService.getAndCreateLastIndexFile`).
     pub fn create(
+        fs: &dyn crate::fs::StoreFs,
         path: &Path,
         slot_num: usize,
         index_num: usize,
@@ -60,8 +61,8 @@ impl IndexFile {
                 ));
             }
         };
-        let (_, file) =
-            crate::fs::create_sized(dir, name, size as u64).map_err(IndexError::io(path))?;
+        let (_, file) = crate::fs::create_allocated_named(fs, dir, name, size as u64)
+            .map_err(IndexError::io(path))?;
         let map = MmapRaw::map_raw(&file).map_err(IndexError::io(path))?;
         let f = Self::new(path, map, slot_num, index_num);
         for v in [&f.begin_phy_offset, &f.end_phy_offset] {
@@ -229,15 +230,18 @@ impl IndexFile {
             if hash == key_hash && time >= begin && time <= end {
                 out.push(PhysicalOffset(offset));
             }
-            if prev <= 0 || prev >= count || prev == next || time < begin {
+            // Entries only ever link to older (lower-numbered) entries, so a valid chain
+            // strictly decreases; anything else is a corrupt file that could loop for ever.
+            if prev <= 0 || prev >= next || time < begin {
                 return;
             }
             next = prev;
         }
     }
 
-    pub fn flush(&self) -> Result<(), IndexError> {
-        self.map.flush().map_err(IndexError::io(&self.path))
+    pub fn flush(&self, fs: &dyn crate::fs::StoreFs) -> Result<(), IndexError> {
+        fs.sync_range(&self.path, &self.map, 0, self.map.len())
+            .map_err(IndexError::io(&self.path))
     }
 
     pub fn delete(&self) -> Result<(), IndexError> {

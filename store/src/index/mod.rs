@@ -63,3 +63,5 @@ pub fn local_time_file_name(millis: i64) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_corrupt;

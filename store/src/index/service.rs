@@ -1,6 +1,7 @@
 //! The chain of IndexFiles of a store (`IndexService.java`): building entries for message
 //! keys, querying by key over a time range, recovery and retention.
 
+use crate::fs::{OsFs, StoreFs};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub struct QueryOffsetResult {
 pub struct IndexService {
     dir: PathBuf,
     config: IndexConfig,
+    fs: Arc<dyn StoreFs>,
     files: RwLock<Vec<Arc<IndexFile>>>,
     /// Offset of the newest record indexed; re-dispatched records below it are skipped.
     last_indexed: Mutex<Option<PhysicalOffset>>,
@@ -60,6 +62,23 @@ impl IndexService {
         config: IndexConfig,
         last_exit_ok: bool,
         checkpoint_index_timestamp: i64,
+    ) -> Result<Self, IndexError> {
+        Self::load_with_fs(
+            dir,
+            config,
+            last_exit_ok,
+            checkpoint_index_timestamp,
+            Arc::new(OsFs),
+        )
+    }
+
+    /// [`Self::load`] with new files allocated through `fs`.
+    pub fn load_with_fs(
+        dir: &Path,
+        config: IndexConfig,
+        last_exit_ok: bool,
+        checkpoint_index_timestamp: i64,
+        store_fs: Arc<dyn StoreFs>,
     ) -> Result<Self, IndexError> {
         let mut files = Vec::new();
         match fs::read_dir(dir) {
@@ -99,6 +118,7 @@ impl IndexService {
         Ok(Self {
             dir: dir.to_path_buf(),
             config,
+            fs: store_fs,
             files: RwLock::new(files),
             last_indexed: Mutex::new(last_indexed),
             flushed_full_timestamp: Arc::new(AtomicI64::new(checkpoint_index_timestamp)),
@@ -164,9 +184,10 @@ impl IndexService {
         let next = self.create_file(full.end_phy_offset(), full.end_timestamp())?;
         let full = Arc::clone(full);
         let flushed = Arc::clone(&self.flushed_full_timestamp);
+        let fs = Arc::clone(&self.fs);
         let spawned = std::thread::Builder::new()
             .name("index-flush".into())
-            .spawn(move || match full.flush() {
+            .spawn(move || match full.flush(fs.as_ref()) {
                 Ok(()) => {
                     flushed.fetch_max(full.end_timestamp(), Ordering::AcqRel);
                 }
@@ -193,6 +214,7 @@ impl IndexService {
             now += 1;
         };
         let file = Arc::new(IndexFile::create(
+            self.fs.as_ref(),
             &path,
             self.config.slot_num,
             self.config.index_num,
@@ -248,7 +270,7 @@ impl IndexService {
     pub fn flush(&self) -> Result<(), IndexError> {
         let files = self.files.read().clone();
         for file in files {
-            file.flush()?;
+            file.flush(self.fs.as_ref())?;
         }
         Ok(())
     }

@@ -115,12 +115,22 @@ impl Allocator {
         }
     }
 
-    /// Deletes the prepared file, if one is ready.
-    pub(super) fn discard(&self) {
-        let ready = self.shared.state.lock().ready.take();
-        if let Some((_, Ok(stale))) = ready {
-            let _ = self.shared.fs.remove_file(stale.path());
+    /// Forgets any request and deletes the prepared file, waiting for one being made
+    /// right now: a file that appeared after the truncation would leave a gap on disk
+    /// that fails the next start. The removal is synced to the directory.
+    pub(super) fn discard(&self) -> io::Result<()> {
+        let mut state = self.shared.state.lock();
+        state.requested = None;
+        while state.in_progress.is_some() {
+            self.shared.changed.wait(&mut state);
         }
+        let ready = state.ready.take();
+        drop(state);
+        if let Some((_, Ok(stale))) = ready {
+            self.shared.fs.remove_file(stale.path())?;
+            crate::fs::sync_dir(&self.shared.dir)?;
+        }
+        Ok(())
     }
 
     /// Stops the worker. A prepared but unused file stays on disk: it is all zeros past

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -158,7 +157,7 @@ impl MappedFile {
         &self,
         len: u32,
         store_timestamp: i64,
-        through: Option<&mut Vec<u8>>,
+        through: Option<WriteThrough<'_>>,
         fill: impl FnOnce(&mut [u8]) -> Result<R, E>,
     ) -> Option<Result<R, E>> {
         let _writer = self.write_lock.lock();
@@ -179,12 +178,12 @@ impl MappedFile {
                 };
                 fill(slice)
             }
-            Some(buffer) => {
+            Some(WriteThrough { buffer, fs }) => {
                 buffer.clear();
                 buffer.resize(len as usize, 0);
                 let out = fill(buffer);
                 if out.is_ok()
-                    && let Err(e) = self.file.write_all_at(buffer, u64::from(pos))
+                    && let Err(e) = fs.write_at(&self.path, &self.file, buffer, u64::from(pos))
                 {
                     tracing::error!(path = %self.path.display(), pos, error = %e, "writing appended bytes failed");
                     return None;
@@ -247,19 +246,27 @@ impl MappedFile {
     }
 
     /// Whole 4 KiB pages written but not flushed (RocketMQ's `isAbleToFlush` count).
+    /// Saturating: both positions are loaded separately, and a truncation may lower them.
     pub fn dirty_pages(&self) -> u32 {
-        self.wrote_position() / OS_PAGE_SIZE - self.flushed_position() / OS_PAGE_SIZE
+        (self.wrote_position() / OS_PAGE_SIZE)
+            .saturating_sub(self.flushed_position() / OS_PAGE_SIZE)
     }
 
-    /// Makes everything written so far durable (`msync(MS_SYNC)` of the dirty range).
-    /// Returns the new flushed position.
-    pub fn flush(&self) -> io::Result<u32> {
+    /// Makes everything written so far durable (`msync(MS_SYNC)` of the dirty range,
+    /// through `fs`). Returns the new flushed position. On an error the flushed position
+    /// stays where it was; the caller must not retry and trust a later success (see
+    /// `crate::fence`).
+    pub fn flush(&self, fs: &dyn StoreFs) -> io::Result<u32> {
         let _flushing = self.flush_lock.lock();
         let wrote = self.wrote_position();
         let flushed = self.flushed.load(Ordering::Acquire);
         if wrote > flushed {
-            self.map
-                .flush_range(flushed as usize, (wrote - flushed) as usize)?;
+            fs.sync_range(
+                &self.path,
+                &self.map,
+                flushed as usize,
+                (wrote - flushed) as usize,
+            )?;
             self.flushed.store(wrote, Ordering::Release);
         }
         Ok(wrote)
@@ -268,8 +275,10 @@ impl MappedFile {
     /// Recovery: declares `[0, pos)` the valid content, zeroes the rest so stale bytes
     /// can never be mistaken for records after a later crash, and makes it durable.
     /// Must only run while no reader or writer uses the file.
-    pub(crate) fn truncate_to(&self, pos: u32) -> io::Result<()> {
+    pub(crate) fn truncate_to(&self, fs: &dyn StoreFs, pos: u32) -> io::Result<()> {
         let _writer = self.write_lock.lock();
+        // A concurrent flush must not publish a flushed position above the new end.
+        let _flushing = self.flush_lock.lock();
         let pos = pos.min(self.size);
         let tail = (self.size - pos) as usize;
         if tail > 0 {
@@ -284,11 +293,32 @@ impl MappedFile {
                     chunk.fill(0);
                 }
             }
-            self.map.flush_range(pos as usize, tail)?;
+            fs.sync_range(&self.path, &self.map, pos as usize, tail)?;
         }
         self.wrote.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
         Ok(())
+    }
+
+    /// Live truncation: a new file under the same name holding only `[0, pos)`, which
+    /// replaces this one on disk (rename). This file's bytes never change, so views
+    /// readers still hold stay valid (they keep the unlinked inode mapped); zeroing in
+    /// place would change bytes under them. Costs one copy of the kept prefix, once per
+    /// truncation (a rare event: a former master rejoining as slave).
+    pub(crate) fn replace_with_prefix(&self, fs: &dyn StoreFs, pos: u32) -> io::Result<Self> {
+        let pos = pos.min(self.wrote_position());
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        let tmp = dir.join(format!("{}.tmp", file_name(self.from)));
+        let file = fs.create_allocated(&tmp, u64::from(self.size))?;
+        let prefix = self.bytes(0, pos).unwrap_or(&[]);
+        fs.write_at(&tmp, &file, prefix, 0)?;
+        let map = MmapOptions::new().len(self.size as usize).map_raw(&file)?;
+        fs.sync_range(&tmp, &map, 0, pos as usize)?;
+        fs.rename(&tmp, &self.path)?;
+        sync_dir(dir)?;
+        let replaced = Self::new(self.path.clone(), self.from, self.size, map, file, pos);
+        replaced.set_store_timestamp(self.store_timestamp());
+        Ok(replaced)
     }
 
     /// Recovery: remembers the store time of the last valid record.
@@ -379,6 +409,14 @@ impl MappedFile {
         }
         self.prefaulted.store(self.size, Ordering::Relaxed);
     }
+}
+
+/// How a write-through append reaches the file: the reused buffer it is encoded into and
+/// the file system that `pwrite`s it (see [`MappedFile::append_with`]).
+#[derive(Debug)]
+pub struct WriteThrough<'a> {
+    pub buffer: &'a mut Vec<u8>,
+    pub fs: &'a dyn StoreFs,
 }
 
 /// Bytes of a warmed file written back per sync (see [`MappedFile::warm`]).

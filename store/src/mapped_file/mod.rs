@@ -12,7 +12,7 @@ mod allocate;
 mod file;
 mod queue;
 
-pub use file::{MappedFile, MappedSlice};
+pub use file::{MappedFile, MappedSlice, WriteThrough};
 pub use queue::{FlushOutcome, MappedFileQueue, QueueOptions};
 
 use std::path::Path;

@@ -9,6 +9,7 @@ use parking_lot::RwLock;
 use super::allocate::{Allocator, PREFAULT_WINDOW};
 use super::{MappedFile, parse_file_name};
 use crate::error::{IoContext, StoreError};
+use crate::fence::WriteFence;
 use crate::fs::StoreFs;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,6 +43,8 @@ pub struct MappedFileQueue {
     warm: bool,
     prefault_ahead: bool,
     flushed_where: AtomicU64,
+    /// Tripped by the first failed flush or write; see [`crate::fence`].
+    fence: WriteFence,
 }
 
 impl MappedFileQueue {
@@ -121,6 +124,7 @@ impl MappedFileQueue {
             warm: options.warm,
             prefault_ahead: options.prefault_ahead,
             flushed_where: AtomicU64::new(flushed),
+            fence: WriteFence::default(),
         })
     }
 
@@ -130,6 +134,17 @@ impl MappedFileQueue {
 
     pub fn file_size(&self) -> u32 {
         self.file_size
+    }
+
+    /// The file system every file of this queue goes through.
+    pub fn fs(&self) -> &dyn StoreFs {
+        self.fs.as_ref()
+    }
+
+    /// Tripped once a write or flush of this stream failed: nothing more may be
+    /// acknowledged as durable until a restart.
+    pub fn fence(&self) -> &WriteFence {
+        &self.fence
     }
 
     /// A snapshot of the files, oldest first.
@@ -206,7 +221,17 @@ impl MappedFileQueue {
             }
         };
         let file = Arc::new(file);
-        self.files.write().push(Arc::clone(&file));
+        {
+            let mut files = self.files.write();
+            if files.is_empty() {
+                // The first file of an empty queue may start anywhere (a replica that
+                // starts from its master's last file): nothing below it exists, so
+                // everything below it counts as flushed, or `flush` would look for
+                // offset 0 for ever and never sync a byte.
+                self.flushed_where.fetch_max(create_at, Ordering::AcqRel);
+            }
+            files.push(Arc::clone(&file));
+        }
         if let Some(allocator) = &self.allocator {
             allocator.request(create_at + u64::from(self.file_size));
         }
@@ -227,10 +252,26 @@ impl MappedFileQueue {
 
     /// Flushes from the flushed position on. With `least_pages > 0` the file being
     /// written is only flushed once it has that many dirty pages (full files always are).
+    ///
+    /// The first failure trips the fence and every later call fails too: after a failed
+    /// msync Linux has already dropped the dirty state, so a "successful" retry would
+    /// prove nothing.
     pub fn flush(&self, least_pages: u32) -> std::io::Result<FlushOutcome> {
+        if self.fence.is_tripped() {
+            return Err(self.fence.error());
+        }
+        self.flush_unfenced(least_pages).inspect_err(|e| {
+            self.fence
+                .trip(format!("flushing {} failed: {e}", self.dir.display()));
+        })
+    }
+
+    fn flush_unfenced(&self, least_pages: u32) -> std::io::Result<FlushOutcome> {
         let mut store_timestamp = 0;
         loop {
-            let at = self.flushed_offset();
+            // Never below the first file: bytes there are gone (retention) or never
+            // existed (a queue that started mid-stream).
+            let at = self.flushed_offset().max(self.min_offset());
             let Some(file) = self.find(at) else { break };
             if !file.is_full() && least_pages > 0 && file.dirty_pages() < least_pages {
                 break;
@@ -238,7 +279,7 @@ impl MappedFileQueue {
             // Loaded before the flush reads the write position: the record carrying this
             // timestamp is then inside the flushed range.
             let ts = file.store_timestamp();
-            let pos = file.flush()?;
+            let pos = file.flush(self.fs.as_ref())?;
             self.flushed_where
                 .fetch_max(file.from_offset() + u64::from(pos), Ordering::AcqRel);
             if ts != 0 {
@@ -269,10 +310,43 @@ impl MappedFileQueue {
             }
             if last.end_offset() > offset {
                 let pos = (offset - last.from_offset()) as u32;
-                last.truncate_to(pos)
+                last.truncate_to(self.fs.as_ref(), pos)
                     .ctx(|| format!("truncate {}", last.path().display()))?;
             }
             break;
+        }
+        self.flushed_where.store(offset, Ordering::Release);
+        Ok(())
+    }
+
+    /// Live truncation (readers may hold views): `offset` becomes the end of the stream.
+    /// Later files are deleted, and the file holding it is replaced by a copy of its
+    /// prefix (see [`MappedFile::replace_with_prefix`]) instead of being zeroed in place.
+    pub fn truncate_live(&self, offset: u64) -> Result<(), StoreError> {
+        let mut files = self.files.write();
+        let mut deleted = false;
+        while let Some(last) = files.last() {
+            if last.from_offset() <= offset {
+                break;
+            }
+            let path = last.path().to_owned();
+            files.pop();
+            self.fs
+                .remove_file(&path)
+                .ctx(|| format!("remove {}", path.display()))?;
+            deleted = true;
+        }
+        if deleted {
+            crate::fs::sync_dir(&self.dir).ctx(|| format!("sync {}", self.dir.display()))?;
+        }
+        if let Some(last) = files.last_mut() {
+            let pos = (offset - last.from_offset()) as u32;
+            if pos < last.wrote_position() {
+                let replacement = last
+                    .replace_with_prefix(self.fs.as_ref(), pos)
+                    .ctx(|| format!("replace {}", last.path().display()))?;
+                *last = Arc::new(replacement);
+            }
         }
         self.flushed_where.store(offset, Ordering::Release);
         Ok(())
@@ -307,9 +381,12 @@ impl MappedFileQueue {
 
     /// Deletes a preallocated file that no longer follows the last file (after a
     /// truncation), so no gap is left on disk.
-    pub fn discard_prepared(&self) {
-        if let Some(allocator) = &self.allocator {
-            allocator.discard();
+    pub fn discard_prepared(&self) -> Result<(), StoreError> {
+        match &self.allocator {
+            Some(allocator) => allocator
+                .discard()
+                .ctx(|| format!("discard the preallocated file in {}", self.dir.display())),
+            None => Ok(()),
         }
     }
 

@@ -167,7 +167,7 @@ fn prefault_ahead_maps_pages_without_changing_bytes() {
     assert_eq!(file.bytes(0, 5000).unwrap(), &[7u8; 5000][..]);
     assert_eq!(file.bytes(5000, 6 * 4096).unwrap(), &[9u8; 6 * 4096][..]);
     // Pre-faulted space beyond the write position still reads as zeros on disk.
-    file.flush().unwrap();
+    file.flush(&crate::fs::OsFs).unwrap();
     let on_disk = std::fs::read(file.path()).unwrap();
     assert!(on_disk[wrote as usize..].iter().all(|b| *b == 0));
     // Near the end the window is cut at the file size; a full file is never due.

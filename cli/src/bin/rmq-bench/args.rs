@@ -24,6 +24,10 @@ pub struct Cli {
     pub json: bool,
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub auth: rmq_cli::security_args::AuthArgs,
+    #[command(flatten)]
+    pub tls: rmq_cli::security_args::TlsArgs,
     #[command(subcommand)]
     pub mode: Mode,
 }
@@ -113,6 +117,10 @@ pub struct ProducerArgs {
     /// Create the topic with this many queues on every master first.
     #[arg(long)]
     pub create_topic_queues: Option<i32>,
+    /// Fail when the topic has no route, instead of sending on the TBW102 route so that
+    /// the broker creates the topic (as the Java producer does).
+    #[arg(long)]
+    pub no_auto_create: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -150,4 +158,8 @@ pub struct ConsumerArgs {
     /// with and without them shows what retries cost normal consumption.
     #[arg(long, default_value_t = 0)]
     pub send_back_every: u64,
+    /// Subscribe with this SQL92 selector over message properties (the broker filters;
+    /// it needs enablePropertyFilter=true) instead of all messages.
+    #[arg(long)]
+    pub sql: Option<String>,
 }

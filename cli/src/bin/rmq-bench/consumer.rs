@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use protocol::message::{ConsumerOffset, QueueOffset};
-use rmq_cli::client::pull::{PullRequest, PullStatus};
+use rmq_cli::client::pull::{ExpressionType, PullRequest, PullStatus};
 use rmq_cli::client::{Client, Peer};
 
 use crate::args::{ConsumerArgs, RunArgs, StartFrom};
@@ -49,7 +49,12 @@ async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
             queue_id,
             offset,
             max_messages: a.pull_batch,
-            subscription: "*",
+            subscription: a.sql.as_deref().unwrap_or("*"),
+            expression_type: if a.sql.is_some() {
+                ExpressionType::Sql92
+            } else {
+                ExpressionType::Tag
+            },
             suspend_ms: (!a.until_caught_up).then_some(a.hold_ms),
             commit_offset: a.commit.then_some(ConsumerOffset(offset.get())),
         };

@@ -47,7 +47,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let mut client = Client::new(&cli.namesrv, Duration::from_millis(cli.run.timeout_ms));
+    let mut client = Client::new(&cli.namesrv, Duration::from_millis(cli.run.timeout_ms))
+        .with_credentials(cli.auth.credentials()?)
+        .with_tls(cli.tls.client()?);
     if let Mode::Producer(p) = &cli.mode
         && p.transactional
     {

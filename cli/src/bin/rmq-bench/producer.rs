@@ -176,12 +176,18 @@ async fn sender(ctx: Arc<Ctx>, window: usize) {
 }
 
 /// Writable (broker, queue) pairs of `topic`'s masters, waiting briefly for a route
-/// that was just created.
-async fn writable_queues(client: &Client, topic: &str) -> Result<Vec<(Peer, i32)>> {
+/// that was just created. A topic without a route is sent on the TBW102 route (the
+/// broker creates it) unless `auto_create` is off, as the Java producer does.
+async fn writable_queues(
+    client: &Client,
+    topic: &str,
+    auto_create: bool,
+) -> Result<Vec<(Peer, i32)>> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match client.topic_route(topic).await {
-            Ok(route) => {
+        match client.publish_route(topic, auto_create).await {
+            Ok(publish) => {
+                let route = publish.route;
                 let mut out = Vec::new();
                 for b in &route.broker_datas {
                     let (Some(addr), Some(q)) = (
@@ -241,7 +247,7 @@ pub async fn run(
                 .with_context(|| format!("creating topic {} on {}", args.topic, b.addr))?;
         }
     }
-    let queues = writable_queues(&client, &args.topic).await?;
+    let queues = writable_queues(&client, &args.topic, !args.no_auto_create).await?;
     let start = Instant::now();
     let plan = Plan {
         next: AtomicU64::new(0),

@@ -27,6 +27,10 @@ pub struct Cli {
     /// Timeout of each request, in milliseconds.
     #[arg(long, default_value_t = 5000, global = true)]
     pub timeout_ms: u64,
+    #[command(flatten)]
+    pub auth: rmq_cli::security_args::AuthArgs,
+    #[command(flatten)]
+    pub tls: rmq_cli::security_args::TlsArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -54,6 +58,12 @@ pub enum Command {
     /// Nameserver KV configuration.
     #[command(subcommand)]
     Kv(KvCmd),
+    /// Producer groups and their connections.
+    #[command(subcommand)]
+    Producer(crate::ops_args::ProducerCmd),
+    /// Nameserver configuration.
+    #[command(subcommand)]
+    Nameserver(crate::ops_args::NameserverCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,19 +233,28 @@ pub enum ConsumerCmd {
         #[arg(short = 'g', long)]
         group: String,
     },
+    #[command(flatten)]
+    Ops(crate::ops_args::ConsumerOpsCmd),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum MessageCmd {
     /// Send one message and print where it was stored.
     #[command(
-        after_help = "Example:\n  rmqctl message send -t Orders --body 'hello' --tags paid --keys order-42"
+        after_help = "Example:\n  rmqctl message send -t Orders --body 'hello' --tags paid --keys order-42\n  rmqctl message send -t Orders --body-file order.json\n  echo hello | rmqctl message send -t Orders --body-file -"
     )]
     Send {
         #[arg(short = 't', long)]
         topic: String,
+        #[arg(
+            long,
+            required_unless_present = "body_file",
+            conflicts_with = "body_file"
+        )]
+        body: Option<String>,
+        /// Read the body from this file; `-` reads standard input.
         #[arg(long)]
-        body: String,
+        body_file: Option<std::path::PathBuf>,
         #[arg(long)]
         tags: Option<String>,
         /// Keys, comma-separated.
@@ -252,6 +271,10 @@ pub enum MessageCmd {
         delay_level: Option<i32>,
         #[arg(long, default_value = "rmqctl_producer")]
         producer_group: String,
+        /// Fail when the topic has no route, instead of sending on the TBW102 route so
+        /// that the broker creates the topic (as the Java producer does).
+        #[arg(long)]
+        no_auto_create: bool,
     },
     /// Pull messages from an offset or a store timestamp, without committing anything.
     #[command(
@@ -273,8 +296,12 @@ pub enum MessageCmd {
         #[arg(long, default_value_t = 32)]
         max: usize,
         /// Tag expression.
-        #[arg(long, default_value = "*")]
+        #[arg(long, default_value = "*", conflicts_with = "sql")]
         tags: String,
+        /// SQL92 selector over message properties, evaluated by the broker (which needs
+        /// enablePropertyFilter=true), e.g. "a > 5 AND TAGS IN ('x')".
+        #[arg(long)]
+        sql: Option<String>,
         #[arg(short = 'g', long, default_value = "rmqctl_consumer")]
         group: String,
     },
@@ -305,6 +332,8 @@ pub enum MessageCmd {
         #[arg(short = 't', long)]
         topic: Option<String>,
     },
+    #[command(flatten)]
+    Ops(crate::ops_args::MessageOpsCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -318,6 +347,8 @@ pub enum BrokerCmd {
     /// Broker configuration.
     #[command(subcommand)]
     Config(BrokerConfigCmd),
+    #[command(flatten)]
+    Ops(crate::ops_args::BrokerOpsCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -385,7 +416,7 @@ pub enum KvCmd {
     },
 }
 
-fn parse_pair(s: &str) -> Result<(String, String), String> {
+pub fn parse_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
         _ => Err(format!("expected key=value, got {s:?}")),

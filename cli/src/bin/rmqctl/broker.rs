@@ -49,6 +49,7 @@ pub async fn run(client: &Client, cmd: BrokerCmd) -> Result<Report> {
                 }
             }
         }
+        BrokerCmd::Ops(c) => crate::ops::broker(client, c).await,
         BrokerCmd::Config(BrokerConfigCmd::Update { targets, entries }) => {
             let targets = targets::resolve(client, &targets).await?;
             for t in &targets {

@@ -13,10 +13,11 @@ pub async fn run(client: &Client, cmd: ConsumerCmd) -> Result<Report> {
     match cmd {
         ConsumerCmd::Progress { group, topic } => progress(client, &group, topic.as_deref()).await,
         ConsumerCmd::Connections { group } => connections(client, &group).await,
+        ConsumerCmd::Ops(c) => crate::ops::consumer(client, c).await,
     }
 }
 
-async fn brokers_for(client: &Client, topic: Option<&str>) -> Result<Vec<Target>> {
+pub(crate) async fn brokers_for(client: &Client, topic: Option<&str>) -> Result<Vec<Target>> {
     match topic {
         Some(t) => Ok(route_masters(&client.topic_route(t).await?)),
         None => {

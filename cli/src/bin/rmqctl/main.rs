@@ -7,8 +7,11 @@
 mod args;
 mod broker;
 mod consumer;
+mod dlq;
 mod group;
 mod message;
+mod ops;
+mod ops_args;
 mod output;
 mod targets;
 mod topic;
@@ -34,7 +37,23 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let client = Client::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms));
+    let credentials = match cli.auth.credentials() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rmqctl: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let tls = match cli.tls.client() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rmqctl: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let client = Client::new(&cli.namesrv, Duration::from_millis(cli.timeout_ms))
+        .with_credentials(credentials)
+        .with_tls(tls);
     match runtime.block_on(run(&client, cli.command)) {
         Ok(report) => {
             print!("{}", report.render(cli.output));
@@ -64,5 +83,7 @@ async fn run(client: &Client, command: Command) -> anyhow::Result<Report> {
         Command::Message(c) => message::run(client, c).await,
         Command::Broker(c) => broker::run(client, c).await,
         Command::Kv(c) => broker::kv(client, c).await,
+        Command::Producer(c) => ops::producer(client, c).await,
+        Command::Nameserver(c) => ops::nameserver(client, c).await,
     }
 }

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use protocol::message::QueueOffset;
 use rmq_cli::client::message::{Message, OutgoingMessage};
-use rmq_cli::client::pull::{MessageQuery, PullRequest, PullStatus};
+use rmq_cli::client::pull::{ExpressionType, MessageQuery, PullRequest, PullStatus};
 use rmq_cli::client::send::SendTo;
 use rmq_cli::client::{Client, Peer};
 use serde_json::{Value, json};
@@ -14,6 +14,36 @@ use crate::args::MessageCmd;
 use crate::output::{Report, Table, timestamp};
 use crate::targets::route_masters;
 
+/// The largest body `message send` reads from a file or stdin (the broker's default
+/// `maxMessageSize`); a longer input is refused before it is read whole.
+const MAX_BODY: u64 = 4 * 1024 * 1024;
+
+/// The body of `message send`: `--body`, or `--body-file` (`-` is stdin).
+fn read_body(body: Option<String>, file: Option<&std::path::Path>) -> Result<Bytes> {
+    use std::io::Read as _;
+    let Some(path) = file else {
+        return Ok(Bytes::from(body.unwrap_or_default().into_bytes()));
+    };
+    let mut out = Vec::new();
+    let what = if path.as_os_str() == "-" {
+        std::io::stdin()
+            .lock()
+            .take(MAX_BODY + 1)
+            .read_to_end(&mut out)
+            .context("reading the body from standard input")?;
+        "standard input".to_owned()
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_BODY + 1).read_to_end(&mut out))
+            .with_context(|| format!("reading the body from {}", path.display()))?;
+        path.display().to_string()
+    };
+    if out.len() as u64 > MAX_BODY {
+        bail!("the body in {what} is larger than {MAX_BODY} bytes");
+    }
+    Ok(Bytes::from(out))
+}
+
 /// Messages per PULL_MESSAGE.
 const PULL_BATCH: i32 = 32;
 /// Body characters shown in table mode.
@@ -21,17 +51,21 @@ const BODY_PREVIEW: usize = 60;
 
 pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
     match cmd {
+        MessageCmd::Ops(c) => crate::dlq::run(client, c).await,
         MessageCmd::Send {
             topic,
             body,
+            body_file,
             tags,
             keys,
             queue,
             broker_name,
             delay_level,
             producer_group,
+            no_auto_create,
         } => {
-            let route = client.topic_route(&topic).await?;
+            let publish = client.publish_route(&topic, !no_auto_create).await?;
+            let route = publish.route;
             let broker = route
                 .broker_datas
                 .iter()
@@ -56,7 +90,8 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                     broker.0
                 );
             }
-            let mut msg = OutgoingMessage::new(topic.clone(), Bytes::from(body.into_bytes()));
+            let body = read_body(body, body_file.as_deref())?;
+            let mut msg = OutgoingMessage::new(topic.clone(), body);
             msg.tags = tags;
             msg.keys = keys;
             msg.delay_level = delay_level;
@@ -66,7 +101,19 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                 queue_id,
                 producer_group: &producer_group,
             };
-            let r = client.send(to, &msg, false).await?;
+            let r = client.send(to, &msg, false).await.map_err(|e| {
+                let refused = e.response_code() == Some(protocol::code::response::TOPIC_NOT_EXIST);
+                let e = anyhow::Error::from(e);
+                if publish.via_default && refused {
+                    e.context(format!(
+                        "topic {topic} does not exist and broker {} did not create it \
+                         (autoCreateTopicEnable is off there): create it first (rmqctl topic create)",
+                        broker.0
+                    ))
+                } else {
+                    e
+                }
+            })?;
             let status = serde_json::to_value(r.status)?;
             Ok(Report::text(
                 format!(
@@ -88,6 +135,7 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             timestamp: ts,
             max,
             tags,
+            sql,
             group,
         } => {
             let route = client.topic_route(&topic).await?;
@@ -118,7 +166,12 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                             queue_id: q,
                             offset: next,
                             max_messages: want,
-                            subscription: &tags,
+                            subscription: sql.as_deref().unwrap_or(&tags),
+                            expression_type: if sql.is_some() {
+                                ExpressionType::Sql92
+                            } else {
+                                ExpressionType::Tag
+                            },
                             suspend_ms: None,
                             commit_offset: None,
                         };

@@ -1,0 +1,187 @@
+//! Compiled SQL92 subscriptions by `(topic, group)` (`ConsumerFilterManager`): heartbeats
+//! register them, pulls look them up, so a selector is compiled once per subscription
+//! version rather than per pull or per message.
+//!
+//! Differences from 4.9: entries live in memory only (4.9 persists `consumerFilter.json`
+//! for its bloom bitmap, which this broker does not build; after a restart the consumers'
+//! next heartbeat registers them again, and no pull is served before that heartbeat
+//! because the group is unknown until then).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use protocol::body::SubscriptionData;
+
+use super::sql92::{CompileError, Sql92Filter};
+use super::{EXPRESSION_SQL92, FilterError};
+
+/// Distinct selector texts kept by [`FilterRegistry::compile_cached`] (4.9 keeps 100).
+const COMPILE_CACHE_MAX: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct FilterEntry {
+    /// The subscription version the entry was built from (`clientVersion`).
+    pub client_version: i64,
+    pub filter: Arc<Sql92Filter>,
+}
+
+/// A selector's compile outcome, cached so a bad expression is parsed once.
+type CompiledSelector = Result<Arc<Sql92Filter>, CompileError>;
+
+#[derive(Default)]
+pub struct FilterRegistry {
+    entries: RwLock<HashMap<(String, String), FilterEntry>>,
+    /// Selectors sent with each pull (pull and lite-pull consumers), by text.
+    cache: Mutex<HashMap<Box<str>, CompiledSelector>>,
+}
+
+impl std::fmt::Debug for FilterRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilterRegistry")
+            .field("entries", &self.entries.read().len())
+            .finish()
+    }
+}
+
+/// Whether a subscription is a TAG one (`ExpressionType.isTagType`: null, empty or TAG).
+pub fn is_tag_type(expression_type: Option<&str>) -> bool {
+    expression_type.is_none_or(|t| t.is_empty() || t.eq_ignore_ascii_case(super::EXPRESSION_TAG))
+}
+
+impl FilterRegistry {
+    /// `ConsumerFilterManager.register` for one subscription of `group`. TAG subscriptions
+    /// and empty expressions are not registered. A version not newer than the registered
+    /// one is ignored, as in 4.9; a newer one with a new expression is recompiled, and a
+    /// compile failure removes the entry so that pulls answer FILTER_DATA_NOT_EXIST.
+    pub fn register(&self, group: &str, sub: &SubscriptionData) -> Result<(), FilterError> {
+        if is_tag_type(Some(&sub.expression_type)) || sub.sub_string.trim().is_empty() {
+            return Ok(());
+        }
+        let key = (sub.topic.clone(), group.to_owned());
+        // (registered version, same selector) under the read lock only.
+        let registered = self.entries.read().get(&key).map(|e| {
+            (
+                e.client_version,
+                e.filter.source() == sub.sub_string && sub.expression_type == EXPRESSION_SQL92,
+            )
+        });
+        match registered {
+            Some((version, _)) if sub.sub_version <= version => return Ok(()),
+            Some((_, true)) => {
+                if let Some(e) = self.entries.write().get_mut(&key) {
+                    e.client_version = sub.sub_version;
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        match compile(&sub.expression_type, &sub.sub_string) {
+            Ok(filter) => {
+                self.entries.write().insert(
+                    key,
+                    FilterEntry {
+                        client_version: sub.sub_version,
+                        filter: Arc::new(filter),
+                    },
+                );
+                Ok(())
+            }
+            Err(e) => {
+                self.entries.write().remove(&key);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn get(&self, topic: &str, group: &str) -> Option<FilterEntry> {
+        self.entries
+            .read()
+            .get(&(topic.to_owned(), group.to_owned()))
+            .cloned()
+    }
+
+    /// Compiles a selector sent along with a pull, reusing earlier results for the same
+    /// text (failures included). The cache is emptied when it fills.
+    pub fn compile_cached(
+        &self,
+        expression_type: &str,
+        text: &str,
+    ) -> Result<Arc<Sql92Filter>, FilterError> {
+        if expression_type != EXPRESSION_SQL92 {
+            return Err(FilterError::Unsupported(expression_type.to_owned()));
+        }
+        let mut cache = self.cache.lock();
+        if let Some(hit) = cache.get(text) {
+            return hit.clone().map_err(FilterError::Compile);
+        }
+        if cache.len() >= COMPILE_CACHE_MAX {
+            cache.clear();
+        }
+        let result = Sql92Filter::compile(text).map(Arc::new);
+        cache.insert(text.into(), result.clone());
+        result.map_err(FilterError::Compile)
+    }
+}
+
+/// `FilterFactory.get(type).compile`: only `SQL92` (exact case, as 4.9 registers it).
+pub fn compile(expression_type: &str, text: &str) -> Result<Sql92Filter, FilterError> {
+    if expression_type != EXPRESSION_SQL92 {
+        return Err(FilterError::Unsupported(expression_type.to_owned()));
+    }
+    Sql92Filter::compile(text).map_err(FilterError::Compile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(topic: &str, expr: &str, version: i64) -> SubscriptionData {
+        SubscriptionData {
+            class_filter_mode: false,
+            topic: topic.into(),
+            sub_string: expr.into(),
+            tags_set: Default::default(),
+            code_set: Default::default(),
+            sub_version: version,
+            expression_type: EXPRESSION_SQL92.into(),
+        }
+    }
+
+    #[test]
+    fn versions_decide_whether_an_entry_is_rebuilt() {
+        let r = FilterRegistry::default();
+        r.register("g", &sub("T", "a > 1", 10)).unwrap();
+        assert_eq!(r.get("T", "g").unwrap().filter.source(), "a > 1");
+        // Not newer: ignored even though the text differs (4.9).
+        r.register("g", &sub("T", "a > 2", 10)).unwrap();
+        assert_eq!(r.get("T", "g").unwrap().filter.source(), "a > 1");
+        // Newer and different: rebuilt.
+        r.register("g", &sub("T", "a > 2", 11)).unwrap();
+        let e = r.get("T", "g").unwrap();
+        assert_eq!((e.filter.source(), e.client_version), ("a > 2", 11));
+        // Newer and broken: removed.
+        let err = r.register("g", &sub("T", "a >", 12)).unwrap_err();
+        assert!(matches!(err, FilterError::Compile(_)), "{err}");
+        assert!(r.get("T", "g").is_none());
+        // TAG subscriptions are not registered.
+        let mut tag = sub("U", "A || B", 1);
+        tag.expression_type = "TAG".into();
+        r.register("g", &tag).unwrap();
+        assert!(r.get("U", "g").is_none());
+        // Unknown types fail.
+        let mut other = sub("V", "x", 1);
+        other.expression_type = "XPATH".into();
+        assert!(r.register("g", &other).is_err());
+    }
+
+    #[test]
+    fn pull_selectors_are_compiled_once() {
+        let r = FilterRegistry::default();
+        let a = r.compile_cached("SQL92", "a = 1").unwrap();
+        let b = r.compile_cached("SQL92", "a = 1").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(r.compile_cached("SQL92", "a =").is_err());
+        assert!(r.compile_cached("sql92", "a = 1").is_err());
+    }
+}

@@ -1,0 +1,65 @@
+//! The compiled form of a selector: a tree built once per subscription version and shared
+//! by every evaluation. Node kinds mirror 4.9's expression classes, because its parse-time
+//! checks depend on them (`instanceof ConstantExpression`, `BooleanExpression`,
+//! `PropertyExpression`).
+
+/// A literal (`ConstantExpression`; TRUE, FALSE and NULL are `BooleanConstantExpression`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Const {
+    Null,
+    Bool(bool),
+    Int(i32),
+    Long(i64),
+    Double(f64),
+    Str(Box<str>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Const(Const),
+    /// A property looked up by its exact name; `TAGS` is the message's tag.
+    Prop(Box<str>),
+    /// Unary minus: numbers are negated, anything else is NULL.
+    Neg(Box<Expr>),
+    Not(Box<Expr>),
+    /// A bare property used as a condition: NULL when missing, otherwise FALSE (property
+    /// values are strings, never booleans).
+    BoolCast(Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    /// `=` (`<>` is `Not(Eq)`).
+    Eq(Box<Expr>, Box<Expr>),
+    IsNull(Box<Expr>),
+    Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    In {
+        prop: Box<str>,
+        items: Vec<Box<str>>,
+        negated: bool,
+    },
+}
+
+impl Expr {
+    /// 4.9's `BooleanExpression`: comparisons, logic and the TRUE/FALSE/NULL literals.
+    pub fn is_boolean(&self) -> bool {
+        match self {
+            Expr::Const(c) => matches!(c, Const::Null | Const::Bool(_)),
+            Expr::Prop(_) | Expr::Neg(_) => false,
+            _ => true,
+        }
+    }
+
+    pub fn constant(&self) -> Option<&Const> {
+        match self {
+            Expr::Const(c) => Some(c),
+            _ => None,
+        }
+    }
+}

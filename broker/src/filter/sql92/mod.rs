@@ -1,0 +1,133 @@
+//! RocketMQ 4.9's SQL92 property filter (`org.apache.rocketmq.filter`): a selector is
+//! compiled once ([`Sql92Filter::compile`]) and evaluated against a message's properties,
+//! which the broker always sees as strings (a missing one is NULL). A message matches only
+//! when the selector is TRUE; NULL and evaluation errors (4.9's exceptions, such as
+//! `a > 5` with `a = '5.5'`) do not match.
+
+mod ast;
+mod eval;
+mod lexer;
+mod parser;
+mod value;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_prop;
+
+use std::fmt;
+
+pub use value::{EvalError, Value};
+
+/// A selector that does not compile; `line`/`column` point at the offending token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} at line {line}, column {column}")]
+pub struct CompileError {
+    pub message: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl CompileError {
+    fn new(message: String, line: u32, column: u32) -> Self {
+        Self {
+            message,
+            line,
+            column,
+        }
+    }
+}
+
+/// Where a selector reads property values from.
+pub trait PropertySource {
+    fn get(&self, name: &str) -> Option<&str>;
+}
+
+/// A message's properties decoded once (per message, per pull batch or arrival) and shared
+/// by every selector evaluated against them. A repeated name reads as its last value, as
+/// Java's `HashMap`-based `decodeProperties` does.
+#[derive(Debug, Default, Clone)]
+pub struct DecodedProperties<'a> {
+    entries: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> DecodedProperties<'a> {
+    /// From the stored `name U+0001 value U+0002 ...` text.
+    pub fn parse(text: &'a str) -> Self {
+        Self {
+            entries: protocol::message::properties::iter(text).collect(),
+        }
+    }
+
+    pub fn from_pairs(entries: Vec<(&'a str, &'a str)>) -> Self {
+        Self { entries }
+    }
+}
+
+impl PropertySource for DecodedProperties<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+impl PropertySource for std::collections::HashMap<String, String> {
+    fn get(&self, name: &str) -> Option<&str> {
+        std::collections::HashMap::get(self, name).map(String::as_str)
+    }
+}
+
+/// A compiled selector.
+#[derive(Clone)]
+pub struct Sql92Filter {
+    source: Box<str>,
+    expr: ast::Expr,
+}
+
+impl fmt::Debug for Sql92Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sql92Filter({:?})", self.source)
+    }
+}
+
+impl PartialEq for Sql92Filter {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for Sql92Filter {}
+
+impl Sql92Filter {
+    pub fn compile(source: &str) -> Result<Self, CompileError> {
+        Ok(Self {
+            expr: parser::parse(source)?,
+            source: source.into(),
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The selector's three-valued result: `Ok(None)` is NULL, `Err` is what 4.9 throws.
+    pub fn evaluate<P: PropertySource + ?Sized>(
+        &self,
+        props: &P,
+    ) -> Result<Option<bool>, EvalError> {
+        match eval::eval(&self.expr, props)? {
+            Value::Null => Ok(None),
+            Value::Bool(b) => Ok(Some(b)),
+            // The top level is always boolean (checked at compile time).
+            _ => Err(EvalError::ClassCast),
+        }
+    }
+
+    /// `isMatchedByCommitLog`: only TRUE matches.
+    pub fn matches<P: PropertySource + ?Sized>(&self, props: &P) -> bool {
+        self.evaluate(props) == Ok(Some(true))
+    }
+}

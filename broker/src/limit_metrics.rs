@@ -1,0 +1,99 @@
+//! Series that show when a resource limit bites (`docs/operations.md` lists each limit
+//! with its key and series).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: String,
+}
+
+/// The listeners that have a connection cap.
+#[derive(Debug, Clone, Copy)]
+pub enum Listener {
+    Remoting,
+    Ha,
+    Http,
+}
+
+impl Listener {
+    fn label(self) -> ListenerLabels {
+        let name = match self {
+            Self::Remoting => "remoting",
+            Self::Ha => "ha",
+            Self::Http => "http",
+        };
+        ListenerLabels {
+            listener: name.to_owned(),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct LimitMetrics {
+    conn_open: Family<ListenerLabels, Gauge>,
+    conn_refused: Family<ListenerLabels, Counter>,
+    /// Pulls parked now (long polling).
+    pub parked_pulls: Gauge,
+    /// Pulls answered SYSTEM_BUSY because a parked-pull cap was reached.
+    pub parked_refused: Counter,
+    /// Connections closed because a write made no progress within `writeTimeoutMillis`.
+    pub write_timeouts: Counter,
+    /// Groups/topics a request named but could not auto-create (`maxAutoCreatePerRequest`).
+    pub auto_create_deferred: Counter,
+    /// Requests refused by a size bound (`maxHeartbeatGroups`, `maxQueueNums`, bad names).
+    pub requests_refused: Counter,
+}
+
+impl LimitMetrics {
+    /// The open-connections gauge and refused counter of `listener`.
+    pub fn listener(&self, listener: Listener) -> (Gauge, Counter) {
+        let l = listener.label();
+        (
+            self.conn_open.get_or_create(&l).clone(),
+            self.conn_refused.get_or_create(&l).clone(),
+        )
+    }
+
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "rocketmq_listener_connections",
+            "Open connections, by listener (remoting, ha, http)",
+            self.conn_open.clone(),
+        );
+        r.register(
+            "rocketmq_listener_connections_refused",
+            "Connections closed at accept because a connection cap was reached",
+            self.conn_refused.clone(),
+        );
+        r.register(
+            "rocketmq_broker_parked_pulls",
+            "Pull requests parked by long polling",
+            self.parked_pulls.clone(),
+        );
+        r.register(
+            "rocketmq_broker_parked_pulls_refused",
+            "Pulls answered SYSTEM_BUSY because maxParkedPulls* was reached",
+            self.parked_refused.clone(),
+        );
+        r.register(
+            "rocketmq_broker_write_timeouts",
+            "Connections closed because a write made no progress within writeTimeoutMillis",
+            self.write_timeouts.clone(),
+        );
+        r.register(
+            "rocketmq_broker_auto_create_deferred",
+            "Groups or topics not auto-created because maxAutoCreatePerRequest was reached",
+            self.auto_create_deferred.clone(),
+        );
+        r.register(
+            "rocketmq_broker_requests_refused_by_limit",
+            "Requests refused by a size bound (maxHeartbeatGroups, maxQueueNums, invalid names)",
+            self.requests_refused.clone(),
+        );
+    }
+}

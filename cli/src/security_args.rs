@@ -1,0 +1,97 @@
+//! The security options shared by `rmqctl` and `rmq-bench`.
+//!
+//! [`AuthArgs`]: `--access-key` /
+//! `--secret-key` (or env `ROCKETMQ_ACCESS_KEY` / `ROCKETMQ_SECRET_KEY`), or
+//! `--credentials-file` (mqadmin's `tools.yml` format: `accessKey: ...`, `secretKey:
+//! ...`). Values are never printed: `--help` hides the environment values, and the
+//! secret is only kept inside [`Credentials`], whose `Debug` redacts it.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use security::sign::Credentials;
+use security::tls::{ClientTlsSettings, TlsClient, TlsError};
+
+#[derive(Clone, Args)]
+pub struct AuthArgs {
+    /// ACL access key; requests are signed (RocketMQ ACL 1.0) when given.
+    #[arg(
+        long,
+        env = "ROCKETMQ_ACCESS_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub access_key: Option<String>,
+    /// ACL secret key (prefer the env var or --credentials-file: flags show in `ps`).
+    #[arg(
+        long,
+        env = "ROCKETMQ_SECRET_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub secret_key: Option<String>,
+    /// File with `accessKey: ...` and `secretKey: ...` lines (mqadmin's tools.yml).
+    #[arg(
+        long,
+        env = "ROCKETMQ_CREDENTIALS_FILE",
+        conflicts_with_all = ["access_key", "secret_key"],
+        global = true
+    )]
+    pub credentials_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for AuthArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthArgs")
+            .field("access_key", &self.access_key)
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("credentials_file", &self.credentials_file)
+            .finish()
+    }
+}
+
+impl AuthArgs {
+    /// The credentials to sign with, if any were given.
+    pub fn credentials(&self) -> Result<Option<Credentials>, security::sign::CredentialsError> {
+        match &self.credentials_file {
+            Some(path) => Credentials::from_file(path).map(Some),
+            None => Credentials::from_parts(self.access_key.clone(), self.secret_key.clone()),
+        }
+    }
+}
+
+/// [`TlsArgs`]: TLS to nameservers and brokers (their `tls.server.mode` must be
+/// permissive or enforcing).
+#[derive(Debug, Clone, Args)]
+pub struct TlsArgs {
+    /// Connect with TLS.
+    #[arg(long, env = "ROCKETMQ_TLS", global = true)]
+    pub tls: bool,
+    /// CA bundle (PEM) the servers' certificates must chain to.
+    #[arg(long, env = "ROCKETMQ_TLS_CA", global = true)]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for servers that require one (mTLS).
+    #[arg(long, env = "ROCKETMQ_TLS_CERT", global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Key (PEM) of --tls-cert.
+    #[arg(long, env = "ROCKETMQ_TLS_KEY", global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Name to check the servers' certificates against (default: the host dialled).
+    #[arg(long, global = true)]
+    pub tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    pub fn client(&self) -> Result<Option<TlsClient>, TlsError> {
+        TlsClient::new(&ClientTlsSettings {
+            enable: self.tls,
+            trust_cert_path: self.tls_ca.clone(),
+            cert_path: self.tls_cert.clone(),
+            key_path: self.tls_key.clone(),
+            server_name: self.tls_server_name.clone(),
+        })
+    }
+}

@@ -1,0 +1,20 @@
+//! Security shared by the broker, the nameserver and the clients: RocketMQ 4.9's
+//! "ACL 1.0" (`plain_acl.yml` accounts, HmacSHA1-signed requests).
+//!
+//! - [`sign`]: the request signature (client side: [`sign::sign_request`]; server side:
+//!   [`sign::verify`]) and [`sign::Credentials`], whose secret never prints.
+//! - [`acl`]: the account file, address patterns, permissions and the decision
+//!   ([`acl::AclTable::check`]); [`acl::AclStore`] keeps the live table, reloads the
+//!   file when it changes (keeping the last good one when it does not parse) and applies
+//!   the admin edits of request codes 50–53.
+//!
+//! - [`tls`]: rustls on the remoting ports in 4.9's disabled / permissive / enforcing
+//!   modes, optional mTLS, certificates reloaded on change; [`tls::MaybeTls`] is the
+//!   stream servers and clients use either way.
+//!
+//! What each server asks for per request code lives with the server's dispatch table
+//! (`broker/src/acl.rs`, `nameserver/src/acl.rs`); this crate only decides.
+
+pub mod acl;
+pub mod sign;
+pub mod tls;

@@ -1,0 +1,527 @@
+//! TLS for the remoting ports with rustls (no OpenSSL), in RocketMQ 4.9's three server
+//! modes (`tls.server.mode`; reference acl-tls.md §9):
+//!
+//! - `disabled`: plaintext only; a TLS ClientHello is refused (connection closed);
+//! - `permissive`: the first byte decides: 0x16 (a TLS handshake record) gets TLS,
+//!   anything else plaintext. Unambiguous: a plaintext frame starts with a 4-byte
+//!   big-endian length, and a first byte of 0x16 would be a frame over 350 MiB, far
+//!   beyond the frame cap;
+//! - `enforcing`: TLS only; a plaintext first byte closes the connection.
+//!
+//! Unlike 4.9: no self-signed "test mode" (a server needs `certPath`/`keyPath`), client
+//! certificates are verified against `trustCertPath` when `needClientAuth` is on (mTLS),
+//! and clients verify the server against their trust bundle (no trust-all default).
+//! Certificates are re-read when the files change ([`TlsServer::reload_if_changed`]);
+//! established connections keep their session.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tokio_util::sync::CancellationToken;
+
+/// First byte of a TLS record carrying a handshake message (the ClientHello).
+const TLS_HANDSHAKE: u8 = 0x16;
+/// A peer that sends nothing for this long after connecting is dropped before the mode
+/// is known (bounds connections parked in detection).
+const DETECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A TLS handshake must finish within this.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    #[default]
+    Disabled,
+    Permissive,
+    Enforcing,
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = TlsError;
+    fn from_str(s: &str) -> Result<Self, TlsError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "disabled" | "" => Ok(Self::Disabled),
+            "permissive" => Ok(Self::Permissive),
+            "enforcing" => Ok(Self::Enforcing),
+            other => Err(TlsError::Mode(other.to_owned())),
+        }
+    }
+}
+
+impl std::fmt::Display for TlsMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Disabled => "disabled",
+            Self::Permissive => "permissive",
+            Self::Enforcing => "enforcing",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("tls.server.mode {0:?} is not one of disabled, permissive, enforcing")]
+    Mode(String),
+    #[error("{what} is required when TLS is on")]
+    Missing { what: &'static str },
+    #[error("{path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// Server side settings (one set per process: remoting port, HA port).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerTlsSettings {
+    pub mode: TlsMode,
+    pub cert_path: Option<PathBuf>,
+    pub key_path: Option<PathBuf>,
+    /// CA bundle client certificates must chain to (mTLS).
+    pub trust_cert_path: Option<PathBuf>,
+    pub client_auth: ClientAuth,
+}
+
+/// `tls.server.need.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    /// No client certificate asked for.
+    #[default]
+    None,
+    /// A client certificate is verified against the trust bundle when sent.
+    Optional,
+    /// mTLS: a client without a certificate chaining to the trust bundle is refused.
+    Require,
+}
+
+impl std::str::FromStr for ClientAuth {
+    type Err = TlsError;
+    fn from_str(s: &str) -> Result<Self, TlsError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" | "" => Ok(Self::None),
+            "optional" => Ok(Self::Optional),
+            "require" => Ok(Self::Require),
+            other => Err(TlsError::Config(format!(
+                "tls.server.need.client.auth {other:?} is not one of none, optional, require"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::None => "none",
+            Self::Optional => "optional",
+            Self::Require => "require",
+        })
+    }
+}
+
+/// Client side settings (rmqctl, rmq-bench, broker → nameserver / master).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientTlsSettings {
+    pub enable: bool,
+    /// CA bundle the server certificate must chain to.
+    pub trust_cert_path: Option<PathBuf>,
+    /// Client certificate and key for mTLS.
+    pub cert_path: Option<PathBuf>,
+    pub key_path: Option<PathBuf>,
+    /// Name to verify the server certificate against instead of the dialled host.
+    pub server_name: Option<String>,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| TlsError::File {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read(path)?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::File {
+            path: path.display().to_string(),
+            reason: format!("not PEM certificates: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::File {
+            path: path.display().to_string(),
+            reason: "no certificate in the file".into(),
+        });
+    }
+    Ok(certs)
+}
+
+fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let bytes = read(path)?;
+    // The message never includes the file's content.
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| TlsError::File {
+        path: path.display().to_string(),
+        reason: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
+    })
+}
+
+fn roots(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut store = rustls::RootCertStore::empty();
+    for cert in certs(path)? {
+        store.add(cert).map_err(|e| TlsError::File {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(store)
+}
+
+fn build_acceptor(s: &ServerTlsSettings) -> Result<TlsAcceptor, TlsError> {
+    let cert_path = s.cert_path.as_deref().ok_or(TlsError::Missing {
+        what: "tls.server.certPath",
+    })?;
+    let key_path = s.key_path.as_deref().ok_or(TlsError::Missing {
+        what: "tls.server.keyPath",
+    })?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = if s.client_auth == ClientAuth::None {
+        builder.with_no_client_auth()
+    } else {
+        let trust = s.trust_cert_path.as_deref().ok_or(TlsError::Missing {
+            what: "tls.server.trustCertPath (needed for client authentication)",
+        })?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots(trust)?),
+            provider(),
+        );
+        let verifier = if s.client_auth == ClientAuth::Optional {
+            verifier.allow_unauthenticated()
+        } else {
+            verifier
+        };
+        builder.with_client_cert_verifier(
+            verifier
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+        )
+    };
+    let config = builder
+        .with_single_cert(certs(cert_path)?, key(key_path)?)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The server side: mode detection and the current acceptor, rebuilt when the
+/// certificate, key or trust files change.
+pub struct TlsServer {
+    settings: ServerTlsSettings,
+    acceptor: RwLock<TlsAcceptor>,
+    /// Content of (cert, key, trust) the acceptor was built from.
+    loaded: Mutex<Vec<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for TlsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsServer")
+            .field("mode", &self.settings.mode)
+            .finish()
+    }
+}
+
+impl TlsServer {
+    /// `None` when the mode is `disabled`.
+    pub fn new(settings: ServerTlsSettings) -> Result<Option<Arc<Self>>, TlsError> {
+        if settings.mode == TlsMode::Disabled {
+            return Ok(None);
+        }
+        let acceptor = build_acceptor(&settings)?;
+        let loaded = Self::contents(&settings);
+        Ok(Some(Arc::new(Self {
+            settings,
+            acceptor: RwLock::new(acceptor),
+            loaded: Mutex::new(loaded),
+        })))
+    }
+
+    pub fn mode(&self) -> TlsMode {
+        self.settings.mode
+    }
+
+    fn contents(s: &ServerTlsSettings) -> Vec<Vec<u8>> {
+        [&s.cert_path, &s.key_path, &s.trust_cert_path]
+            .into_iter()
+            .map(|p| {
+                p.as_deref()
+                    .and_then(|p| std::fs::read(p).ok())
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// Rebuilds the acceptor when a file changed; a new set that does not load keeps
+    /// the old one (logged). `Ok(true)` when new certificates are in use.
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let now = Self::contents(&self.settings);
+        let mut loaded = self.loaded.lock();
+        if *loaded == now {
+            return Ok(false);
+        }
+        // Remember what was seen, so a broken set is reported once, not every poll.
+        *loaded = now;
+        let acceptor = build_acceptor(&self.settings)?;
+        *self.acceptor.write() = acceptor;
+        Ok(true)
+    }
+
+    /// Polls the files every `interval` until `cancel`.
+    pub fn spawn_watcher(
+        self: &Arc<Self>,
+        interval: Duration,
+        cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let tls = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                let t = Arc::clone(&tls);
+                match tokio::task::spawn_blocking(move || t.reload_if_changed()).await {
+                    Ok(Ok(true)) => tracing::info!("TLS certificates reloaded"),
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "TLS files changed but do not load; keeping the previous certificates")
+                    }
+                    _ => {}
+                }
+            }
+        })
+    }
+
+    /// Decides plaintext or TLS for a fresh connection (see the module comment) and
+    /// completes the handshake. An error means: close the connection.
+    pub async fn accept(&self, tcp: TcpStream) -> io::Result<MaybeTls> {
+        let mut first = [0u8; 1];
+        let n = tokio::time::timeout(DETECT_TIMEOUT, tcp.peek(&mut first))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no data"))??;
+        let hello = n == 1 && first[0] == TLS_HANDSHAKE;
+        match (self.settings.mode, hello) {
+            (TlsMode::Disabled, true) => Err(refused("TLS is disabled on this port")),
+            (TlsMode::Enforcing, false) => {
+                Err(refused("plaintext refused (tls.server.mode=enforcing)"))
+            }
+            (_, false) => Ok(MaybeTls::Plain(tcp)),
+            (_, true) => {
+                let acceptor = self.acceptor.read().clone();
+                let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+                    .await
+                    .map_err(|_| {
+                        io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")
+                    })??;
+                Ok(MaybeTls::Server(Box::new(stream)))
+            }
+        }
+    }
+}
+
+/// Accepts with `tls` when configured, plaintext otherwise.
+pub async fn accept(tls: Option<&TlsServer>, tcp: TcpStream) -> io::Result<MaybeTls> {
+    match tls {
+        Some(t) => t.accept(tcp).await,
+        None => Ok(MaybeTls::Plain(tcp)),
+    }
+}
+
+fn refused(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why)
+}
+
+/// The client side: connects with TLS when enabled.
+#[derive(Clone)]
+pub struct TlsClient {
+    connector: TlsConnector,
+    server_name: Option<ServerName<'static>>,
+}
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsClient").finish_non_exhaustive()
+    }
+}
+
+impl TlsClient {
+    /// `None` when `enable` is off.
+    pub fn new(s: &ClientTlsSettings) -> Result<Option<Self>, TlsError> {
+        if !s.enable {
+            return Ok(None);
+        }
+        let trust = s.trust_cert_path.as_deref().ok_or(TlsError::Missing {
+            what: "the client trust bundle (tls.client.trustCertPath)",
+        })?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(roots(trust)?);
+        let config = match (&s.cert_path, &s.key_path) {
+            (Some(c), Some(k)) => builder
+                .with_client_auth_cert(certs(c)?, key(k)?)
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+            (None, None) => builder.with_no_client_auth(),
+            _ => {
+                return Err(TlsError::Missing {
+                    what: "both the client certificate and its key",
+                });
+            }
+        };
+        let server_name = s
+            .server_name
+            .as_deref()
+            .map(|n| {
+                ServerName::try_from(n.to_owned())
+                    .map_err(|e| TlsError::Config(format!("server name {n:?}: {e}")))
+            })
+            .transpose()?;
+        Ok(Some(Self {
+            connector: TlsConnector::from(Arc::new(config)),
+            server_name,
+        }))
+    }
+
+    /// TLS over `tcp` to `addr` (`host:port`); the certificate is checked against the
+    /// configured server name, else the host.
+    pub async fn connect(&self, tcp: TcpStream, addr: &str) -> io::Result<MaybeTls> {
+        let name = match &self.server_name {
+            Some(n) => n.clone(),
+            None => {
+                let host = addr
+                    .rsplit_once(':')
+                    .map_or(addr, |(h, _)| h)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                ServerName::try_from(host.to_owned())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?
+            }
+        };
+        let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.connector.connect(name, tcp))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+        Ok(MaybeTls::Client(Box::new(stream)))
+    }
+}
+
+/// Connects `tls` when configured, plaintext otherwise.
+pub async fn connect(tls: Option<&TlsClient>, tcp: TcpStream, addr: &str) -> io::Result<MaybeTls> {
+    match tls {
+        Some(t) => t.connect(tcp, addr).await,
+        None => Ok(MaybeTls::Plain(tcp)),
+    }
+}
+
+/// A connection that is plaintext or TLS, either way an `AsyncRead + AsyncWrite`.
+pub enum MaybeTls {
+    Plain(TcpStream),
+    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl MaybeTls {
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Self::Plain(_))
+    }
+
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Self::Plain(s) => s,
+            Self::Server(s) => s.get_ref().0,
+            Self::Client(s) => s.get_ref().0,
+        }
+    }
+
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.tcp().set_nodelay(on)
+    }
+
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.tcp().peer_addr()
+    }
+}
+
+impl AsyncRead for MaybeTls {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Server(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Self::Client(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for MaybeTls {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Server(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Self::Client(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Server(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Self::Client(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Plain(s) => s.is_write_vectored(),
+            Self::Server(s) => s.is_write_vectored(),
+            Self::Client(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Server(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Self::Client(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Self::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
