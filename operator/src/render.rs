@@ -100,7 +100,7 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             docs.push(serde_yaml::to_value(&g.config_map)?);
             docs.push(serde_yaml::to_value(&g.statefulset)?);
             docs.push(serde_yaml::to_value(&g.master_service)?);
-            if let Some(pdb) = &g.pdb {
+            for pdb in [&g.pdb, &g.master_pdb].into_iter().flatten() {
                 docs.push(serde_yaml::to_value(pdb)?);
             }
         }

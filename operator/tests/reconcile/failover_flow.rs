@@ -133,9 +133,17 @@ async fn automatic_failover_fences_promotes_and_repoints_in_one_reconcile() {
     ] {
         assert!(reasons.iter().any(|r| r == phase), "{phase} in {reasons:?}");
     }
-    // Group 1 was untouched.
+    // Group 1 was untouched: same master, no failover; its epoch is the one its master
+    // reports (the brokers are the source of truth, status records what they say).
     assert_eq!(status.groups[1].master_pod.as_deref(), Some("rmq-ha-1-0"));
-    assert_eq!(status.groups[1].epoch, 0);
+    assert_eq!(status.groups[1].epoch, 1);
+    assert!(status.groups[1].failover.fenced.is_empty());
+    assert!(
+        !calls
+            .iter()
+            .any(|call| call.starts_with("notify_role_changed rmq-ha-1-")),
+        "{calls:?}"
+    );
 }
 
 #[tokio::test]

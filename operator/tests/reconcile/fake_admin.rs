@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use operator::admin::ha::{EpochEntry, HaRole};
+use operator::admin::ha::{EpochEntry, HaConnection, HaRole};
 use operator::admin::{
     Admin, AdminError, BrokerData, ClusterInfo, EpochCache, HaStatus, RoleChange, RuntimeInfo,
     TopicConfig,
@@ -106,6 +106,13 @@ impl FakeAdmin {
             .entry(addr.to_owned())
             .or_default()
             .insert(config.topic.clone(), config);
+    }
+
+    /// Deletes a topic behind the operator's back (drift).
+    pub fn remove_topic(&self, addr: &str, topic: &str) {
+        if let Some(t) = self.state.lock().unwrap().topics.get_mut(addr) {
+            t.remove(topic);
+        }
     }
 
     /// Calls recorded so far, without clearing them.
@@ -314,6 +321,34 @@ impl Admin for FakeAdmin {
             } else {
                 HaRole::Slave
             };
+            // Replication follows the new roles the way the brokers' HA connections do:
+            // a new master starts with no slaves; a slave that follows a master shows in
+            // that master's connection list at once (in sync when it holds everything
+            // the master has). Nobody else keeps a connection from this broker.
+            let slave_offset = ha.max_offset;
+            let became_master = ha.master;
+            if became_master {
+                ha.ha_connection_info.clear();
+            } else {
+                ha.ha_connection_info.clear();
+                let conn_addr = format!("{}:40000", broker.trim_end_matches(":10911"));
+                for (addr, other) in st.ha.iter_mut() {
+                    other.ha_connection_info.retain(|c| c.addr != conn_addr);
+                    if *addr == change.master_address && other.master {
+                        other.ha_connection_info.push(HaConnection {
+                            addr: conn_addr.clone(),
+                            slave_ack_offset: slave_offset,
+                            diff: other.max_offset - slave_offset,
+                            in_sync: slave_offset >= other.max_offset,
+                        });
+                        other.in_sync_slave_nums = other
+                            .ha_connection_info
+                            .iter()
+                            .filter(|c| c.in_sync)
+                            .count() as i32;
+                    }
+                }
+            }
             Ok(())
         })
     }

@@ -88,12 +88,11 @@ async fn a_single_replica_group_refuses_a_switchover_with_a_reason() {
     c.reconcile().await;
     let broker = c.api.get::<Broker>(NS, "rmq-ha").unwrap();
     assert!(
-        broker
+        !broker
             .metadata
             .annotations
             .unwrap_or_default()
-            .get(ANNOTATION_SWITCHOVER)
-            .is_none(),
+            .contains_key(ANNOTATION_SWITCHOVER),
         "the request is cleared"
     );
     assert!(c.api.events().iter().any(|(t, r, note)| t == "Warning"
