@@ -137,6 +137,11 @@ impl BrokerNames {
         self.broker_name(group)
     }
 
+    /// The Secret the operator generates for the HA handshake when the spec names none.
+    pub fn ha_secret(&self) -> String {
+        format!("{}-ha-secret", self.cluster)
+    }
+
     pub fn master_pdb(&self, group: i32) -> String {
         format!("{}-master", self.broker_name(group))
     }

@@ -103,6 +103,9 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             for pdb in [&g.pdb, &g.master_pdb].into_iter().flatten() {
                 docs.push(serde_yaml::to_value(pdb)?);
             }
+            if let Some(np) = &g.network_policy {
+                docs.push(serde_yaml::to_value(np)?);
+            }
         }
         let labels = object_labels(&names.selector());
         if b.spec.metrics.service_monitor {

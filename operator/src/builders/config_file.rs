@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::crd::{AckMode, Broker, NameServer};
+use crate::crd::{ACL_SECRET_KEY, AckMode, Broker, NameServer};
 use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
 
 /// Where the ConfigMap is mounted and the stores live inside the pods.
@@ -13,6 +13,9 @@ pub const DATA_DIR: &str = "/var/lib/rocketmq";
 pub const STORE_DIR: &str = "/var/lib/rocketmq/store";
 pub const LOG_DIR: &str = "/var/log/rocketmq";
 pub const NAMESERVER_CONF: &str = "namesrv.conf";
+/// Where the ACL and TLS Secrets are mounted (read-only) in broker pods.
+pub const ACL_DIR: &str = "/etc/rocketmq-acl";
+pub const TLS_DIR: &str = "/etc/rocketmq-tls";
 
 /// One broker's identity inside its group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +150,39 @@ pub fn broker_conf(
     ];
     for (k, v) in owned {
         props.insert(k.to_owned(), v);
+    }
+    // Secrets are mounted; broker.conf names only their paths.
+    let security = &broker.spec.security;
+    if let Some(acl) = &security.acl {
+        props.insert("aclEnable".to_owned(), "true".to_owned());
+        props.insert(
+            "aclFile".to_owned(),
+            format!("{ACL_DIR}/{}", acl.key_or(ACL_SECRET_KEY)),
+        );
+    }
+    if let Some(tls) = &security.tls {
+        for (k, v) in [
+            ("tls.server.mode", "permissive".to_owned()),
+            ("tls.server.certPath", format!("{TLS_DIR}/tls.crt")),
+            ("tls.server.keyPath", format!("{TLS_DIR}/tls.key")),
+            ("tls.server.trustCertPath", format!("{TLS_DIR}/ca.crt")),
+            (
+                "tls.server.need.client.auth",
+                if tls.require_client_certificates {
+                    "require"
+                } else {
+                    "none"
+                }
+                .to_owned(),
+            ),
+            // Used when `tls.enable=true` (spec.config): slaves to their master and
+            // registrations to TLS nameservers, with the same certificate.
+            ("tls.client.trustCertPath", format!("{TLS_DIR}/ca.crt")),
+            ("tls.client.certPath", format!("{TLS_DIR}/tls.crt")),
+            ("tls.client.keyPath", format!("{TLS_DIR}/tls.key")),
+        ] {
+            props.insert(k.to_owned(), v);
+        }
     }
     render_properties(&props)
 }

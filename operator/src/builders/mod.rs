@@ -6,6 +6,7 @@ pub mod broker;
 pub mod config_file;
 pub mod monitoring;
 pub mod nameserver;
+pub mod network_policy;
 pub mod pod;
 
 /// Operator-wide settings the builders need.

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{ImageSpec, LocalRef, MetricsSpec, PdbSpec, PodOverrides, default_one};
+use super::security::BrokerSecurity;
 
 /// broker.conf keys the operator derives itself; `spec.config` may not set them.
 pub const OPERATOR_OWNED_KEYS: &[&str] = &[
@@ -93,6 +94,9 @@ pub struct BrokerSpec {
     pub pod: PodOverrides,
     #[serde(default)]
     pub pdb: PdbSpec,
+    /// Secrets and network exposure (see `docs/security.md`).
+    #[serde(default)]
+    pub security: BrokerSecurity,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -7,11 +7,13 @@
 mod broker;
 mod common;
 mod nameserver;
+mod security;
 mod topic;
 
 pub use broker::*;
 pub use common::*;
 pub use nameserver::*;
+pub use security::*;
 pub use topic::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -24,6 +25,7 @@ use super::broker_live::write_due;
 use super::broker_recovery::{
     Recovery, recover_group, shrink_guard, single_member_ha, waiting_for_epochs,
 };
+use super::broker_secret::ensure_ha_secret;
 use super::broker_status::{
     GroupObservation, ObservedPod, Rollout, broker_conditions, group_status, master_fenced,
     master_ordinal, pod_ordinal,
@@ -288,6 +290,22 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
     // Listed after the failover pass, which may have deleted pods.
     let observed = list_pods(&pod_api, &names).await?;
 
+    // Before any pod exists: replicating brokers refuse to start without the HA secret.
+    if ensure_ha_secret(&ctx, &broker, &names).await? {
+        ctx.events
+            .publish(
+                KIND,
+                &oref,
+                false,
+                "HaSecretGenerated",
+                "Reconcile",
+                format!(
+                    "generated the HA handshake secret into Secret {}",
+                    names.ha_secret()
+                ),
+            )
+            .await;
+    }
     let mut objects = build(&broker, &inputs_for(&namesrv_addr, &runs), &ctx.settings);
     apply(&ctx.client, &objects.headless_service).await?;
     let mut statefulsets = Vec::with_capacity(objects.groups.len());
@@ -345,6 +363,19 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
                     delete_if_exists::<PodDisruptionBudget>(&ctx.client, namespace, &pdb_name)
                         .await?
                 }
+            }
+        }
+        match &group.network_policy {
+            Some(np) => {
+                apply(&ctx.client, np).await?;
+            }
+            None => {
+                delete_if_exists::<NetworkPolicy>(
+                    &ctx.client,
+                    namespace,
+                    &names.broker_name(g as i32),
+                )
+                .await?
             }
         }
     }

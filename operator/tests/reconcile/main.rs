@@ -14,6 +14,7 @@ mod nameserver_flow;
 mod recovery_flow;
 mod replay_flow;
 mod scale_flow;
+mod secret_flow;
 mod snapshots;
 mod storage_flow;
 mod topic_flow;
