@@ -23,8 +23,8 @@ use kube::Resource;
 
 use super::Settings;
 use super::config_file::{
-    ACL_DIR, CONFIG_DIR, DATA_DIR, LOG_DIR, TLS_DIR, broker_conf, broker_conf_key, config_hash,
-    fenced_identities, member_identities, restart_relevant,
+    ACL_DIR, BROKER_TERMINATION_GRACE_SECS, CONFIG_DIR, DATA_DIR, LOG_DIR, TLS_DIR, broker_conf,
+    broker_conf_key, config_hash, fenced_identities, member_identities, restart_relevant,
 };
 use super::nameserver::{empty_dir, mount};
 use super::pod::{
@@ -304,9 +304,12 @@ pub fn build_group(
                         pod.topology_spread_constraints.clone(),
                     ),
                     priority_class_name: pod.priority_class_name.clone(),
+                    // No preStop hook: the image is `scratch`, with nothing to exec. The
+                    // broker does it on SIGTERM (unregister, keep serving, then close);
+                    // the grace period covers that wait plus the flush.
                     termination_grace_period_seconds: pod
                         .termination_grace_period_seconds
-                        .or(Some(60)),
+                        .or(Some(BROKER_TERMINATION_GRACE_SECS)),
                     image_pull_secrets: non_empty_vec(spec.image.pull_secrets.clone()),
                     containers: vec![container],
                     volumes: Some(

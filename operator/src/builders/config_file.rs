@@ -13,6 +13,11 @@ pub const DATA_DIR: &str = "/var/lib/rocketmq";
 pub const STORE_DIR: &str = "/var/lib/rocketmq/store";
 pub const LOG_DIR: &str = "/var/log/rocketmq";
 pub const NAMESERVER_CONF: &str = "namesrv.conf";
+/// How long a terminating broker keeps serving after it unregistered: one client route
+/// refresh (4.9 `pollNameServerInterval`, 30 s).
+pub const SHUTDOWN_UNREGISTER_WAIT_SECS: i64 = 30;
+/// Termination grace of broker pods: the unregister wait plus time to flush and stop.
+pub const BROKER_TERMINATION_GRACE_SECS: i64 = SHUTDOWN_UNREGISTER_WAIT_SECS + 60;
 /// Where the ACL and TLS Secrets are mounted (read-only) in broker pods.
 pub const ACL_DIR: &str = "/etc/rocketmq-acl";
 pub const TLS_DIR: &str = "/etc/rocketmq-tls";
@@ -151,6 +156,19 @@ pub fn broker_conf(
     for (k, v) in owned {
         props.insert(k.to_owned(), v);
     }
+    // The preStop behaviour: on SIGTERM the broker unregisters, serves this long so
+    // clients refresh their routes, then closes (unless the spec chose another wait). A
+    // shorter grace period than the default shortens the wait to a third of it, leaving
+    // the rest for the flush.
+    let grace = broker
+        .spec
+        .pod
+        .termination_grace_period_seconds
+        .unwrap_or(BROKER_TERMINATION_GRACE_SECS);
+    let wait_secs = SHUTDOWN_UNREGISTER_WAIT_SECS.min(grace.max(0) / 3);
+    props
+        .entry("shutdownUnregisterWaitMs".to_owned())
+        .or_insert_with(|| (wait_secs * 1000).to_string());
     // Secrets are mounted; broker.conf names only their paths.
     let security = &broker.spec.security;
     if let Some(acl) = &security.acl {
@@ -226,6 +244,38 @@ pub fn restart_relevant(conf: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unregister_wait_fits_in_the_grace_period() {
+        use crate::crd::BrokerSpec;
+        let wait = |grace: Option<i64>, config: &[(&str, &str)]| {
+            let mut spec = BrokerSpec::default();
+            spec.pod.termination_grace_period_seconds = grace;
+            spec.config = config
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let mut b = Broker::new("b", spec);
+            b.metadata.namespace = Some("ns".to_owned());
+            let conf = broker_conf(
+                &b,
+                0,
+                MemberIdentity {
+                    ordinal: 0,
+                    broker_id: 0,
+                },
+                "ns:9876",
+                "cluster.local",
+            );
+            conf.lines()
+                .find_map(|l| l.strip_prefix("shutdownUnregisterWaitMs="))
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(wait(None, &[]), "30000");
+        assert_eq!(wait(Some(30), &[]), "10000");
+        assert_eq!(wait(None, &[("shutdownUnregisterWaitMs", "5000")]), "5000");
+    }
 
     #[test]
     fn master_takes_id_zero_and_old_master_takes_its_ordinal() {
