@@ -445,6 +445,36 @@ async fn serve_ready(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
 mod tests {
     use super::*;
 
+    /// Issue 18 item 7: a member that stops answering shows no figure (not a frozen one),
+    /// and removed pods or Brokers leave no series behind.
+    #[test]
+    fn member_gauges_vanish_with_silence_removed_pods_and_deleted_brokers() {
+        let m = Metrics::default();
+        let member = |pod: &str| MemberLabels {
+            resource_namespace: "ns".to_owned(),
+            broker: "b".to_owned(),
+            pod: pod.to_owned(),
+        };
+        m.set_member(&member("b-0-0"), Some(0), Some(1), Some(2));
+        m.set_member(&member("b-0-1"), Some(4096), Some(1), Some(3));
+        let text = m.encode();
+        assert!(text.contains("pod=\"b-0-1\""), "{text}");
+        assert!(text.contains("flush_behind_bytes"), "{text}");
+
+        // b-0-1 stops answering: its live gauges go, b-0-0's stay.
+        m.set_member(&member("b-0-1"), None, None, None);
+        let text = m.encode();
+        assert!(!text.contains("pod=\"b-0-1\""), "{text}");
+        assert!(text.contains("pod=\"b-0-0\""), "{text}");
+
+        // Scaled down to nothing but b-0-0, then the Broker is deleted.
+        m.set_member(&member("b-0-1"), Some(1), Some(1), Some(1));
+        m.retain_members("ns", "b", &BTreeSet::from(["b-0-0".to_owned()]));
+        assert!(!m.encode().contains("pod=\"b-0-1\""));
+        m.retain_members("ns", "b", &BTreeSet::new());
+        assert!(!m.encode().contains("pod=\"b-0-0\""));
+    }
+
     #[tokio::test]
     async fn serves_metrics_and_probes_over_http() {
         let metrics = Arc::new(Metrics::default());

@@ -29,11 +29,17 @@ async fn registered(ns: &Client) -> bool {
 async fn sigterm_unregisters_first_and_keeps_serving_until_the_wait_is_over() {
     let ns = NameServer::start(Options::default());
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerProcess::start_in(
-        dir.path(),
-        Some(ns.port),
-        &[("shutdownUnregisterWaitMs", "4000")],
-    );
+    let (path, ns_port) = (dir.path().to_path_buf(), ns.port);
+    // The harness blocks while the broker starts: off the runtime's thread.
+    let mut broker = tokio::task::spawn_blocking(move || {
+        BrokerProcess::start_in(
+            &path,
+            Some(ns_port),
+            &[("shutdownUnregisterWaitMs", "4000")],
+        )
+    })
+    .await
+    .unwrap();
     let admin = Client::connect(ns.port).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !registered(&admin).await {
