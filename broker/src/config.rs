@@ -179,6 +179,12 @@ broker_config! {
     trace_on: bool = "traceOn" => true;
     register_name_server_period: u64 = "registerNameServerPeriod" => 30_000;
     register_broker_timeout_mills: u64 = "registerBrokerTimeoutMills" => 6_000;
+    /// On SIGTERM the broker unregisters from its nameservers first, then keeps serving
+    /// this long (clients refresh routes every 30 s by default, 4.9
+    /// `pollNameServerInterval`) before it stops accepting connections, ms (not a
+    /// RocketMQ key; 4.9 closes its listeners and unregisters in one go). The operator
+    /// sets it below the pods' termination grace period.
+    shutdown_unregister_wait_ms: u64 = "shutdownUnregisterWaitMs" => 0;
     flush_consumer_offset_interval: u64 = "flushConsumerOffsetInterval" => 5_000;
     server_channel_max_idle_time_seconds: u64 = "serverChannelMaxIdleTimeSeconds" => 120;
     /// Requests one connection may have in progress before it gets SYSTEM_BUSY.

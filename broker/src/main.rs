@@ -160,11 +160,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let registrar = Arc::new(Registrar::new(&broker));
     let accept = tokio::spawn(server::accept_loop(listener, Arc::clone(&broker)));
     let fast_accept = fast.map(|l| tokio::spawn(server::serve_listener(l, Arc::clone(&broker))));
+    let registration = tokio::spawn(registration::run(
+        Arc::clone(&broker),
+        Arc::clone(&registrar),
+    ));
     let tasks = [
-        tokio::spawn(registration::run(
-            Arc::clone(&broker),
-            Arc::clone(&registrar),
-        )),
         tokio::spawn(server::flush_offsets(Arc::clone(&broker))),
         tokio::spawn(server::expire_clients(Arc::clone(&broker))),
         tokio::spawn(broker::schedule::run(Arc::clone(&broker))),
@@ -180,7 +180,23 @@ async fn run(config: Config) -> anyhow::Result<()> {
     );
 
     wait_for_signal().await;
-    tracing::info!("shutting down");
+    // Leave the routes before closing anything: no registration may follow the
+    // unregistration, then clients learn of it on their next route refresh while this
+    // broker still answers them (issue 18: a broker stopped accepting before it
+    // unregistered, so clients kept sending to a closed port for up to 30 s).
+    registration.abort();
+    let _ = registration.await;
+    registrar.unregister_all(&broker).await;
+    let wait = Duration::from_millis(broker.config.broker.shutdown_unregister_wait_ms);
+    tracing::info!(
+        ?wait,
+        "unregistered; serving until the wait is over, then shutting down"
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => {}
+        // A second signal cuts the wait short.
+        _ = wait_for_signal() => {}
+    }
     broker.shutdown.cancel();
     let _ = accept.await;
     if let Some(t) = fast_accept {
@@ -194,7 +210,6 @@ async fn run(config: Config) -> anyhow::Result<()> {
     {
         let _ = t.await;
     }
-    registrar.unregister_all(&broker).await;
     let b2 = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || {
         b2.persist_all();

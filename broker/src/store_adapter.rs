@@ -345,6 +345,11 @@ impl MessageStoreApi for StoreAdapter {
         self.store.dispatcher().dispatch_behind_bytes()
     }
 
+    fn flush_behind_bytes(&self) -> u64 {
+        let behind = self.store.max_phy_offset().0 - self.store.flushed_phy_offset().0;
+        u64::try_from(behind).unwrap_or(0)
+    }
+
     fn out_of_service(&self) -> Option<String> {
         self.store
             .fence_reason()

@@ -190,6 +190,8 @@ pub trait MessageStoreApi: Send + Sync + 'static {
     /// The whole record stored at `offset`.
     fn view_message(&self, offset: PhysicalOffset) -> Option<Bytes>;
     fn dispatch_behind_bytes(&self) -> u64;
+    /// CommitLog bytes written but not yet flushed to disk.
+    fn flush_behind_bytes(&self) -> u64;
     /// Why the store refuses writes: until a restart after a failed CommitLog write or
     /// flush, or while dispatch cannot index a record. The broker is then not ready.
     fn out_of_service(&self) -> Option<String> {

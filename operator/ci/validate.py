@@ -8,8 +8,9 @@
 3. Custom resources (examples, chart example) are validated against the generated CRD
    schemas, with unknown fields rejected like the API server's pruning would drop them.
 4. Policy: every pod template meets the "restricted" Pod Security Standard; RBAC has no
-   wildcards, no Secret access, no pods/exec; broker/nameserver pods do not mount a
-   service-account token.
+   wildcards, Secrets only `create` (the generated HA secret; never get/list/watch, so
+   the operator cannot read any Secret), no pods/exec; broker/nameserver pods do not
+   mount a service-account token.
 """
 
 import argparse
@@ -197,7 +198,9 @@ def check_rbac(obj, name):
                 fail(name, f"wildcard in {field}: {rule}")
         resources = rule.get("resources") or []
         if "secrets" in resources:
-            fail(name, "the operator needs no access to Secrets")
+            verbs = set(rule.get("verbs") or [])
+            if resources != ["secrets"] or verbs != {"create"}:
+                fail(name, f"Secrets may only be created (never read or changed): {rule}")
         if "pods/exec" in resources or "pods/attach" in resources:
             fail(name, "pods/exec and pods/attach are forbidden")
         if cluster_wide and "secrets" in resources and {"list", "watch"} & set(rule.get("verbs") or []):

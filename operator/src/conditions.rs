@@ -9,6 +9,15 @@ pub const PROGRESSING: &str = "Progressing";
 pub const DEGRADED: &str = "Degraded";
 pub const FAILOVER_IN_PROGRESS: &str = "FailoverInProgress";
 pub const RECONCILIATION_PAUSED: &str = "ReconciliationPaused";
+/// Broker: every store volume has the size `spec.storage.size` asks for.
+pub const STORAGE_RESIZED: &str = "StorageResized";
+
+/// Whether condition `type_` is present with `reason`.
+pub fn has_reason(conditions: &[Condition], type_: &str, reason: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.reason == reason)
+}
 
 /// A condition the reconciler wants; turned into a `Condition` by [`merge`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,9 +10,10 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Predicate, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 use thiserror::Error;
 
 use crate::admin::RemotingAdmin;
@@ -33,6 +34,8 @@ pub struct RunConfig {
     pub lease_name: String,
     pub identity: String,
     pub lease_duration: Duration,
+    /// Step down when no renewal succeeded for this long (shorter than the lease).
+    pub renew_deadline: Duration,
     pub admin_timeout: Duration,
     pub settings: Settings,
 }
@@ -90,24 +93,9 @@ pub async fn run(config: RunConfig) -> Result<(), RunError> {
         metrics.leader.set(1);
         let m = metrics.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let deadline = config.renew_deadline;
         tokio::spawn(async move {
-            // Fail after two consecutive missed renewals: by then another replica may
-            // have taken over, and two active operators must never overlap.
-            let mut misses = 0;
-            loop {
-                tokio::time::sleep(elector.renew_every()).await;
-                match elector.try_lead().await {
-                    Ok(true) => misses = 0,
-                    Ok(false) => break,
-                    Err(e) => {
-                        misses += 1;
-                        tracing::warn!(error = %e, misses, "lease renewal failed");
-                        if misses >= 2 {
-                            break;
-                        }
-                    }
-                }
-            }
+            hold_lease(&elector, deadline).await;
             m.leader.set(0);
             let _ = tx.send(());
         });
@@ -143,6 +131,34 @@ pub async fn run(config: RunConfig) -> Result<(), RunError> {
     }
 }
 
+/// Renews the lease until it is lost or no renewal succeeded within `renew_deadline`
+/// (each attempt is itself bounded by what is left of it), then returns: the caller
+/// stops every controller at once. With `renew_deadline` < the lease duration, a leader
+/// that cannot reach the API server has stopped before any other replica may acquire.
+pub async fn hold_lease(elector: &LeaderElector, renew_deadline: Duration) {
+    let mut renewed = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(elector.retry_period(renew_deadline)).await;
+        let left = renew_deadline.saturating_sub(renewed.elapsed());
+        if left.is_zero() {
+            tracing::warn!(
+                ?renew_deadline,
+                "no lease renewal within the deadline; stepping down"
+            );
+            return;
+        }
+        match tokio::time::timeout(left, elector.try_lead()).await {
+            Ok(Ok(true)) => renewed = tokio::time::Instant::now(),
+            Ok(Ok(false)) => {
+                tracing::warn!("another replica holds the lease; stepping down");
+                return;
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "lease renewal failed"),
+            Err(_) => tracing::warn!("lease renewal timed out"),
+        }
+    }
+}
+
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
@@ -153,12 +169,118 @@ where
     }
 }
 
-async fn run_controllers(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
+/// Hash of the parts of an object that should trigger a reconcile.
+fn hash_of<T: std::hash::Hash>(value: &T) -> Option<u64> {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut h);
+    Some(h.finish())
+}
+
+/// Primary objects: spec (generation), annotations (pause, switchover, rolling
+/// restarts), finalizers and deletion. Status writes — the operator's own — do not
+/// trigger: that was a reconcile loop under any write traffic.
+fn primary_changed<K: Resource>(obj: &K) -> Option<u64> {
+    let meta = obj.meta();
+    hash_of(&(
+        meta.generation,
+        &meta.annotations,
+        &meta.finalizers,
+        meta.deletion_timestamp.is_some(),
+    ))
+}
+
+/// Owned StatefulSets: spec and the rollout progress the restarts wait for.
+fn statefulset_changed(sts: &StatefulSet) -> Option<u64> {
+    let status = sts.status.as_ref();
+    hash_of(&(
+        sts.metadata.generation,
+        status.map(|s| (s.ready_replicas, s.replicas, s.available_replicas)),
+        status.and_then(|s| s.update_revision.clone()),
+        status.and_then(|s| s.current_revision.clone()),
+        sts.metadata.deletion_timestamp.is_some(),
+    ))
+}
+
+/// Broker pods: readiness, revision and role labels, IP and deletion; not the kubelet's
+/// other status updates.
+fn pod_changed(pod: &Pod) -> Option<u64> {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone());
+    hash_of(&(
+        ready,
+        &pod.metadata.labels,
+        status.and_then(|s| s.pod_ip.clone()),
+        pod.metadata.deletion_timestamp.is_some(),
+        &pod.metadata.uid,
+    ))
+}
+
+/// What a Topic needs from its Broker: the spec and whether the cluster is Ready.
+fn broker_for_topics(broker: &Broker) -> Option<u64> {
+    let ready = broker
+        .status
+        .as_ref()
+        .map(|s| crate::conditions::is_true(&s.conditions, crate::conditions::READY));
+    hash_of(&(broker.metadata.generation, ready))
+}
+
+fn primary<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>>,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(primary_changed::<K>, PredicateConfig::default());
+    (reader, stream)
+}
+
+fn filtered<K, P>(
+    api: Api<K>,
+    config: watcher::Config,
+    predicate: P,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    P: Predicate<K> + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(predicate, PredicateConfig::default())
+}
+
+/// The three controllers on `client`; returns when they all stop (shutdown signal).
+/// Each reconciles on changes of its objects' spec/annotations, of what it owns, and on
+/// the steady requeue timer (`RESYNC`, or faster while something is in progress).
+pub async fn run_controllers(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
     let ns = namespace.as_deref();
     let owned = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
 
-    let nameservers = Controller::new(api::<NameServer>(&client, ns), watcher::Config::default())
-        .owns(api::<StatefulSet>(&client, ns), owned.clone())
+    let (ns_reader, ns_stream) = primary(api::<NameServer>(&client, ns));
+    let nameservers = Controller::for_stream(ns_stream, ns_reader)
+        .owns_stream(filtered(
+            api::<StatefulSet>(&client, ns),
+            owned.clone(),
+            statefulset_changed,
+        ))
         .owns(api::<Service>(&client, ns), owned.clone())
         .owns(api::<ConfigMap>(&client, ns), owned.clone())
         .shutdown_on_signal()
@@ -176,25 +298,36 @@ async fn run_controllers(client: Client, namespace: Option<String>, ctx: Arc<Con
         )
         .for_each(log_result);
 
-    let broker_controller = Controller::new(api::<Broker>(&client, ns), watcher::Config::default());
-    let brokers_store = broker_controller.store();
-    let brokers = broker_controller
-        .owns(api::<StatefulSet>(&client, ns), owned.clone())
+    let (broker_reader, broker_stream) = primary(api::<Broker>(&client, ns));
+    let brokers_store = broker_reader.clone();
+    let janitor = forget_deleted_brokers(broker_reader.clone(), ctx.clone());
+    let brokers = Controller::for_stream(broker_stream, broker_reader)
+        .owns_stream(filtered(
+            api::<StatefulSet>(&client, ns),
+            owned.clone(),
+            statefulset_changed,
+        ))
         .owns(api::<ConfigMap>(&client, ns), owned.clone())
         // Pod readiness drives rolling restarts and status; pods belong to StatefulSets,
         // so they are mapped back to their Broker by the instance label.
-        .watches(
-            api::<Pod>(&client, ns),
-            watcher::Config::default().labels(&format!("{LABEL_COMPONENT}={COMPONENT_BROKER}")),
+        .watches_stream(
+            filtered(
+                api::<Pod>(&client, ns),
+                watcher::Config::default().labels(&format!("{LABEL_COMPONENT}={COMPONENT_BROKER}")),
+                pod_changed,
+            ),
             |pod| {
                 let instance = pod.labels().get(LABEL_INSTANCE)?.clone();
                 Some(ObjectRef::<Broker>::new(&instance).within(&pod.namespace()?))
             },
         )
         // A resized NameServer changes namesrvAddr of the Brokers that reference it.
-        .watches(
-            api::<NameServer>(&client, ns),
-            watcher::Config::default(),
+        .watches_stream(
+            filtered(
+                api::<NameServer>(&client, ns),
+                watcher::Config::default(),
+                predicates::generation,
+            ),
             move |nameserver| {
                 let namespace = nameserver.namespace();
                 let name = nameserver.name_any();
@@ -214,13 +347,17 @@ async fn run_controllers(client: Client, namespace: Option<String>, ctx: Arc<Con
         )
         .for_each(log_result);
 
-    let topic_controller = Controller::new(api::<Topic>(&client, ns), watcher::Config::default());
-    let topics_store = topic_controller.store();
-    let topics = topic_controller
-        // A Broker becoming ready (masters registered) should not wait for the resync.
-        .watches(
-            api::<Broker>(&client, ns),
-            watcher::Config::default(),
+    let (topic_reader, topic_stream) = primary(api::<Topic>(&client, ns));
+    let topics_store = topic_reader.clone();
+    let topics = Controller::for_stream(topic_stream, topic_reader)
+        // A Broker becoming ready (masters registered) should not wait for the resync;
+        // its status churn (offsets, lag) must not requeue every Topic.
+        .watches_stream(
+            filtered(
+                api::<Broker>(&client, ns),
+                watcher::Config::default(),
+                broker_for_topics,
+            ),
             move |broker| {
                 let namespace = broker.namespace();
                 let name = broker.name_any();
@@ -240,7 +377,28 @@ async fn run_controllers(client: Client, namespace: Option<String>, ctx: Arc<Con
         )
         .for_each(log_result);
 
-    futures::join!(nameservers, brokers, topics);
+    tokio::select! {
+        _ = async { futures::join!(nameservers, brokers, topics) } => {}
+        () = janitor => {}
+    }
+}
+
+/// Drops the gauges and cached figures of Brokers that no longer exist (deletions do
+/// not reach the Broker reconciler: it has no finalizer).
+async fn forget_deleted_brokers(store: Store<Broker>, ctx: Arc<Context>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        if store.state().is_empty() && ctx.metrics.brokers().is_empty() {
+            continue;
+        }
+        for (namespace, name) in ctx.metrics.brokers() {
+            let key = ObjectRef::<Broker>::new(&name).within(&namespace);
+            if store.get(&key).is_none() {
+                ctx.metrics.forget_broker(&namespace, &name);
+                ctx.live.forget(&format!("{namespace}/{name}"));
+            }
+        }
+    }
 }
 
 /// Runs `reconcile` with metrics and resets the object's failure count on success.

@@ -127,9 +127,15 @@ impl LeaderElector {
         }
     }
 
-    /// Renew interval: a third of the lease, so two missed renewals still keep it.
+    /// Interval between acquisition attempts of a follower.
     pub fn renew_every(&self) -> Duration {
         self.lease_duration / 3
+    }
+
+    /// Interval between renewals of the leader: several attempts fit in the renew
+    /// deadline (client-go: 2 s within 10 s).
+    pub fn retry_period(&self, renew_deadline: Duration) -> Duration {
+        (renew_deadline / 5).max(Duration::from_millis(100))
     }
 }
 

@@ -53,6 +53,7 @@ impl ImageArgs {
     fn settings(self) -> Settings {
         let defaults = Settings::default();
         Settings {
+            runbook_base_url: defaults.runbook_base_url,
             cluster_domain: self.cluster_domain,
             nameserver_image: self.nameserver_image.unwrap_or(defaults.nameserver_image),
             broker_image: self.broker_image.unwrap_or(defaults.broker_image),
@@ -68,8 +69,10 @@ struct RunArgs {
     /// Address of the /metrics, /healthz and /readyz endpoint.
     #[arg(long, env = "RMQ_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
-    /// Elect a leader through a Lease so several replicas can run.
-    #[arg(long, env = "RMQ_LEADER_ELECTION", default_value_t = false)]
+    /// Elect a leader through a Lease, so two operators never act at once (several
+    /// replicas, or the old and new pod of an upgrade). `--leader-election=false` only
+    /// for a single replica whose Deployment uses the Recreate strategy.
+    #[arg(long, env = "RMQ_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     leader_election: bool,
     /// Namespace of the Lease (normally the operator's own).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
@@ -79,8 +82,17 @@ struct RunArgs {
     /// This replica's identity in the Lease (normally its pod name).
     #[arg(long, env = "POD_NAME", default_value = "rmq-operator")]
     identity: String,
+    /// How long a lease holds without renewal before another replica may take it.
     #[arg(long, default_value_t = 15)]
     lease_duration_secs: u64,
+    /// The leader steps down (stops every controller and exits) when it could not renew
+    /// for this long; must be shorter than the lease so it has stopped before anyone else
+    /// can take over.
+    #[arg(long, default_value_t = 10)]
+    renew_deadline_secs: u64,
+    /// Base URL of the runbooks the per-Broker alerts link to (`runbook_url`).
+    #[arg(long, env = "RMQ_RUNBOOK_BASE_URL", default_value = operator::builders::DEFAULT_RUNBOOK_BASE_URL)]
+    runbook_base_url: String,
     /// Timeout of one admin-protocol call to a broker or nameserver.
     #[arg(long, default_value_t = 5000)]
     admin_timeout_ms: u64,
@@ -114,6 +126,14 @@ async fn main() -> anyhow::Result<()> {
                 )
                 .json()
                 .init();
+            let lease_duration = Duration::from_secs(args.lease_duration_secs.max(3));
+            let renew_deadline = Duration::from_secs(args.renew_deadline_secs.max(1));
+            anyhow::ensure!(
+                renew_deadline < lease_duration,
+                "--renew-deadline-secs ({}) must be shorter than --lease-duration-secs ({})",
+                renew_deadline.as_secs(),
+                lease_duration.as_secs()
+            );
             let config = RunConfig {
                 namespace: args.namespace,
                 metrics_addr: args.metrics_addr,
@@ -121,9 +141,13 @@ async fn main() -> anyhow::Result<()> {
                 lease_namespace: args.lease_namespace,
                 lease_name: args.lease_name,
                 identity: args.identity,
-                lease_duration: Duration::from_secs(args.lease_duration_secs.max(3)),
+                lease_duration,
+                renew_deadline,
                 admin_timeout: Duration::from_millis(args.admin_timeout_ms),
-                settings: args.images.settings(),
+                settings: Settings {
+                    runbook_base_url: args.runbook_base_url,
+                    ..args.images.settings()
+                },
             };
             run(config).await?;
             Ok(())

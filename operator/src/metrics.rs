@@ -1,8 +1,9 @@
 //! Operator metrics (prometheus-client) and the HTTP endpoint serving `/metrics`,
 //! `/healthz` and `/readyz`.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -103,6 +104,21 @@ pub struct Metrics {
     pub failover_phase: Family<PhaseLabels, Gauge>,
     pub events: Family<EventLabels, Counter>,
     pub leader: Gauge,
+    /// flushBehindBytes (written but not yet flushed to disk) reported by each broker.
+    pub flush_behind_bytes: Family<MemberLabels, Gauge>,
+    /// Commit-log max offset of each group's master, as last seen.
+    pub master_max_offset: Family<GroupLabels, Gauge>,
+    /// 1 while a group's master pod is ready, whatever the replica count or failover
+    /// state (single-replica groups never enter the failover machine).
+    pub master_ready: Family<GroupLabels, Gauge>,
+    /// Broker status writes (bounded: generation changes, threshold crossings).
+    pub status_writes: Counter,
+    /// UPDATE_AND_CREATE_TOPIC requests sent (only on drift or creation).
+    pub topic_writes: Counter,
+    /// Member gauges in use, per `(namespace, broker)`, so they can be dropped.
+    members: Mutex<HashMap<(String, String), BTreeSet<String>>>,
+    /// Group gauges in use (brokerNames), per `(namespace, broker)`.
+    groups: Mutex<HashMap<(String, String), BTreeSet<String>>>,
     ready: AtomicBool,
 }
 
@@ -125,6 +141,36 @@ impl Default for Metrics {
         let failover_phase = Family::<PhaseLabels, Gauge>::default();
         let events = Family::<EventLabels, Counter>::default();
         let leader = Gauge::default();
+        let flush_behind_bytes = Family::<MemberLabels, Gauge>::default();
+        let master_max_offset = Family::<GroupLabels, Gauge>::default();
+        let master_ready = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_master_ready",
+            "1 while the broker group's master pod is ready",
+            master_ready.clone(),
+        );
+        let status_writes = Counter::default();
+        let topic_writes = Counter::default();
+        registry.register(
+            "flush_behind_bytes",
+            "flushBehindBytes reported by each broker (written, not yet on disk)",
+            flush_behind_bytes.clone(),
+        );
+        registry.register(
+            "master_max_offset_bytes",
+            "Commit-log max offset of each broker group's master",
+            master_max_offset.clone(),
+        );
+        registry.register(
+            "broker_status_writes",
+            "Broker status patches the operator wrote",
+            status_writes.clone(),
+        );
+        registry.register(
+            "topic_writes",
+            "UPDATE_AND_CREATE_TOPIC requests the operator sent",
+            topic_writes.clone(),
+        );
         registry.register(
             "reconciliations",
             "Reconciliations started, by kind",
@@ -199,6 +245,13 @@ impl Default for Metrics {
             failover_phase,
             events,
             leader,
+            flush_behind_bytes,
+            master_max_offset,
+            master_ready,
+            status_writes,
+            topic_writes,
+            members: Mutex::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
         }
     }
@@ -234,6 +287,114 @@ impl Metrics {
                     phase: p,
                 })
                 .set(i64::from(*p == phase));
+        }
+    }
+
+    /// Sets (or, when the member did not answer, removes) one member's live gauges, so a
+    /// silent broker shows no figure instead of a frozen one.
+    pub fn set_member(
+        &self,
+        labels: &MemberLabels,
+        lag: Option<i64>,
+        dispatch_behind: Option<i64>,
+        flush_behind: Option<i64>,
+    ) {
+        for (family, value) in [
+            (&self.replication_lag_bytes, lag),
+            (&self.dispatch_behind_bytes, dispatch_behind),
+            (&self.flush_behind_bytes, flush_behind),
+        ] {
+            match value {
+                Some(v) => {
+                    family.get_or_create(labels).set(v);
+                }
+                None => {
+                    family.remove(labels);
+                }
+            }
+        }
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((labels.resource_namespace.clone(), labels.broker.clone()))
+            .or_default()
+            .insert(labels.pod.clone());
+    }
+
+    /// Drops the gauges of members of `broker` not in `keep` (removed pods; everything
+    /// when the Broker is gone), and its groups' gauges when `keep` is empty.
+    pub fn retain_members(&self, namespace: &str, broker: &str, keep: &BTreeSet<String>) {
+        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (namespace.to_owned(), broker.to_owned());
+        let Some(known) = members.get_mut(&key) else {
+            return;
+        };
+        for pod in known.iter().filter(|p| !keep.contains(*p)) {
+            let labels = MemberLabels {
+                resource_namespace: namespace.to_owned(),
+                broker: broker.to_owned(),
+                pod: pod.clone(),
+            };
+            self.replication_lag_bytes.remove(&labels);
+            self.dispatch_behind_bytes.remove(&labels);
+            self.flush_behind_bytes.remove(&labels);
+            self.restarts.remove(&labels);
+        }
+        known.retain(|p| keep.contains(p));
+        if keep.is_empty() {
+            members.remove(&key);
+        }
+    }
+
+    /// Records that `group` has gauges (see [`Self::forget_broker`]).
+    pub fn note_group(&self, group: &GroupLabels) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((group.resource_namespace.clone(), group.broker.clone()))
+            .or_default()
+            .insert(group.broker_name.clone());
+    }
+
+    /// Brokers (`(namespace, name)`) that have gauges.
+    pub fn brokers(&self) -> Vec<(String, String)> {
+        let members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: BTreeSet<(String, String)> = members.keys().cloned().collect();
+        out.extend(groups.keys().cloned());
+        out.into_iter().collect()
+    }
+
+    /// Drops every gauge of a deleted Broker.
+    pub fn forget_broker(&self, namespace: &str, broker: &str) {
+        self.retain_members(namespace, broker, &BTreeSet::new());
+        let names = self
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(namespace.to_owned(), broker.to_owned()))
+            .unwrap_or_default();
+        for broker_name in names {
+            self.forget_group(&GroupLabels {
+                resource_namespace: namespace.to_owned(),
+                broker: broker.to_owned(),
+                broker_name,
+            });
+        }
+    }
+
+    /// Drops the per-group gauges of one group (a deleted Broker or a removed group).
+    pub fn forget_group(&self, group: &GroupLabels) {
+        self.epoch.remove(group);
+        self.master_max_offset.remove(group);
+        self.master_ready.remove(group);
+        for p in FAILOVER_PHASES {
+            self.failover_phase.remove(&PhaseLabels {
+                resource_namespace: group.resource_namespace.clone(),
+                broker: group.broker.clone(),
+                broker_name: group.broker_name.clone(),
+                phase: p,
+            });
         }
     }
 
@@ -283,6 +444,36 @@ async fn serve_ready(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 18 item 7: a member that stops answering shows no figure (not a frozen one),
+    /// and removed pods or Brokers leave no series behind.
+    #[test]
+    fn member_gauges_vanish_with_silence_removed_pods_and_deleted_brokers() {
+        let m = Metrics::default();
+        let member = |pod: &str| MemberLabels {
+            resource_namespace: "ns".to_owned(),
+            broker: "b".to_owned(),
+            pod: pod.to_owned(),
+        };
+        m.set_member(&member("b-0-0"), Some(0), Some(1), Some(2));
+        m.set_member(&member("b-0-1"), Some(4096), Some(1), Some(3));
+        let text = m.encode();
+        assert!(text.contains("pod=\"b-0-1\""), "{text}");
+        assert!(text.contains("flush_behind_bytes"), "{text}");
+
+        // b-0-1 stops answering: its live gauges go, b-0-0's stay.
+        m.set_member(&member("b-0-1"), None, None, None);
+        let text = m.encode();
+        assert!(!text.contains("pod=\"b-0-1\""), "{text}");
+        assert!(text.contains("pod=\"b-0-0\""), "{text}");
+
+        // Scaled down to nothing but b-0-0, then the Broker is deleted.
+        m.set_member(&member("b-0-1"), Some(1), Some(1), Some(1));
+        m.retain_members("ns", "b", &BTreeSet::from(["b-0-0".to_owned()]));
+        assert!(!m.encode().contains("pod=\"b-0-1\""));
+        m.retain_members("ns", "b", &BTreeSet::new());
+        assert!(!m.encode().contains("pod=\"b-0-0\""));
+    }
 
     #[tokio::test]
     async fn serves_metrics_and_probes_over_http() {

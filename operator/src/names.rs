@@ -38,6 +38,9 @@ pub const ANNOTATION_PAUSE: &str = "rmq-rs.dev/pause-reconciliation";
 /// On a Broker: a pod name; the operator switches that pod's group over to it and removes
 /// the annotation when done.
 pub const ANNOTATION_SWITCHOVER: &str = "rmq-rs.dev/switchover";
+/// On a broker pod: hand its mastership over so it can be evicted (what a drain tool sets
+/// before `kubectl drain`; a cordoned node has the same effect).
+pub const ANNOTATION_DRAIN: &str = "rmq-rs.dev/drain";
 /// `"false"` on a Topic: stop managing the topic; deletion leaves it on the brokers.
 pub const ANNOTATION_MANAGED: &str = "rmq-rs.dev/managed";
 
@@ -134,8 +137,22 @@ impl BrokerNames {
         self.broker_name(group)
     }
 
+    /// The Secret the operator generates for the HA handshake when the spec names none.
+    pub fn ha_secret(&self) -> String {
+        format!("{}-ha-secret", self.cluster)
+    }
+
+    pub fn master_pdb(&self, group: i32) -> String {
+        format!("{}-master", self.broker_name(group))
+    }
+
     pub fn pod(&self, group: i32, ordinal: i32) -> String {
         format!("{}-{ordinal}", self.broker_name(group))
+    }
+
+    /// The store PVC of a pod (`<volumeClaimTemplate>-<statefulset>-<ordinal>`).
+    pub fn store_claim(&self, group: i32, ordinal: i32) -> String {
+        format!("store-{}", self.pod(group, ordinal))
     }
 
     /// Stable DNS host of a broker pod, used as its `brokerIP1`.

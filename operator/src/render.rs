@@ -100,8 +100,11 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             docs.push(serde_yaml::to_value(&g.config_map)?);
             docs.push(serde_yaml::to_value(&g.statefulset)?);
             docs.push(serde_yaml::to_value(&g.master_service)?);
-            if let Some(pdb) = &g.pdb {
+            for pdb in [&g.pdb, &g.master_pdb].into_iter().flatten() {
                 docs.push(serde_yaml::to_value(pdb)?);
+            }
+            if let Some(np) = &g.network_policy {
+                docs.push(serde_yaml::to_value(np)?);
             }
         }
         let labels = object_labels(&names.selector());
@@ -119,10 +122,10 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             docs.push(serde_yaml::to_value(broker_rules(
                 &format!("{}-broker", names.cluster),
                 &names.namespace,
-                &names.cluster,
                 &names.headless_service,
                 &labels,
                 None,
+                &settings.runbook_base_url,
             ))?);
         }
     }

@@ -15,6 +15,9 @@ pub struct PodView {
     pub ready: bool,
     pub revision: Option<String>,
     pub terminating: bool,
+    /// In the master's in-sync set (`Some(true)` for the master itself); `None` when
+    /// the master does not report replication.
+    pub in_sync: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +71,13 @@ pub fn next_step(
             reason: format!("pod {} is not ready", p.name),
         };
     }
+    // Readiness means "store recovered", not "caught up": a slave that just restarted
+    // must be back in sync before the next pod (or the master) goes.
+    if let Some(p) = pods.iter().find(|p| p.in_sync == Some(false)) {
+        return RestartStep::Wait {
+            reason: format!("pod {} is not in sync with its master yet", p.name),
+        };
+    }
     let mut candidates: Vec<&PodView> = pods.iter().filter(outdated).collect();
     // Slaves first, highest ordinal first; the master sorts last.
     candidates.sort_by_key(|p| (p.ordinal == master_ordinal, std::cmp::Reverse(p.ordinal)));
@@ -98,7 +108,29 @@ mod tests {
             ready,
             revision: Some(rev.to_owned()),
             terminating: false,
+            in_sync: None,
         }
+    }
+
+    #[test]
+    fn waits_for_a_restarted_slave_to_catch_up_before_the_next_step() {
+        let mut pods = vec![
+            pod(0, true, "old"),
+            pod(1, true, "new"),
+            pod(2, true, "old"),
+        ];
+        pods[0].in_sync = Some(true);
+        pods[1].in_sync = Some(false);
+        pods[2].in_sync = Some(true);
+        assert!(matches!(
+            next_step(&pods, 3, Some("new"), 0),
+            RestartStep::Wait { reason } if reason.contains("b-0-1")
+        ));
+        pods[1].in_sync = Some(true);
+        assert!(matches!(
+            next_step(&pods, 3, Some("new"), 0),
+            RestartStep::Restart { pod, .. } if pod == "b-0-2"
+        ));
     }
 
     #[test]

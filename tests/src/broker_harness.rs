@@ -179,14 +179,25 @@ impl BrokerProcess {
         format!("{}:{}", self.launch.host, self.port)
     }
 
-    /// SIGTERM, then waits for a clean exit; panics if it does not stop in time.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let child = self.child.as_mut().expect("broker running");
+    /// Sends SIGTERM and returns at once (see [`Self::wait_exit`]).
+    pub fn signal_term(&self) {
+        let child = self.child.as_ref().expect("broker running");
         // SAFETY: kill(2) on our own child's pid.
         unsafe {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
+    }
+
+    /// SIGTERM, then waits for a clean exit; panics if it does not stop in time.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.signal_term();
+        self.wait_exit(Duration::from_secs(30))
+    }
+
+    /// Waits for the process to exit; panics after `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("broker running");
+        let deadline = Instant::now() + within;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 self.child = None;

@@ -113,6 +113,16 @@ struct RoleState {
     target: Target,
     /// The highest epoch this broker has been told about or taken part in.
     epoch: i32,
+    /// The master a role change named for `epoch` (`None` for this broker itself, and
+    /// unset while no master was named at it: after a fence, or at start-up).
+    epoch_master: Option<EpochMaster>,
+}
+
+/// Who a role change named master of an epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum EpochMaster {
+    Me,
+    Other(String),
 }
 
 /// What the slave client exposes (`HAClient` runtime info).
@@ -179,6 +189,7 @@ impl Ha {
                     master_ha_addr: ha_master,
                 },
                 epoch,
+                epoch_master: None,
             }),
             fenced: AtomicBool::new(false),
             acks: Acks::default(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use store::BrokerRole;
 
-use super::{Ha, Target};
+use super::{EpochMaster, Ha, Target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoleChangeError {
@@ -16,6 +16,10 @@ pub enum RoleChangeError {
     StaleEpoch { current: i32, got: i32 },
     #[error("recording the epoch failed: {0}")]
     Epoch(String),
+    /// Two controllers (operators) promoting two brokers at one epoch: the second one
+    /// loses. Every election must use an epoch above any a member has seen.
+    #[error("epoch {epoch} already has master {master}; a different master needs a newer epoch")]
+    EpochTaken { epoch: i32, master: String },
     #[error("not promoted: {0}")]
     NotCaughtUp(String),
 }
@@ -25,6 +29,21 @@ pub enum RoleChangeError {
 pub const PROMOTION_DISPATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Ha {
+    /// Refuses to name a second, different master at the epoch this broker is at.
+    fn check_named(&self, epoch: i32, named: &EpochMaster) -> Result<(), RoleChangeError> {
+        let s = self.state.lock();
+        match &s.epoch_master {
+            Some(known) if epoch == s.epoch && known != named => Err(RoleChangeError::EpochTaken {
+                epoch,
+                master: match known {
+                    EpochMaster::Me => "this broker".to_owned(),
+                    EpochMaster::Other(addr) => addr.clone(),
+                },
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn check_epoch(&self, epoch: i32) -> Result<(), RoleChangeError> {
         let current = self.epoch().max(self.store.epochs().current_epoch());
         if epoch < current {
@@ -42,6 +61,7 @@ impl Ha {
     /// Writes stay refused (the role is still SLAVE) until the epoch is on disk.
     pub async fn become_master(self: &Arc<Self>, epoch: i32) -> Result<(), RoleChangeError> {
         self.check_epoch(epoch)?;
+        self.check_named(epoch, &EpochMaster::Me)?;
         let role = self.settings.promoted_role;
         let target = std::mem::take(&mut self.state.lock().target);
         self.changes.send_modify(|g| *g += 1);
@@ -81,6 +101,7 @@ impl Ha {
             let mut s = self.state.lock();
             s.role = role;
             s.epoch = s.epoch.max(epoch);
+            s.epoch_master = Some(EpochMaster::Me);
             s.target = Target::default();
         }
         self.fenced
@@ -110,7 +131,13 @@ impl Ha {
             .epochs()
             .begin(epoch, start)
             .map_err(|e| RoleChangeError::Epoch(e.to_string()))?;
-        self.state.lock().epoch = epoch;
+        {
+            // This broker is the master of the term it just began: a later order naming
+            // another master at this same epoch is refused like any equal-epoch rival.
+            let mut s = self.state.lock();
+            s.epoch = epoch;
+            s.epoch_master = Some(super::EpochMaster::Me);
+        }
         tracing::info!(epoch, %start, "new master term");
         Ok(())
     }
@@ -130,10 +157,20 @@ impl Ha {
             master_addr: master_addr.filter(|a| !a.trim().is_empty()),
             master_ha_addr: master_ha_addr.filter(|a| !a.trim().is_empty()),
         };
+        // A fence names no master; following one names it for this epoch.
+        let named = target
+            .master_addr
+            .clone()
+            .or_else(|| target.master_ha_addr.clone())
+            .map(EpochMaster::Other);
+        if let Some(named) = &named {
+            self.check_named(epoch, named)?;
+        }
         {
             let mut s = self.state.lock();
             s.role = BrokerRole::Slave;
             s.epoch = s.epoch.max(epoch);
+            s.epoch_master = named;
             s.target = target;
         }
         // Demotion never waits for anything and cannot fail.

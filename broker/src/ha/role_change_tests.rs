@@ -111,6 +111,34 @@ async fn a_demoted_master_drops_its_slave_connections_once_it_follows_another() 
         .unwrap();
 }
 
+#[tokio::test]
+async fn a_second_master_at_the_same_epoch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SLAVE\nbrokerId=1\n");
+    // Operator A promoted another broker at epoch 2 and told this one to follow it.
+    ha.become_slave(2, Some("10.0.0.1:10911".into()), None)
+        .unwrap();
+    // Operator B, stale, promotes this broker at the same epoch: refused.
+    assert!(matches!(
+        ha.become_master(2).await,
+        Err(RoleChangeError::EpochTaken { epoch: 2, .. })
+    ));
+    assert!(matches!(
+        ha.become_slave(2, Some("10.0.0.2:10911".into()), None),
+        Err(RoleChangeError::EpochTaken { epoch: 2, .. })
+    ));
+    assert_eq!(ha.role(), BrokerRole::Slave);
+    // Replays of the same order, and a newer epoch, are fine.
+    ha.become_slave(2, Some("10.0.0.1:10911".into()), None)
+        .unwrap();
+    ha.become_master(3).await.unwrap();
+    // Once master at 3, nobody else is named master at 3.
+    assert!(
+        ha.become_slave(3, Some("10.0.0.1:10911".into()), None)
+            .is_err()
+    );
+}
+
 /// Issue 15 defect 3: a master restarted in the same epoch could write different bytes
 /// at offsets its slave already held under that epoch. Every start as master now records
 /// a new epoch at the recovered CommitLog end.
@@ -146,4 +174,22 @@ async fn every_start_as_master_begins_a_new_epoch_at_the_log_end() {
     let slave = ha_in(slave_dir.path(), "brokerRole=SLAVE\nbrokerId=1\n");
     slave.begin_term().unwrap();
     assert_eq!(slave.store.epochs().current_epoch(), 0);
+}
+
+/// A term begun at start-up names this broker master of its epoch: a stale order naming
+/// another master at that same epoch is refused (only a newer election moves it).
+#[tokio::test]
+async fn a_started_master_refuses_a_rival_master_at_its_own_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    ha.begin_term().unwrap();
+    let term = ha.epoch();
+    assert!(matches!(
+        ha.become_slave(term, Some("10.0.0.9:10911".into()), None),
+        Err(RoleChangeError::EpochTaken { .. })
+    ));
+    assert_ne!(ha.role(), BrokerRole::Slave);
+    ha.become_slave(term + 1, Some("10.0.0.9:10911".into()), None)
+        .unwrap();
+    assert_eq!(ha.role(), BrokerRole::Slave);
 }

@@ -188,6 +188,8 @@ pub fn runtime_info(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
         "dispatchBehindBytes",
         store.dispatch_behind_bytes().to_string(),
     );
+    // Written but not yet on disk (RocketMQ 5.x `rocketmq_storage_flush_behind_bytes`).
+    put("flushBehindBytes", store.flush_behind_bytes().to_string());
     put("commitLogMinOffset", store.min_phy_offset().to_string());
     put("commitLogMaxOffset", store.max_phy_offset().to_string());
     put("bootTimestamp", m.boot_timestamp().to_string());

@@ -221,6 +221,39 @@ impl Admin for RemotingAdmin {
         })
     }
 
+    fn topic_configs<'a>(
+        &'a self,
+        broker: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, TopicConfig>, AdminError>> {
+        Box::pin(async move {
+            let reply = self
+                .call_ok(
+                    broker,
+                    request::GET_ALL_TOPIC_CONFIG,
+                    ExtFields::new(),
+                    Vec::new(),
+                )
+                .await?;
+            let wrapper: protocol::body::topic_config::TopicConfigSerializeWrapper =
+                lenient_json::from_slice(&reply.body)
+                    .map_err(|e| bad_body(broker, "TopicConfigSerializeWrapper", e))?;
+            Ok(wrapper
+                .topic_config_table
+                .into_iter()
+                .map(|(name, c)| {
+                    let config = TopicConfig {
+                        topic: name.clone(),
+                        read_queues: c.read_queue_nums,
+                        write_queues: c.write_queue_nums,
+                        perm: c.perm,
+                        order: c.order,
+                    };
+                    (name, config)
+                })
+                .collect())
+        })
+    }
+
     fn update_broker_config<'a>(
         &'a self,
         broker: &'a str,

@@ -111,6 +111,11 @@ impl RuntimeInfo {
         self.int("dispatchBehindBytes")
     }
 
+    /// Bytes written but not yet flushed to disk (`flushBehindBytes`).
+    pub fn flush_behind_bytes(&self) -> Option<i64> {
+        self.int("flushBehindBytes")
+    }
+
     pub fn commit_log_max_offset(&self) -> Option<i64> {
         self.int("commitLogMaxOffset")
     }
@@ -143,6 +148,12 @@ pub trait Admin: Send + Sync {
         &'a self,
         broker: &'a str,
     ) -> BoxFuture<'a, Result<RuntimeInfo, AdminError>>;
+    /// GET_ALL_TOPIC_CONFIG: every topic the broker holds, by name (what the Topic
+    /// reconciler compares with the spec before writing anything).
+    fn topic_configs<'a>(
+        &'a self,
+        broker: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, TopicConfig>, AdminError>>;
     /// UPDATE_BROKER_CONFIG: RocketMQ applies `namesrvAddr` live.
     fn update_broker_config<'a>(
         &'a self,

@@ -9,10 +9,12 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, Volume,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe,
+    SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume,
     VolumeResourceRequirements,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -21,15 +23,15 @@ use kube::Resource;
 
 use super::Settings;
 use super::config_file::{
-    CONFIG_DIR, DATA_DIR, LOG_DIR, broker_conf, broker_conf_key, config_hash, fenced_identities,
-    member_identities, restart_relevant,
+    ACL_DIR, BROKER_TERMINATION_GRACE_SECS, CONFIG_DIR, DATA_DIR, LOG_DIR, TLS_DIR, broker_conf,
+    broker_conf_key, config_hash, fenced_identities, member_identities, restart_relevant,
 };
 use super::nameserver::{empty_dir, mount};
 use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
     pod_labels, pod_security_context, tcp_port,
 };
-use crate::crd::Broker;
+use crate::crd::{ACL_SECRET_KEY, Broker, HA_SECRET_KEY};
 use crate::names::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, BROKER_HA_PORT, BROKER_PORT, BrokerNames,
     LABEL_ROLE, headless_selector, object_labels,
@@ -73,7 +75,12 @@ pub struct GroupObjects {
     pub config_map: ConfigMap,
     pub statefulset: StatefulSet,
     pub master_service: Service,
+    /// The slaves' budget (the whole group's with a single replica).
     pub pdb: Option<PodDisruptionBudget>,
+    /// The master's budget (no disruption allowed) when the group has replicas.
+    pub master_pdb: Option<PodDisruptionBudget>,
+    /// Who may reach the group's ports (`None` when the spec turns it off).
+    pub network_policy: Option<NetworkPolicy>,
     /// The `rmq-rs.dev/config-hash` the group's pods should run with.
     pub config_hash: String,
 }
@@ -196,7 +203,7 @@ pub fn build_group(
             "-c".to_owned(),
             format!("{CONFIG_DIR}/$(POD_NAME).conf"),
         ]),
-        env: Some(downward_env()),
+        env: Some(broker_env(broker, names)),
         ports: Some(vec![
             tcp_port("remoting", BROKER_PORT),
             tcp_port("ha", BROKER_HA_PORT),
@@ -209,14 +216,27 @@ pub fn build_group(
         }),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         liveness_probe: Some(http_probe("/healthz", 10, 6)),
-        resources: spec.resources.clone(),
+        resources: Some(
+            spec.resources
+                .clone()
+                .unwrap_or_else(|| super::pod::default_resources("500m", "1Gi", "2Gi")),
+        ),
         security_context: Some(container_security_context()),
-        volume_mounts: Some(vec![
-            mount("config", CONFIG_DIR, true),
-            mount("store", DATA_DIR, false),
-            mount("logs", LOG_DIR, false),
-            mount("tmp", "/tmp", false),
-        ]),
+        volume_mounts: Some(
+            [
+                mount("config", CONFIG_DIR, true),
+                mount("store", DATA_DIR, false),
+                mount("logs", LOG_DIR, false),
+                mount("tmp", "/tmp", false),
+            ]
+            .into_iter()
+            .chain(
+                secret_volumes(broker)
+                    .into_iter()
+                    .map(|(v, dir)| mount(&v.name, dir, true)),
+            )
+            .collect(),
+        ),
         ..Container::default()
     };
 
@@ -284,23 +304,31 @@ pub fn build_group(
                         pod.topology_spread_constraints.clone(),
                     ),
                     priority_class_name: pod.priority_class_name.clone(),
+                    // No preStop hook: the image is `scratch`, with nothing to exec. The
+                    // broker does it on SIGTERM (unregister, keep serving, then close);
+                    // the grace period covers that wait plus the flush.
                     termination_grace_period_seconds: pod
                         .termination_grace_period_seconds
-                        .or(Some(60)),
+                        .or(Some(BROKER_TERMINATION_GRACE_SECS)),
                     image_pull_secrets: non_empty_vec(spec.image.pull_secrets.clone()),
                     containers: vec![container],
-                    volumes: Some(vec![
-                        Volume {
-                            name: "config".to_owned(),
-                            config_map: Some(ConfigMapVolumeSource {
-                                name: names.config_map(group),
-                                ..ConfigMapVolumeSource::default()
-                            }),
-                            ..Volume::default()
-                        },
-                        empty_dir("logs"),
-                        empty_dir("tmp"),
-                    ]),
+                    volumes: Some(
+                        vec![
+                            Volume {
+                                name: "config".to_owned(),
+                                config_map: Some(ConfigMapVolumeSource {
+                                    name: names.config_map(group),
+                                    ..ConfigMapVolumeSource::default()
+                                }),
+                                ..Volume::default()
+                            },
+                            empty_dir("logs"),
+                            empty_dir("tmp"),
+                        ]
+                        .into_iter()
+                        .chain(secret_volumes(broker).into_iter().map(|(v, _)| v))
+                        .collect(),
+                    ),
                     ..PodSpec::default()
                 }),
             },
@@ -310,18 +338,39 @@ pub fn build_group(
         ..StatefulSet::default()
     };
 
-    let pdb = spec.pdb.enabled.then(|| PodDisruptionBudget {
-        metadata: meta(broker, &names.pdb(group), &labels),
-        spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(spec.pdb.max_unavailable)),
-            selector: Some(LabelSelector {
-                match_labels: Some(selector.clone()),
-                match_expressions: None,
+    // With replicas, a master is never evicted: its PDB allows no disruption, so
+    // `kubectl drain` waits until the operator has handed mastership over (the pod then
+    // carries role=slave and falls under the slaves' budget). See `drain.rs`.
+    let replicated = spec.replicas_per_group > 1;
+    let with_role = |role: &str| {
+        let mut s = selector.clone();
+        s.insert(LABEL_ROLE.to_owned(), role.to_owned());
+        s
+    };
+    let budget = |name: String, selector: BTreeMap<String, String>, max_unavailable: i32| {
+        PodDisruptionBudget {
+            metadata: meta(broker, &name, &labels),
+            spec: Some(PodDisruptionBudgetSpec {
+                max_unavailable: Some(IntOrString::Int(max_unavailable)),
+                selector: Some(LabelSelector {
+                    match_labels: Some(selector),
+                    match_expressions: None,
+                }),
+                ..PodDisruptionBudgetSpec::default()
             }),
-            ..PodDisruptionBudgetSpec::default()
-        }),
-        ..PodDisruptionBudget::default()
+            ..PodDisruptionBudget::default()
+        }
+    };
+    let pdb = spec.pdb.enabled.then(|| {
+        let slaves = if replicated {
+            with_role(ROLE_SLAVE)
+        } else {
+            selector.clone()
+        };
+        budget(names.pdb(group), slaves, spec.pdb.max_unavailable)
     });
+    let master_pdb = (spec.pdb.enabled && replicated)
+        .then(|| budget(names.master_pdb(group), with_role(ROLE_MASTER), 0));
 
     GroupObjects {
         broker_name,
@@ -329,7 +378,91 @@ pub fn build_group(
         statefulset,
         master_service,
         pdb,
+        master_pdb,
+        network_policy: super::network_policy::build(broker, names, group),
         config_hash: hash,
+    }
+}
+
+/// The downward-API variables plus the secrets the broker reads from its environment:
+/// `RMQ_HA_SECRET` (the group's HA handshake secret; the broker refuses to start a
+/// replicating role without it) and the broker's own account. Each comes from a
+/// `secretKeyRef`, so no value ever passes through the operator or a ConfigMap.
+fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
+    let security = &broker.spec.security;
+    let mut env = downward_env();
+    let (ha_name, ha_key) = match &security.ha_secret {
+        Some(r) => (r.name.clone(), r.key_or(HA_SECRET_KEY).to_owned()),
+        None => (names.ha_secret(), HA_SECRET_KEY.to_owned()),
+    };
+    env.push(secret_env("RMQ_HA_SECRET", &ha_name, &ha_key));
+    if let Some(creds) = &security.broker_credentials {
+        env.push(secret_env(
+            "ROCKETMQ_BROKER_ACCESS_KEY",
+            &creds.secret_name,
+            "accessKey",
+        ));
+        env.push(secret_env(
+            "ROCKETMQ_BROKER_SECRET_KEY",
+            &creds.secret_name,
+            "secretKey",
+        ));
+    }
+    env
+}
+
+/// The ACL and TLS Secrets as read-only volumes with their mount directories. Mounted,
+/// never copied: the kubelet updates the files when the Secret changes, and the broker
+/// hot-reloads both.
+fn secret_volumes(broker: &Broker) -> Vec<(Volume, &'static str)> {
+    let security = &broker.spec.security;
+    let volume = |name: &str, secret: &str, keys: &[&str]| Volume {
+        name: name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_owned()),
+            items: Some(
+                keys.iter()
+                    .map(|k| KeyToPath {
+                        key: (*k).to_owned(),
+                        path: (*k).to_owned(),
+                        mode: None,
+                    })
+                    .collect(),
+            ),
+            // Owner read, group read (the pods' fsGroup), nobody else.
+            default_mode: Some(0o440),
+            optional: Some(false),
+        }),
+        ..Volume::default()
+    };
+    let mut out = Vec::new();
+    if let Some(acl) = &security.acl {
+        out.push((
+            volume("acl", &acl.name, &[acl.key_or(ACL_SECRET_KEY)]),
+            ACL_DIR,
+        ));
+    }
+    if let Some(tls) = &security.tls {
+        out.push((
+            volume("tls", &tls.secret_name, &["tls.crt", "tls.key", "ca.crt"]),
+            TLS_DIR,
+        ));
+    }
+    out
+}
+
+fn secret_env(var: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: var.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::crd::{AckMode, Broker, NameServer};
+use crate::crd::{ACL_SECRET_KEY, AckMode, Broker, NameServer};
 use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
 
 /// Where the ConfigMap is mounted and the stores live inside the pods.
@@ -13,6 +13,14 @@ pub const DATA_DIR: &str = "/var/lib/rocketmq";
 pub const STORE_DIR: &str = "/var/lib/rocketmq/store";
 pub const LOG_DIR: &str = "/var/log/rocketmq";
 pub const NAMESERVER_CONF: &str = "namesrv.conf";
+/// How long a terminating broker keeps serving after it unregistered: one client route
+/// refresh (4.9 `pollNameServerInterval`, 30 s).
+pub const SHUTDOWN_UNREGISTER_WAIT_SECS: i64 = 30;
+/// Termination grace of broker pods: the unregister wait plus time to flush and stop.
+pub const BROKER_TERMINATION_GRACE_SECS: i64 = SHUTDOWN_UNREGISTER_WAIT_SECS + 60;
+/// Where the ACL and TLS Secrets are mounted (read-only) in broker pods.
+pub const ACL_DIR: &str = "/etc/rocketmq-acl";
+pub const TLS_DIR: &str = "/etc/rocketmq-tls";
 
 /// One broker's identity inside its group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +156,52 @@ pub fn broker_conf(
     for (k, v) in owned {
         props.insert(k.to_owned(), v);
     }
+    // The preStop behaviour: on SIGTERM the broker unregisters, serves this long so
+    // clients refresh their routes, then closes (unless the spec chose another wait). A
+    // shorter grace period than the default shortens the wait to a third of it, leaving
+    // the rest for the flush.
+    let grace = broker
+        .spec
+        .pod
+        .termination_grace_period_seconds
+        .unwrap_or(BROKER_TERMINATION_GRACE_SECS);
+    let wait_secs = SHUTDOWN_UNREGISTER_WAIT_SECS.min(grace.max(0) / 3);
+    props
+        .entry("shutdownUnregisterWaitMs".to_owned())
+        .or_insert_with(|| (wait_secs * 1000).to_string());
+    // Secrets are mounted; broker.conf names only their paths.
+    let security = &broker.spec.security;
+    if let Some(acl) = &security.acl {
+        props.insert("aclEnable".to_owned(), "true".to_owned());
+        props.insert(
+            "aclFile".to_owned(),
+            format!("{ACL_DIR}/{}", acl.key_or(ACL_SECRET_KEY)),
+        );
+    }
+    if let Some(tls) = &security.tls {
+        for (k, v) in [
+            ("tls.server.mode", "permissive".to_owned()),
+            ("tls.server.certPath", format!("{TLS_DIR}/tls.crt")),
+            ("tls.server.keyPath", format!("{TLS_DIR}/tls.key")),
+            ("tls.server.trustCertPath", format!("{TLS_DIR}/ca.crt")),
+            (
+                "tls.server.need.client.auth",
+                if tls.require_client_certificates {
+                    "require"
+                } else {
+                    "none"
+                }
+                .to_owned(),
+            ),
+            // Used when `tls.enable=true` (spec.config): slaves to their master and
+            // registrations to TLS nameservers, with the same certificate.
+            ("tls.client.trustCertPath", format!("{TLS_DIR}/ca.crt")),
+            ("tls.client.certPath", format!("{TLS_DIR}/tls.crt")),
+            ("tls.client.keyPath", format!("{TLS_DIR}/tls.key")),
+        ] {
+            props.insert(k.to_owned(), v);
+        }
+    }
     render_properties(&props)
 }
 
@@ -190,6 +244,38 @@ pub fn restart_relevant(conf: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unregister_wait_fits_in_the_grace_period() {
+        use crate::crd::BrokerSpec;
+        let wait = |grace: Option<i64>, config: &[(&str, &str)]| {
+            let mut spec = BrokerSpec::default();
+            spec.pod.termination_grace_period_seconds = grace;
+            spec.config = config
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let mut b = Broker::new("b", spec);
+            b.metadata.namespace = Some("ns".to_owned());
+            let conf = broker_conf(
+                &b,
+                0,
+                MemberIdentity {
+                    ordinal: 0,
+                    broker_id: 0,
+                },
+                "ns:9876",
+                "cluster.local",
+            );
+            conf.lines()
+                .find_map(|l| l.strip_prefix("shutdownUnregisterWaitMs="))
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(wait(None, &[]), "30000");
+        assert_eq!(wait(Some(30), &[]), "10000");
+        assert_eq!(wait(None, &[("shutdownUnregisterWaitMs", "5000")]), "5000");
+    }
 
     #[test]
     fn master_takes_id_zero_and_old_master_takes_its_ordinal() {

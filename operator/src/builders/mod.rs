@@ -6,6 +6,7 @@ pub mod broker;
 pub mod config_file;
 pub mod monitoring;
 pub mod nameserver;
+pub mod network_policy;
 pub mod pod;
 
 /// Operator-wide settings the builders need.
@@ -17,7 +18,13 @@ pub struct Settings {
     pub nameserver_image: String,
     /// Image used when a Broker leaves `spec.image.image` unset.
     pub broker_image: String,
+    /// Base URL of `docs/runbooks`; alerts link to pages under it.
+    pub runbook_base_url: String,
 }
+
+/// Where alerts' `runbook_url`s point unless configured (the chart's default too).
+pub const DEFAULT_RUNBOOK_BASE_URL: &str =
+    "https://github.com/rmq-rs/rmq-rs/blob/main/docs/runbooks";
 
 impl Default for Settings {
     fn default() -> Self {
@@ -26,6 +33,7 @@ impl Default for Settings {
             cluster_domain: "cluster.local".to_owned(),
             nameserver_image: format!("rmq-rs/rmq-nameserver:{version}"),
             broker_image: format!("rmq-rs/rmq-broker:{version}"),
+            runbook_base_url: DEFAULT_RUNBOOK_BASE_URL.to_owned(),
         }
     }
 }

@@ -43,46 +43,35 @@ pub fn service_monitor(
     obj
 }
 
-/// Default alerts for one Broker cluster: a broker down, dispatch falling behind, and a
-/// slave lagging its master. Broker metric names follow RocketMQ 5.x so existing
-/// dashboards carry over; the lag comes from the operator's own metrics.
+/// Alerts scoped to one Broker cluster. Only what the chart's cluster-wide PrometheusRule
+/// cannot say: the chart holds the failover, lag, dispatch and disk alerts (one set of
+/// thresholds, configured in its values), so nothing here duplicates them.
 pub fn broker_rules(
     name: &str,
     namespace: &str,
-    cluster: &str,
     headless_service: &str,
     labels: &BTreeMap<String, String>,
     owner: Option<OwnerReference>,
+    runbook_base_url: &str,
 ) -> DynamicObject {
     let mut obj = DynamicObject::new(name, &prometheus_rule_resource()).within(namespace);
     obj.metadata = meta(name, namespace, labels, owner);
     let sel = format!(r#"namespace="{namespace}",service="{headless_service}""#);
-    let op_sel = format!(r#"resource_namespace="{namespace}",broker="{cluster}""#);
+    let runbooks = runbook_base_url.trim_end_matches('/');
     obj.data = json!({
         "spec": {
             "groups": [{
-                "name": format!("rmq-broker-{cluster}"),
+                "name": format!("rmq-broker-{name}"),
                 "rules": [
                     {
                         "alert": "RocketMQBrokerDown",
                         "expr": format!(r#"up{{{sel}}} == 0"#),
                         "for": "2m",
                         "labels": { "severity": "critical" },
-                        "annotations": { "summary": "Broker {{ $labels.pod }} is not scrapeable" }
-                    },
-                    {
-                        "alert": "RocketMQDispatchBehind",
-                        "expr": format!(r#"rocketmq_storage_dispatch_behind_bytes{{{sel}}} > 104857600"#),
-                        "for": "10m",
-                        "labels": { "severity": "warning" },
-                        "annotations": { "summary": "Broker {{ $labels.pod }} dispatch is more than 100 MiB behind" }
-                    },
-                    {
-                        "alert": "RocketMQReplicationLag",
-                        "expr": format!(r#"rmq_operator_replication_lag_bytes{{{op_sel}}} > 104857600"#),
-                        "for": "10m",
-                        "labels": { "severity": "warning" },
-                        "annotations": { "summary": "Slave {{ $labels.pod }} is more than 100 MiB behind its master" }
+                        "annotations": {
+                            "summary": "Broker {{ $labels.pod }} is not scrapeable",
+                            "runbook_url": format!("{runbooks}/broker-down.md"),
+                        }
                     }
                 ]
             }]

@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, PodSpec, PodTemplateSpec,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
@@ -25,6 +27,10 @@ use crate::names::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, NAMESERVER_PORT, NameServerNames,
     headless_selector, object_labels,
 };
+
+/// The nameserver pods' claim template (mounted at the data directory, where
+/// `kvConfigPath` points); claims are `data-<statefulset>-<ordinal>`.
+pub const KV_CLAIM: &str = "data";
 
 /// Everything one NameServer owns.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,7 +138,12 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
         ]),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         liveness_probe: Some(http_probe("/healthz", 10, 6)),
-        resources: ns.spec.resources.clone(),
+        resources: Some(
+            ns.spec
+                .resources
+                .clone()
+                .unwrap_or_else(|| super::pod::default_resources("100m", "256Mi", "512Mi")),
+        ),
         security_context: Some(container_security_context()),
         volume_mounts: Some(vec![
             mount("config", CONFIG_DIR, true),
@@ -188,13 +199,33 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
                             }),
                             ..Volume::default()
                         },
-                        empty_dir("data"),
                         empty_dir("logs"),
                         empty_dir("tmp"),
                     ]),
                     ..PodSpec::default()
                 }),
             },
+            // The KV config lives on a claim (it was an emptyDir: lost on every restart).
+            volume_claim_templates: Some(vec![PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some(KV_CLAIM.to_owned()),
+                    labels: Some(labels.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(PersistentVolumeClaimSpec {
+                    access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+                    storage_class_name: ns.spec.storage.storage_class_name.clone(),
+                    resources: Some(VolumeResourceRequirements {
+                        requests: Some(BTreeMap::from([(
+                            "storage".to_owned(),
+                            Quantity(ns.spec.storage.size.clone()),
+                        )])),
+                        limits: None,
+                    }),
+                    ..PersistentVolumeClaimSpec::default()
+                }),
+                ..PersistentVolumeClaim::default()
+            }]),
             ..StatefulSetSpec::default()
         }),
         ..StatefulSet::default()

@@ -143,3 +143,26 @@ pub fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {
 pub fn non_empty_vec<T>(v: Vec<T>) -> Option<Vec<T>> {
     (!v.is_empty()).then_some(v)
 }
+
+/// Requests and a memory limit for containers whose resource sets none, so the scheduler
+/// places them knowingly and a runaway process is OOM-killed instead of starving its
+/// node. No CPU limit: throttling a broker's flush or replication thread costs more than
+/// it protects.
+pub fn default_resources(
+    cpu: &str,
+    memory: &str,
+    memory_limit: &str,
+) -> k8s_openapi::api::core::v1::ResourceRequirements {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    k8s_openapi::api::core::v1::ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("memory".to_owned(), Quantity(memory.to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_owned(),
+            Quantity(memory_limit.to_owned()),
+        )])),
+        ..k8s_openapi::api::core::v1::ResourceRequirements::default()
+    }
+}

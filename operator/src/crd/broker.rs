@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{ImageSpec, LocalRef, MetricsSpec, PdbSpec, PodOverrides, default_one};
+use super::security::BrokerSecurity;
 
 /// broker.conf keys the operator derives itself; `spec.config` may not set them.
 pub const OPERATOR_OWNED_KEYS: &[&str] = &[
@@ -41,6 +42,9 @@ pub const OPERATOR_OWNED_KEYS: &[&str] = &[
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".spec.replicasPerGroup"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Degraded","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].status"}"#,
+    printcolumn = r#"{"name":"Masters","type":"string","jsonPath":".status.groups[*].masterPod"}"#,
+    printcolumn = r#"{"name":"Epochs","type":"string","jsonPath":".status.groups[*].epoch"}"#,
+    printcolumn = r#"{"name":"Failover","type":"string","jsonPath":".status.groups[*].failover.phase"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -90,6 +94,9 @@ pub struct BrokerSpec {
     pub pod: PodOverrides,
     #[serde(default)]
     pub pdb: PdbSpec,
+    /// Secrets and network exposure (see `docs/security.md`).
+    #[serde(default)]
+    pub security: BrokerSecurity,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -207,6 +214,7 @@ pub struct BrokerStatus {
     pub observed_generation: Option<i64>,
     /// `Ready`, `Progressing`, `Degraded`, `FailoverInProgress`, `ReconciliationPaused`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// `namesrvAddr` the brokers were configured with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,6 +334,14 @@ pub enum FailoverTrigger {
     Switchover,
     /// A rolling restart reached the master: it hands over to an in-sync slave first.
     RollingRestart,
+    /// The master's pod is being drained (its node is cordoned, or the pod is annotated
+    /// `rmq-rs.dev/drain: "true"`): mastership moves to an in-sync slave before the
+    /// eviction the master's PodDisruptionBudget holds back.
+    Drain,
+    /// `status` was lost (the Broker re-created over retained volumes, or restored
+    /// without status) and no member claims mastership: the member with the newest data
+    /// (highest epoch, then offset) is promoted at a new epoch.
+    StatusLost,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -7,11 +7,13 @@
 mod broker;
 mod common;
 mod nameserver;
+mod security;
 mod topic;
 
 pub use broker::*;
 pub use common::*;
 pub use nameserver::*;
+pub use security::*;
 pub use topic::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -23,7 +25,7 @@ pub const VERSION: &str = "v1alpha1";
 
 /// All CRDs, in the order `rmq-operator crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![NameServer::crd(), Broker::crd(), Topic::crd()]
+    vec![NameServer::crd(), Broker::crd(), topic_crd()]
 }
 
 /// The CRDs as one multi-document YAML stream, the content of `crds/`.

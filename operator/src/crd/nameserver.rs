@@ -21,6 +21,10 @@ use super::common::{ImageSpec, MetricsSpec, PdbSpec, PodOverrides, default_one};
     status = "NameServerStatus",
     shortname = "rmqns",
     category = "rmq",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.readyReplicas"
+    ),
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".spec.replicas"}"#,
     printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
     printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
@@ -50,6 +54,46 @@ pub struct NameServerSpec {
     pub metrics: MetricsSpec,
     #[serde(default)]
     pub pdb: PdbSpec,
+    /// The volume of each nameserver's KV config (`kvConfigPath`: ORDER_TOPIC_CONFIG and
+    /// other namespaced KV entries), so it survives restarts.
+    #[serde(default)]
+    pub storage: NameServerStorage,
+}
+
+/// Persistent volume of a nameserver pod (its KV config).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
+        "message": "storage.size may only grow"
+    },
+    {
+        "rule": "has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+        "message": "storage.storageClassName is immutable"
+    }
+]))]
+pub struct NameServerStorage {
+    /// Size of each pod's claim (Kubernetes quantity); the KV config is small.
+    #[serde(default = "default_kv_size")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"))]
+    pub size: String,
+    /// Storage class of the claims; the cluster default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+impl Default for NameServerStorage {
+    fn default() -> Self {
+        Self {
+            size: default_kv_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+fn default_kv_size() -> String {
+    "1Gi".to_owned()
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -60,6 +104,7 @@ pub struct NameServerStatus {
     pub observed_generation: Option<i64>,
     /// `Ready` and `Progressing`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(default)]
     pub replicas: i32,

@@ -86,6 +86,7 @@ pub struct TopicStatus {
     pub observed_generation: Option<i64>,
     /// `Ready` and `ReconciliationPaused`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The RocketMQ topic this object manages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +94,20 @@ pub struct TopicStatus {
     /// Where the topic was last applied successfully.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<Placement>,
+    /// The last difference found between the spec and a master's topic config
+    /// (GET_ALL_TOPIC_CONFIG), and repaired; absent while none was ever found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drift: Option<TopicDrift>,
+}
+
+/// A drift the Topic reconciler found on the brokers and repaired.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicDrift {
+    /// RFC 3339 time of the repair.
+    pub repaired_at: String,
+    /// What differed, per broker group (`c-0: writeQueues 4, want 8`).
+    pub details: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -117,4 +132,37 @@ impl Topic {
             .or(self.metadata.name.as_deref())
             .unwrap_or_default()
     }
+}
+
+/// Rule on `metadata.name` (only the root of a CRD schema can see it): a Topic without
+/// `spec.topicName` uses its name as the RocketMQ topic, so the name must be one
+/// (`TopicValidator`: at most 127 characters of `[%|a-zA-Z0-9_-]`; Kubernetes names may
+/// also hold `.`).
+pub const TOPIC_NAME_RULE: &str = "has(self.spec.topicName) || (size(self.metadata.name) <= 127 && self.metadata.name.matches('^[%|a-zA-Z0-9_-]+$'))";
+
+/// The Topic CRD with [`TOPIC_NAME_RULE`] on its root.
+pub fn topic_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule;
+    use kube::CustomResourceExt;
+    let mut crd = Topic::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema
+                .x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(ValidationRule {
+                    rule: TOPIC_NAME_RULE.to_owned(),
+                    message: Some(
+                        "metadata.name is not a RocketMQ topic name (at most 127 characters of letters, digits, '-', '_', '%', '|'); set spec.topicName".to_owned(),
+                    ),
+                    ..ValidationRule::default()
+                });
+        }
+    }
+    crd
 }

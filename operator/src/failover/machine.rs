@@ -125,7 +125,11 @@ impl Transition<'_> {
     fn planned(&self) -> bool {
         matches!(
             self.next.trigger,
-            Some(FailoverTrigger::Switchover | FailoverTrigger::RollingRestart)
+            Some(
+                FailoverTrigger::Switchover
+                    | FailoverTrigger::RollingRestart
+                    | FailoverTrigger::Drain
+            )
         )
     }
 
@@ -139,9 +143,14 @@ impl Transition<'_> {
             // The old master keeps serving until a clean candidate exists.
             match election::precheck(&self.next, self.obs) {
                 Ok(()) => self.start_fencing(),
-                // A rolling restart then restarts the master in place instead.
-                Err(_) if self.next.trigger == Some(FailoverTrigger::RollingRestart) => {
-                    self.cancel("no in-sync replica to hand over to; the master restarts in place");
+                // A rolling restart or a drain tries again later (the master stays).
+                Err(_)
+                    if matches!(
+                        self.next.trigger,
+                        Some(FailoverTrigger::RollingRestart | FailoverTrigger::Drain)
+                    ) =>
+                {
+                    self.cancel("no in-sync replica to hand over to yet; the master stays");
                 }
                 Err(reason) => self.block(reason),
             }

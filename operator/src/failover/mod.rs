@@ -24,6 +24,7 @@ pub mod executor;
 pub mod machine;
 pub mod model;
 pub mod observe;
+pub mod recover;
 pub mod status;
 
 pub use machine::{

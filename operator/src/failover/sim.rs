@@ -296,6 +296,12 @@ impl Admin for Sim {
     fn runtime_info<'a>(&'a self, a: &'a str) -> BoxFuture<'a, Result<RuntimeInfo, AdminError>> {
         Box::pin(async move { Err(refuse(a, "GET_BROKER_RUNTIME_INFO")) })
     }
+    fn topic_configs<'a>(
+        &'a self,
+        a: &'a str,
+    ) -> BoxFuture<'a, Result<std::collections::BTreeMap<String, TopicConfig>, AdminError>> {
+        Box::pin(async move { Err(refuse(a, "GET_ALL_TOPIC_CONFIG")) })
+    }
     fn update_broker_config<'a>(
         &'a self,
         a: &'a str,

@@ -57,6 +57,21 @@ pub async fn apply_dynamic(
     Ok(api.patch(name, &apply_params(), &Patch::Apply(obj)).await?)
 }
 
+/// Deletes a dynamic object (ServiceMonitor, PrometheusRule) if it exists.
+pub async fn delete_dynamic_if_exists(
+    client: &Client,
+    resource: &kube::api::ApiResource,
+    ns: &str,
+    name: &str,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Deletes `name` if it exists; a missing object is success.
 pub async fn delete_if_exists<K>(client: &Client, ns: &str, name: &str) -> Result<(), Error>
 where

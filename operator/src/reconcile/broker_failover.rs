@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use futures::future::{BoxFuture, join_all};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::apply::{apply, patch_metadata, patch_status};
+use super::apply::{apply, patch_metadata};
 use super::broker::KIND;
+use super::broker_recovery::reconcile_with_brokers;
 use super::broker_status::{ObservedPod, identities, pod_ordinal};
 use super::{Context, Error};
 use crate::admin::HaStatus;
@@ -230,7 +231,7 @@ pub async fn collect_ha(
         .collect()
 }
 
-async fn list_group_pods(
+pub async fn list_group_pods(
     ctx: &Context,
     names: &BrokerNames,
     group: i32,
@@ -271,35 +272,41 @@ fn pod_facts(
         .collect()
 }
 
-/// Writes `state` into the Broker's `status.groups[group].failover` (the rest of the
-/// status is rewritten at the end of the reconcile).
-async fn checkpoint(
+/// Persists `state` as `status.groups[group]`'s master, epoch and failover: a JSON patch
+/// of that one element (guarded by a `test` of its brokerName), so checkpoints of two
+/// groups in one reconcile never overwrite each other.
+pub async fn checkpoint(
     ctx: &Context,
-    broker: &Broker,
+    names: &BrokerNames,
     group: i32,
     state: &State,
 ) -> Result<(), Error> {
-    let mut groups = broker
-        .status
-        .as_ref()
-        .map(|s| s.groups.clone())
-        .unwrap_or_default();
-    let Some(g) = groups.get_mut(usize::try_from(group).unwrap_or(usize::MAX)) else {
-        return Ok(());
-    };
-    g.failover = crate::failover::status::to_status(state);
-    patch_status::<Broker, _>(
-        &ctx.client,
-        &broker.namespace().unwrap_or_default(),
-        &broker.name_any(),
-        &json!({ "groups": groups }),
+    let at = format!("/status/groups/{group}");
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        { "op": "test", "path": format!("{at}/brokerName"), "value": names.broker_name(group) },
+        { "op": "add", "path": format!("{at}/masterPod"), "value": state.master },
+        { "op": "add", "path": format!("{at}/epoch"), "value": state.epoch },
+        { "op": "add", "path": format!("{at}/failover"),
+          "value": crate::failover::status::to_status(state) },
+    ]))?;
+    let api: Api<Broker> = Api::namespaced(ctx.client.clone(), &names.namespace);
+    api.patch_status(
+        &names.cluster,
+        &PatchParams::default(),
+        &Patch::Json::<()>(ops),
     )
-    .await
+    .await?;
+    ctx.metrics.status_writes.inc();
+    Ok(())
 }
 
 /// Steps one group's failover machine until its phase settles (or [`MAX_STEPS`]),
-/// executing each step's actions. The state returned is the last one whose actions all
-/// succeeded.
+/// executing each step's actions.
+///
+/// Replaying is safe: the state reached by each transition is checkpointed before its
+/// Events and its outcome metric go out, and the actions that change the cluster are
+/// idempotent (a role change at the same epoch, a delete, a label). A crash or a lost
+/// lease at any point resumes from the last checkpoint and counts each failover once.
 #[allow(clippy::too_many_arguments)]
 pub async fn drive_group(
     ctx: &Context,
@@ -321,18 +328,46 @@ pub async fn drive_group(
             broker_name: names.broker_name(group),
         },
     };
-    for _ in 0..MAX_STEPS {
+    let fail = |state, ha, e| GroupRun {
+        state,
+        ha,
+        error: Some(e),
+    };
+    // Whether `state` is what status holds (a recovery start is not, until written).
+    let mut persisted = state.trigger != Some(FailoverTrigger::StatusLost);
+    for round in 0..MAX_STEPS {
         let pods = match list_group_pods(ctx, names, group).await {
             Ok(p) => p,
-            Err(e) => {
-                return GroupRun {
-                    state,
-                    ha,
-                    error: Some(e),
-                };
-            }
+            Err(e) => return fail(state, ha, e),
         };
         ha = collect_ha(ctx, names, &pods).await;
+        if round == 0 {
+            let members: Vec<String> = (0..replicas).map(|o| names.pod(group, o)).collect();
+            if let Some(adopted) = reconcile_with_brokers(&state, &members, &ha) {
+                let note = format!(
+                    "{}: status recorded {} at epoch {}, but {} reports itself master at epoch {}; following the brokers",
+                    names.broker_name(group),
+                    state.master,
+                    state.epoch,
+                    adopted.master,
+                    adopted.epoch
+                );
+                if let Err(e) = checkpoint(ctx, names, group, &adopted).await {
+                    return fail(state, ha, e);
+                }
+                ctx.events
+                    .publish(
+                        KIND,
+                        &broker.object_ref(&()),
+                        true,
+                        "MasterFromBrokers",
+                        "Failover",
+                        note,
+                    )
+                    .await;
+                state = adopted;
+            }
+        }
         // Until a member has answered GET_BROKER_HA_STATUS nothing is known about the
         // group's replication: a group still starting (or brokers without HA support)
         // is never failed over.
@@ -362,36 +397,45 @@ pub async fn drive_group(
         };
         // A promotion goes out only once the choice of candidate is persisted (see
         // `machine::Transition::electing`).
-        if actions
-            .iter()
-            .any(|a| matches!(a, crate::failover::Action::Promote { .. }))
-            && let Err(e) = checkpoint(ctx, broker, group, &state).await
+        if !persisted
+            && actions
+                .iter()
+                .any(|a| matches!(a, crate::failover::Action::Promote { .. }))
         {
-            return GroupRun {
-                state,
-                ha,
-                error: Some(e),
-            };
+            if let Err(e) = checkpoint(ctx, names, group, &state).await {
+                return fail(state, ha, e);
+            }
+            persisted = true;
         }
-        if let Err(e) = execute(&actions, &api, ctx.admin.as_ref(), &recorder).await {
-            return GroupRun {
-                state,
-                ha,
-                error: Some(e.into()),
-            };
+        let (acting, telling): (Vec<_>, Vec<_>) = actions.iter().cloned().partition(|a| a.acts());
+        if let Err(e) = execute(&acting, &api, ctx.admin.as_ref(), &recorder).await {
+            return fail(state, ha, e.into());
+        }
+        let moved = next.phase != state.phase || !acting.is_empty();
+        if next != state {
+            if let Err(e) = checkpoint(ctx, names, group, &next).await {
+                return fail(state, ha, e);
+            }
+            persisted = true;
+        }
+        // Events and the outcome metric only for a transition that is on record.
+        if let Err(e) = execute(&telling, &api, ctx.admin.as_ref(), &recorder).await {
+            return fail(next, ha, e.into());
         }
         // A removed annotation, or a rolling restart's request once taken up, is not
         // offered again in this reconcile.
         let taken = state.phase.at_rest() && !next.phase.at_rest();
         if actions.contains(&crate::failover::Action::ClearRequest)
             || (taken
-                && request
-                    .as_ref()
-                    .is_some_and(|r| r.trigger == FailoverTrigger::RollingRestart))
+                && request.as_ref().is_some_and(|r| {
+                    matches!(
+                        r.trigger,
+                        FailoverTrigger::RollingRestart | FailoverTrigger::Drain
+                    )
+                }))
         {
             request = None;
         }
-        let moved = next.phase != state.phase || actions.iter().any(|a| a.acts());
         state = next;
         if !moved {
             break;

@@ -28,6 +28,10 @@ pub struct ObservedPod {
     /// When the Ready condition last turned false (epoch ms); `None` while ready.
     pub unready_since_ms: Option<i64>,
     pub ip: Option<String>,
+    /// The node the pod runs on.
+    pub node: Option<String>,
+    /// Annotated `rmq-rs.dev/drain: "true"`.
+    pub drain_requested: bool,
 }
 
 impl ObservedPod {
@@ -62,6 +66,12 @@ impl ObservedPod {
             labels,
             unready_since_ms,
             ip: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            drain_requested: crate::names::annotation_is(
+                pod.metadata.annotations.as_ref(),
+                crate::names::ANNOTATION_DRAIN,
+                "true",
+            ),
             name,
         })
     }
@@ -73,6 +83,7 @@ impl ObservedPod {
             ready: self.ready,
             revision: self.revision.clone(),
             terminating: self.terminating,
+            in_sync: None,
         }
     }
 }
@@ -209,6 +220,8 @@ pub struct Rollout {
     pub waiting: Option<String>,
     /// The pod restarted in this reconcile.
     pub restarted: Option<String>,
+    /// Set when `waiting` is a refusal (Progressing=False with this reason), not a wait.
+    pub blocked_reason: Option<&'static str>,
 }
 
 pub fn broker_conditions(groups: &[GroupStatus], rollout: &Rollout) -> Vec<Desired> {
@@ -264,6 +277,12 @@ pub fn broker_conditions(groups: &[GroupStatus], rollout: &Rollout) -> Vec<Desir
         )
     };
     let progressing = match (&rollout.restarted, &rollout.waiting) {
+        (_, Some(why)) if rollout.blocked_reason.is_some() => Desired::new(
+            conditions::PROGRESSING,
+            false,
+            rollout.blocked_reason.unwrap_or("Blocked"),
+            why.clone(),
+        ),
         (Some(pod), _) => Desired::new(
             conditions::PROGRESSING,
             true,
@@ -352,6 +371,8 @@ mod tests {
             labels: BTreeMap::new(),
             unready_since_ms: None,
             ip: None,
+            node: None,
+            drain_requested: false,
         }
     }
 

@@ -4,8 +4,13 @@
 
 pub mod apply;
 pub mod broker;
+pub mod broker_drain;
 pub mod broker_failover;
+pub mod broker_live;
+pub mod broker_recovery;
+pub mod broker_secret;
 pub mod broker_status;
+pub mod broker_storage;
 pub mod context;
 pub mod nameserver;
 pub mod topic;
@@ -30,6 +35,8 @@ pub enum Error {
     Serialize(#[from] serde_json::Error),
     #[error("failover: {0}")]
     Failover(#[from] crate::failover::executor::ExecError),
+    #[error("the system random generator failed")]
+    Random,
 }
 
 impl Error {
@@ -41,6 +48,7 @@ impl Error {
             Error::MissingField(_) => "invalid_object",
             Error::Serialize(_) => "serialize",
             Error::Failover(_) => "failover",
+            Error::Random => "random",
         }
     }
 }

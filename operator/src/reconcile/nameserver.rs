@@ -8,9 +8,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::controller::Action;
 
-use super::apply::{apply, apply_dynamic, delete_if_exists, patch_status};
+use super::apply::{
+    apply, apply_dynamic, delete_dynamic_if_exists, delete_if_exists, patch_status,
+};
+use super::broker_storage::{StorageStep, prepare_claims};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::builders::monitoring::{service_monitor, service_monitor_resource};
+use crate::builders::nameserver::KV_CLAIM;
 use crate::builders::nameserver::build;
 use crate::conditions::{self, Desired};
 use crate::crd::{NameServer, NameServerStatus};
@@ -44,10 +48,49 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::requeue(RESYNC));
     }
 
-    let objects = build(&ns, &ctx.settings);
+    let mut objects = build(&ns, &ctx.settings);
     apply(&ctx.client, &objects.config_map).await?;
     apply(&ctx.client, &objects.headless_service).await?;
     apply(&ctx.client, &objects.client_service).await?;
+    // volumeClaimTemplates are immutable: a new or grown KV claim re-creates the
+    // StatefulSet with orphaned pods, as for Broker storage.
+    let sts_name = names.statefulset.clone();
+    let step = prepare_claims(
+        &ctx,
+        namespace,
+        &sts_name,
+        KV_CLAIM,
+        &|o| format!("{KV_CLAIM}-{sts_name}-{o}"),
+        &mut objects.statefulset,
+    )
+    .await?;
+    match step {
+        StorageStep::UpToDate => {}
+        StorageStep::Expanded { from, to } => {
+            ctx.events
+                .publish(
+                    KIND,
+                    &ns.object_ref(&()),
+                    false,
+                    "VolumesExpanded",
+                    "ResizeVolumes",
+                    format!("KV config volumes {from} -> {to}; StatefulSet re-created (pods kept)"),
+                )
+                .await;
+        }
+        StorageStep::Refused { reason, .. } => {
+            ctx.events
+                .publish(
+                    KIND,
+                    &ns.object_ref(&()),
+                    true,
+                    "ResizeRefused",
+                    "ResizeVolumes",
+                    reason,
+                )
+                .await;
+        }
+    }
     let sts = apply(&ctx.client, &objects.statefulset).await?;
     match &objects.pdb {
         Some(pdb) => {
@@ -68,6 +111,14 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
             ns.controller_owner_ref(&()),
         );
         apply_dynamic(&ctx.client, &service_monitor_resource(), &sm).await?;
+    } else if ctx.monitoring_available {
+        delete_dynamic_if_exists(
+            &ctx.client,
+            &service_monitor_resource(),
+            namespace,
+            &names.statefulset,
+        )
+        .await?;
     }
 
     let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);

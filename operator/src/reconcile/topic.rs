@@ -15,7 +15,7 @@ use super::apply::{patch_metadata, patch_status};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::admin::{AdminError, ClusterInfo, TopicConfig};
 use crate::conditions::{self, Desired};
-use crate::crd::{Broker, NameServer, Placement, Topic, TopicStatus};
+use crate::crd::{Broker, NameServer, Placement, Topic, TopicDrift, TopicStatus};
 use crate::names::{
     ANNOTATION_MANAGED, ANNOTATION_PAUSE, NameServerNames, TOPIC_FINALIZER, annotation_is,
 };
@@ -94,6 +94,7 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
         ),
         topic_name: Some(topic_name.clone()),
         placements: previous.placements.clone(),
+        last_drift: previous.last_drift.clone(),
     };
 
     if let Some(owner) = conflicting_owner(&topic, &ctx).await? {
@@ -169,12 +170,34 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
         perm: topic.spec.perm.bits(),
         order: topic.spec.order,
     };
+    // Read before writing: UPDATE_AND_CREATE_TOPIC rewrites the broker's topics.json and
+    // forces a re-registration, so it goes out only where the broker's config differs.
     let mut placements = Vec::with_capacity(masters.len());
+    let mut drift = Vec::new();
     for (broker_name, addr) in &masters {
-        if let Err(e) = ctx.admin.create_topic(addr, &config).await {
-            let status = fail("ApplyFailed", format!("{broker_name}: {e}"));
-            write_status(&ctx, namespace, name, &previous, &status).await?;
-            return Err(e.into());
+        let held = match ctx.admin.topic_configs(addr).await {
+            Ok(mut all) => all.remove(&topic_name),
+            Err(e) => {
+                let status = fail("BrokerUnreachable", format!("{broker_name}: {e}"));
+                write_status(&ctx, namespace, name, &previous, &status).await?;
+                return Err(e.into());
+            }
+        };
+        if let Some(difference) = differences(held.as_ref(), &config) {
+            if let Err(e) = ctx.admin.create_topic(addr, &config).await {
+                let status = fail("ApplyFailed", format!("{broker_name}: {e}"));
+                write_status(&ctx, namespace, name, &previous, &status).await?;
+                return Err(e.into());
+            }
+            ctx.metrics.topic_writes.inc();
+            // A topic we never placed there is a creation, not a drift.
+            if previous
+                .placements
+                .iter()
+                .any(|p| &p.broker_name == broker_name)
+            {
+                drift.push(format!("{broker_name}: {difference}"));
+            }
         }
         placements.push(Placement {
             broker_name: broker_name.clone(),
@@ -183,6 +206,27 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
             perm: config.perm,
         });
     }
+    let last_drift = if drift.is_empty() {
+        previous.last_drift.clone()
+    } else {
+        ctx.events
+            .publish(
+                KIND,
+                &topic.object_ref(&()),
+                true,
+                "DriftRepaired",
+                "UpdateAndCreateTopic",
+                format!(
+                    "{topic_name} had changed on the brokers: {}",
+                    drift.join("; ")
+                ),
+            )
+            .await;
+        Some(TopicDrift {
+            repaired_at: now.to_string(),
+            details: drift,
+        })
+    };
     let status = TopicStatus {
         observed_generation: generation,
         conditions: conditions::merge(
@@ -206,6 +250,7 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
         ),
         topic_name: Some(topic_name.clone()),
         placements,
+        last_drift,
     };
     if status.placements != previous.placements {
         ctx.events
@@ -229,9 +274,36 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
             .await;
     }
     write_status(&ctx, namespace, name, &previous, &status).await?;
-    // Re-applied periodically: UPDATE_AND_CREATE_TOPIC is idempotent, so this repairs drift
-    // (a topic deleted or changed behind the operator's back, a new group).
+    // Checked periodically (a topic deleted or changed behind the operator's back, a new
+    // group); written only where it drifted.
     Ok(Action::requeue(RESYNC))
+}
+
+/// How the broker's config of a topic differs from the wanted one; `None` when equal.
+fn differences(held: Option<&TopicConfig>, want: &TopicConfig) -> Option<String> {
+    let Some(held) = held else {
+        return Some("missing".to_owned());
+    };
+    let mut out = Vec::new();
+    if held.read_queues != want.read_queues {
+        out.push(format!(
+            "readQueues {}, want {}",
+            held.read_queues, want.read_queues
+        ));
+    }
+    if held.write_queues != want.write_queues {
+        out.push(format!(
+            "writeQueues {}, want {}",
+            held.write_queues, want.write_queues
+        ));
+    }
+    if held.perm != want.perm {
+        out.push(format!("perm {}, want {}", held.perm, want.perm));
+    }
+    if held.order != want.order {
+        out.push(format!("order {}, want {}", held.order, want.order));
+    }
+    (!out.is_empty()).then(|| out.join(", "))
 }
 
 async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Result<Action, Error> {

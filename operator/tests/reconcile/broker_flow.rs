@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition, PodStatus, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 use operator::conditions;
 use operator::crd::{Broker, MemberRole, NameServer};
@@ -36,6 +37,15 @@ pub fn pod_from(sts: &StatefulSet, ordinal: i32, revision: &str, ready: bool) ->
             namespace: Some(NS.to_owned()),
             labels: Some(labels),
             annotations: template.annotations,
+            // Owned by the StatefulSet, so deleting it without Orphan deletes the pods.
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".to_owned(),
+                kind: "StatefulSet".to_owned(),
+                name: sts.metadata.name.clone().unwrap(),
+                uid: sts.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
             ..ObjectMeta::default()
         },
         spec: None,
@@ -93,6 +103,14 @@ impl Cluster {
         reconcile(refetch(&self.api, &self.broker), self.ctx())
             .await
             .unwrap()
+    }
+
+    /// One reconcile with a given context (one operator process), returning its result.
+    pub async fn reconcile_in(
+        &self,
+        ctx: &std::sync::Arc<operator::reconcile::Context>,
+    ) -> Result<kube::runtime::controller::Action, operator::reconcile::Error> {
+        reconcile(refetch(&self.api, &self.broker), ctx.clone()).await
     }
 
     pub fn status(&self) -> operator::crd::BrokerStatus {

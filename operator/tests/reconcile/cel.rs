@@ -138,3 +138,42 @@ fn topic_name_and_broker_ref_are_immutable() {
         "{v:?}"
     );
 }
+
+#[test]
+fn a_topic_name_rocketmq_cannot_hold_needs_spec_topic_name() {
+    let crd = operator::crd::topic_crd();
+    let schema = serde_json::to_value(
+        crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap();
+    let topic = |name: &str, spec: Value| {
+        let mut t = json!({
+            "apiVersion": "rmq-rs.dev/v1alpha1", "kind": "Topic",
+            "metadata": {"name": name},
+            "spec": {"brokerRef": {"name": "b"}, "readQueues": 4, "writeQueues": 4}
+        });
+        operator_merge(&mut t["spec"], &spec);
+        t
+    };
+    let check = |t: &Value| match kube_cel::validate(&schema, t, None) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors
+            .into_vec()
+            .into_iter()
+            .map(|e| e.message)
+            .collect::<Vec<_>>(),
+    };
+    assert!(check(&topic("payments", json!({}))).is_empty());
+    let dotted = check(&topic("payments.eu", json!({})));
+    assert!(
+        dotted.iter().any(|m| m.contains("spec.topicName")),
+        "{dotted:?}"
+    );
+    assert!(check(&topic("payments.eu", json!({"topicName": "PAYMENTS_EU"}))).is_empty());
+}

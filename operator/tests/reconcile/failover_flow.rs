@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::NS;
 use crate::broker_flow::{Cluster, pod_from, pod_host, template_hash};
 
-fn ha(master: bool, broker_id: i64, max_offset: i64, slave: Option<&str>) -> HaStatus {
+pub fn ha(master: bool, broker_id: i64, max_offset: i64, slave: Option<&str>) -> HaStatus {
     HaStatus {
         master,
         role: if master {
@@ -46,7 +46,7 @@ fn ha(master: bool, broker_id: i64, max_offset: i64, slave: Option<&str>) -> HaS
 }
 
 /// The started cluster with every group replicating in sync at `offset`.
-async fn replicating(offset: i64) -> Cluster {
+pub async fn replicating(offset: i64) -> Cluster {
     let c = Cluster::started().await;
     for g in 0..2 {
         let (m, s) = (format!("rmq-ha-{g}-0"), format!("rmq-ha-{g}-1"));
@@ -57,7 +57,7 @@ async fn replicating(offset: i64) -> Cluster {
     c
 }
 
-fn automatic(c: &Cluster) {
+pub fn automatic(c: &Cluster) {
     c.api.edit::<Broker>(
         NS,
         "rmq-ha",
@@ -66,7 +66,7 @@ fn automatic(c: &Cluster) {
 }
 
 /// The master pod's Ready condition turned false `ago` seconds back; it stops answering.
-fn master_dies(c: &Cluster, group: i32, ago: i64) {
+pub fn master_dies(c: &Cluster, group: i32, ago: i64) {
     let sts = c
         .api
         .get::<StatefulSet>(NS, &format!("rmq-ha-{group}"))
@@ -133,9 +133,17 @@ async fn automatic_failover_fences_promotes_and_repoints_in_one_reconcile() {
     ] {
         assert!(reasons.iter().any(|r| r == phase), "{phase} in {reasons:?}");
     }
-    // Group 1 was untouched.
+    // Group 1 was untouched: same master, no failover; its epoch is the one its master
+    // reports (the brokers are the source of truth, status records what they say).
     assert_eq!(status.groups[1].master_pod.as_deref(), Some("rmq-ha-1-0"));
-    assert_eq!(status.groups[1].epoch, 0);
+    assert_eq!(status.groups[1].epoch, 1);
+    assert!(status.groups[1].failover.fenced.is_empty());
+    assert!(
+        !calls
+            .iter()
+            .any(|call| call.starts_with("notify_role_changed rmq-ha-1-")),
+        "{calls:?}"
+    );
 }
 
 #[tokio::test]

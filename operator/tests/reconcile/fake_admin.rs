@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use operator::admin::ha::{EpochEntry, HaRole};
+use operator::admin::ha::{EpochEntry, HaConnection, HaRole};
 use operator::admin::{
     Admin, AdminError, BrokerData, ClusterInfo, EpochCache, HaStatus, RoleChange, RuntimeInfo,
     TopicConfig,
@@ -21,6 +21,11 @@ struct State {
     ha: BTreeMap<String, HaStatus>,
     /// Addresses that refuse connections.
     down: BTreeSet<String>,
+    /// The master each broker was told about at its current epoch (the broker's
+    /// equal-epoch rule).
+    named: BTreeMap<String, String>,
+    /// NOTIFY_BROKER_ROLE_CHANGED takes this long (an operator caught mid-failover).
+    role_change_delay: Option<std::time::Duration>,
     calls: Vec<String>,
 }
 
@@ -90,6 +95,33 @@ impl FakeAdmin {
 
     pub fn ha(&self, addr: &str) -> Option<HaStatus> {
         self.state.lock().unwrap().ha.get(addr).cloned()
+    }
+
+    /// Changes a topic behind the operator's back (drift).
+    pub fn put_topic(&self, addr: &str, config: TopicConfig) {
+        self.state
+            .lock()
+            .unwrap()
+            .topics
+            .entry(addr.to_owned())
+            .or_default()
+            .insert(config.topic.clone(), config);
+    }
+
+    /// Deletes a topic behind the operator's back (drift).
+    pub fn remove_topic(&self, addr: &str, topic: &str) {
+        if let Some(t) = self.state.lock().unwrap().topics.get_mut(addr) {
+            t.remove(topic);
+        }
+    }
+
+    /// Calls recorded so far, without clearing them.
+    pub fn calls(&self) -> Vec<String> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    pub fn set_role_change_delay(&self, delay: std::time::Duration) {
+        self.state.lock().unwrap().role_change_delay = (!delay.is_zero()).then_some(delay);
     }
 
     pub fn take_calls(&self) -> Vec<String> {
@@ -180,6 +212,16 @@ impl Admin for FakeAdmin {
         })
     }
 
+    fn topic_configs<'a>(
+        &'a self,
+        broker: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, TopicConfig>, AdminError>> {
+        Box::pin(async move {
+            let st = self.enter(format!("topic_configs {broker}"), broker)?;
+            Ok(st.topics.get(broker).cloned().unwrap_or_default())
+        })
+    }
+
     fn update_broker_config<'a>(
         &'a self,
         broker: &'a str,
@@ -231,6 +273,10 @@ impl Admin for FakeAdmin {
         change: &'a RoleChange,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
+            let delay = self.state.lock().unwrap().role_change_delay;
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
             let mut st = self.enter(
                 format!(
                     "notify_role_changed {broker} epoch={} masterBrokerId={} masterAddress={}",
@@ -249,6 +295,25 @@ impl Admin for FakeAdmin {
                     remark: "stale epoch".to_owned(),
                 });
             }
+            // A different master at the same epoch is refused (role_change.rs).
+            let same_epoch = change.master_epoch == ha.epoch;
+            let named = change.master_address.clone();
+            if change.master_broker_id >= 0 {
+                if same_epoch && st.named.get(broker).is_some_and(|m| *m != named) {
+                    return Err(AdminError::Refused {
+                        addr: broker.to_owned(),
+                        request: "NOTIFY_BROKER_ROLE_CHANGED",
+                        code: 1,
+                        remark: "epoch already has another master".to_owned(),
+                    });
+                }
+                st.named.insert(broker.to_owned(), named);
+            } else {
+                st.named.remove(broker);
+            }
+            let ha = st.ha.get_mut(broker).ok_or(AdminError::Closed {
+                addr: broker.to_owned(),
+            })?;
             ha.epoch = change.master_epoch;
             ha.master = ha.broker_id == change.master_broker_id;
             ha.role = if ha.master {
@@ -256,6 +321,34 @@ impl Admin for FakeAdmin {
             } else {
                 HaRole::Slave
             };
+            // Replication follows the new roles the way the brokers' HA connections do:
+            // a new master starts with no slaves; a slave that follows a master shows in
+            // that master's connection list at once (in sync when it holds everything
+            // the master has). Nobody else keeps a connection from this broker.
+            let slave_offset = ha.max_offset;
+            let became_master = ha.master;
+            if became_master {
+                ha.ha_connection_info.clear();
+            } else {
+                ha.ha_connection_info.clear();
+                let conn_addr = format!("{}:40000", broker.trim_end_matches(":10911"));
+                for (addr, other) in st.ha.iter_mut() {
+                    other.ha_connection_info.retain(|c| c.addr != conn_addr);
+                    if *addr == change.master_address && other.master {
+                        other.ha_connection_info.push(HaConnection {
+                            addr: conn_addr.clone(),
+                            slave_ack_offset: slave_offset,
+                            diff: other.max_offset - slave_offset,
+                            in_sync: slave_offset >= other.max_offset,
+                        });
+                        other.in_sync_slave_nums = other
+                            .ha_connection_info
+                            .iter()
+                            .filter(|c| c.in_sync)
+                            .count() as i32;
+                    }
+                }
+            }
             Ok(())
         })
     }

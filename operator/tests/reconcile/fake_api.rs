@@ -1,8 +1,19 @@
 //! An in-memory Kubernetes API server behind a `kube::Client`, after controller-runtime's
-//! fake client: the operator's real HTTP requests (server-side apply, merge patches,
-//! status subresource, label-selected lists, deletes with finalizers, optimistic
-//! concurrency) are served from a map of JSON objects. Watches are not emulated; tests call
-//! reconcile functions directly.
+//! fake client: the operator's real HTTP requests (server-side apply with per-manager field
+//! ownership and list-map merges, merge and JSON patches, status subresource,
+//! label-selected lists, watches, deletes with finalizers and owner cascades, optimistic
+//! concurrency) are served from a map of JSON objects.
+//!
+//! It is strict where the real API server is and operators get it wrong: StatefulSet
+//! fields other than replicas/template/updateStrategy/... are immutable (422), PVCs only
+//! grow and only when their StorageClass allows expansion, `resourceVersion` preconditions
+//! conflict (409), and errors can be injected for any request. Watches stream
+//! `ADDED`/`MODIFIED`/`DELETED` events, so the real `kube::runtime` controller wiring runs
+//! against it.
+//!
+//! (`kube-fake-client` 0.3 was considered: it targets kube 4 / k8s-openapi 0.28 (we are on
+//! kube 5), its watch streams end after the initial list and it enforces no immutable
+//! fields, so it cannot exercise the wiring or the StatefulSet bugs this fake exists for.)
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -10,12 +21,45 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body::Frame;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
 use kube::core::NamespaceResourceScope;
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// One stored change, replayed to watches that start from an older resourceVersion.
+struct Change {
+    rv: u64,
+    path: String,
+    kind: &'static str,
+    object: Value,
+}
+
+/// An open watch: the collection it covers, its label selector, where events go.
+struct Watch {
+    target: Target,
+    query: String,
+    tx: mpsc::UnboundedSender<Bytes>,
+}
+
+/// An injected failure: the next `count` requests with `method` whose path contains
+/// `path` fail with `code`.
+struct Injected {
+    method: Method,
+    path: String,
+    /// Only requests whose Content-Type starts with this (all when empty).
+    content_type: String,
+    /// Matching requests to let through before failing.
+    skip: usize,
+    code: u16,
+    count: usize,
+}
 
 #[derive(Default)]
 struct State {
@@ -24,6 +68,11 @@ struct State {
     resource_version: u64,
     mutations: usize,
     clock: i64,
+    changes: Vec<Change>,
+    watches: Vec<Watch>,
+    injected: Vec<Injected>,
+    /// Server-side apply: what each field manager last applied, by object path.
+    applied: BTreeMap<(String, String), Value>,
 }
 
 #[derive(Clone, Default)]
@@ -32,6 +81,7 @@ pub struct FakeApi {
 }
 
 /// Where a request points.
+#[derive(Clone)]
 struct Target {
     /// `/api/v1/namespaces/ns/pods` (or the all-namespaces collection).
     collection: String,
@@ -51,6 +101,16 @@ fn parse_target(path: &str) -> Target {
             collection,
             name: segs.get(i + 3).map(|s| (*s).to_owned()),
             subresource: segs.get(i + 4).map(|s| (*s).to_owned()),
+            all_namespaces_plural: None,
+        };
+    }
+    // Cluster-scoped: /api/v1/<plural>[/<name>] or /apis/<group>/<version>/<plural>[/<name>].
+    let base = if segs.first() == Some(&"api") { 3 } else { 4 };
+    if segs.len() > base {
+        return Target {
+            collection: format!("/{}", segs[..base].join("/")),
+            name: segs.get(base).map(|s| (*s).to_owned()),
+            subresource: segs.get(base + 1).map(|s| (*s).to_owned()),
             all_namespaces_plural: None,
         };
     }
@@ -100,8 +160,32 @@ impl FakeApi {
         st.clock += 1;
         let rv = st.resource_version;
         let clock = st.clock;
+        let kind = if st.objects.contains_key(&path) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
         init_metadata(&mut value, rv, clock);
-        st.objects.insert(path, value);
+        st.put(&path, value, kind);
+    }
+
+    /// Stores a cluster-scoped object (a StorageClass).
+    pub fn insert_cluster<K>(&self, obj: &K)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope> + Serialize,
+    {
+        let path = format!(
+            "{}/{}",
+            K::url_path(&(), None),
+            obj.meta().name.as_deref().unwrap_or_default()
+        );
+        let mut value = serde_json::to_value(obj).unwrap();
+        let mut st = self.state.lock().unwrap();
+        let rv = st.next_rv();
+        st.clock += 1;
+        let clock = st.clock;
+        init_metadata(&mut value, rv, clock);
+        st.put(&path, value, "ADDED");
     }
 
     pub fn get<K>(&self, ns: &str, name: &str) -> Option<K>
@@ -134,14 +218,12 @@ impl FakeApi {
         K: Resource<DynamicType = ()>,
     {
         let mut st = self.state.lock().unwrap();
-        st.resource_version += 1;
-        let rv = st.resource_version;
-        let obj = st
-            .objects
-            .get_mut(&object_path::<K>(ns, name))
-            .expect("object exists");
+        let rv = st.next_rv();
+        let path = object_path::<K>(ns, name);
+        let mut obj = st.objects.get(&path).cloned().expect("object exists");
         obj["status"] = status;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        st.put(&path, obj, "MODIFIED");
     }
 
     /// Changes stored fields (a user's `kubectl edit`): `patch` is merged into the object.
@@ -150,28 +232,22 @@ impl FakeApi {
         K: Resource<DynamicType = ()>,
     {
         let mut st = self.state.lock().unwrap();
-        st.resource_version += 1;
-        let rv = st.resource_version;
-        let obj = st
-            .objects
-            .get_mut(&object_path::<K>(ns, name))
-            .expect("object exists");
+        let rv = st.next_rv();
+        let path = object_path::<K>(ns, name);
+        let mut obj = st.objects.get(&path).cloned().expect("object exists");
         let spec_before = obj.get("spec").cloned();
-        merge_patch(obj, &patch);
+        merge_patch(&mut obj, &patch);
         if obj.get("spec").cloned() != spec_before {
             let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
             obj["metadata"]["generation"] = json!(generation);
         }
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        st.put(&path, obj, "MODIFIED");
     }
 
     /// Removes an object outright (a pod the StatefulSet controller has not recreated yet).
     pub fn remove<K: Resource<DynamicType = ()>>(&self, ns: &str, name: &str) {
-        self.state
-            .lock()
-            .unwrap()
-            .objects
-            .remove(&object_path::<K>(ns, name));
+        self.state.lock().unwrap().take(&object_path::<K>(ns, name));
     }
 
     /// Writes that changed a stored object since the last call.
@@ -200,7 +276,51 @@ impl FakeApi {
             .collect()
     }
 
-    async fn handle(&self, req: Request<kube::client::Body>) -> Response<Full<Bytes>> {
+    /// Makes the next `count` requests `method path…` (path containing `path`) fail with
+    /// HTTP `code`, as a crashed process, a lost connection or a conflicting writer would.
+    pub fn inject_error(&self, method: Method, path: &str, code: u16, count: usize) {
+        self.inject_error_for(method, path, "", code, count);
+    }
+
+    /// [`Self::inject_error`] for requests of one Content-Type only (a merge patch, not a
+    /// JSON patch of the same path).
+    pub fn inject_error_for(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        code: u16,
+        count: usize,
+    ) {
+        self.inject_error_after(method, path, content_type, 0, code, count);
+    }
+
+    /// [`Self::inject_error_for`] after letting `skip` matching requests through.
+    pub fn inject_error_after(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        skip: usize,
+        code: u16,
+        count: usize,
+    ) {
+        self.state.lock().unwrap().injected.push(Injected {
+            method,
+            path: path.to_owned(),
+            content_type: content_type.to_owned(),
+            skip,
+            code,
+            count,
+        });
+    }
+
+    /// Drops every injected failure not yet used.
+    pub fn clear_injected(&self) {
+        self.state.lock().unwrap().injected.clear();
+    }
+
+    async fn handle(&self, req: Request<kube::client::Body>) -> Response<Body> {
         let method = req.method().clone();
         let path = req.uri().path().to_owned();
         let query = req.uri().query().unwrap_or_default().to_owned();
@@ -224,12 +344,64 @@ impl FakeApi {
         let mut st = self.state.lock().unwrap();
         st.log.push(format!("{method} {path}"));
         let target = parse_target(&path);
+        if let Some(i) = st.injected.iter().position(|f| {
+            f.method == method
+                && path.contains(&f.path)
+                && content_type.starts_with(&f.content_type)
+                && f.count > 0
+        }) {
+            if st.injected[i].skip > 0 {
+                st.injected[i].skip -= 1;
+            } else {
+                st.injected[i].count -= 1;
+                let code = StatusCode::from_u16(st.injected[i].code).unwrap();
+                let (code, value) = status_error(code, "Injected", "injected failure");
+                return json_response(code, &value);
+            }
+        }
+        if method == Method::GET && target.name.is_none() && query_flag(&query, "watch") {
+            return st.watch(target, &query);
+        }
         let (code, value) = st.serve(&method, &target, &query, &content_type, body);
-        Response::builder()
-            .status(code)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(serde_json::to_vec(&value).unwrap())))
-            .unwrap()
+        json_response(code, &value)
+    }
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(value).unwrap())).boxed_unsync())
+        .unwrap()
+}
+
+fn query_flag(query: &str, key: &str) -> bool {
+    query
+        .split('&')
+        .any(|kv| kv == format!("{key}=true") || kv == format!("{key}=1"))
+}
+
+fn query_value<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Whether the object stored at `key` belongs to the collection `target` lists.
+fn in_collection(target: &Target, key: &str) -> bool {
+    match &target.all_namespaces_plural {
+        None => {
+            key.starts_with(&format!("{}/", target.collection))
+                && !key[target.collection.len() + 1..].contains('/')
+        }
+        Some((prefix, plural)) => {
+            let namespaced = key.starts_with(prefix.as_str())
+                && key[prefix.len()..].split('/').nth(1) == Some(plural.as_str())
+                && key[prefix.len()..].split('/').count() == 3;
+            let cluster_scoped = key.starts_with(&format!("{}/", target.collection))
+                && !key[target.collection.len() + 1..].contains('/');
+            namespaced || cluster_scoped
+        }
     }
 }
 
@@ -241,6 +413,12 @@ fn status_error(code: StatusCode, reason: &str, message: &str) -> (StatusCode, V
             "message": message, "reason": reason, "code": code.as_u16()
         }),
     )
+}
+
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap();
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 fn init_metadata(obj: &mut Value, rv: u64, clock: i64) {
@@ -350,27 +528,83 @@ impl State {
                     &format!("{name} not found"),
                 ),
             },
-            Method::PATCH => self.patch(&path, &name, status_sub, content_type, body),
+            Method::PATCH => self.patch(&path, &name, status_sub, query, content_type, body),
             Method::PUT => self.replace(&path, &name, body),
-            Method::DELETE => self.delete(&path, &name),
+            Method::DELETE => self.delete(&path, &name, &body),
             _ => status_error(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "object"),
         }
+    }
+
+    /// Stores `value` at `path` and tells the watches.
+    fn put(&mut self, path: &str, value: Value, kind: &'static str) {
+        self.objects.insert(path.to_owned(), value.clone());
+        self.notify(path, kind, value);
+    }
+
+    fn take(&mut self, path: &str) -> Option<Value> {
+        let old = self.objects.remove(path)?;
+        // A deletion is a change too: it gets its own resourceVersion.
+        let rv = self.next_rv();
+        let mut gone = old.clone();
+        gone["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.notify(path, "DELETED", gone);
+        self.applied.retain(|(p, _), _| p != path);
+        Some(old)
+    }
+
+    fn notify(&mut self, path: &str, kind: &'static str, object: Value) {
+        let rv = object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.resource_version);
+        let line = event_line(kind, &object);
+        self.watches.retain(|w| {
+            if !in_collection(&w.target, path) || !matches_selector(&object, &w.query) {
+                return !w.tx.is_closed();
+            }
+            w.tx.send(line.clone()).is_ok()
+        });
+        self.changes.push(Change {
+            rv,
+            path: path.to_owned(),
+            kind,
+            object,
+        });
+    }
+
+    /// A watch from `resourceVersion` (the whole history when absent or 0): past changes
+    /// first, then live ones, as newline-separated `WatchEvent`s.
+    fn watch(&mut self, target: Target, query: &str) -> Response<Body> {
+        let since: u64 = query_value(query, "resourceVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+        for c in self.changes.iter().filter(|c| c.rv > since) {
+            if in_collection(&target, &c.path) && matches_selector(&c.object, query) {
+                let _ = tx.send(event_line(c.kind, &c.object));
+            }
+        }
+        self.watches.push(Watch {
+            target,
+            query: query.to_owned(),
+            tx,
+        });
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            let line = rx.recv().await?;
+            Some((Ok::<_, Infallible>(Frame::data(line)), rx))
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(StreamBody::new(stream).boxed_unsync())
+            .unwrap()
     }
 
     fn list(&self, target: &Target, query: &str) -> (StatusCode, Value) {
         let items: Vec<Value> = self
             .objects
             .iter()
-            .filter(|(k, _)| match &target.all_namespaces_plural {
-                None => {
-                    k.starts_with(&format!("{}/", target.collection))
-                        && !k[target.collection.len() + 1..].contains('/')
-                }
-                Some((prefix, plural)) => {
-                    k.starts_with(prefix.as_str())
-                        && k[prefix.len()..].split('/').nth(1) == Some(plural.as_str())
-                }
-            })
+            .filter(|(k, _)| in_collection(target, k))
             .map(|(_, v)| v.clone())
             .filter(|v| matches_selector(v, query))
             .collect();
@@ -406,7 +640,7 @@ impl State {
         let rv = self.next_rv();
         self.clock += 1;
         init_metadata(&mut body, rv, self.clock);
-        self.objects.insert(path, body.clone());
+        self.put(&path, body.clone(), "ADDED");
         self.mutations += 1;
         (StatusCode::CREATED, body)
     }
@@ -416,20 +650,26 @@ impl State {
         path: &str,
         name: &str,
         status_sub: bool,
+        query: &str,
         content_type: &str,
         body: Value,
     ) -> (StatusCode, Value) {
         let apply = content_type.starts_with("application/apply-patch");
+        let manager = query_value(query, "fieldManager").unwrap_or("").to_owned();
         let Some(existing) = self.objects.get(path).cloned() else {
             if apply && !status_sub {
-                let mut obj = body;
+                let mut obj = body.clone();
                 if let Some(m) = obj["metadata"].as_object_mut() {
                     m.remove("managedFields");
+                }
+                if let Some(p) = obj.as_object_mut() {
+                    p.remove("status");
                 }
                 let rv = self.next_rv();
                 self.clock += 1;
                 init_metadata(&mut obj, rv, self.clock);
-                self.objects.insert(path.to_owned(), obj.clone());
+                self.applied.insert((path.to_owned(), manager), body);
+                self.put(path, obj.clone(), "ADDED");
                 self.mutations += 1;
                 return (StatusCode::CREATED, obj);
             }
@@ -445,7 +685,33 @@ impl State {
             return status_error(StatusCode::CONFLICT, "Conflict", "resourceVersion mismatch");
         }
         let mut updated = existing.clone();
-        if status_sub {
+        if content_type.starts_with("application/json-patch") {
+            let ops: json_patch::Patch = match serde_json::from_value(body) {
+                Ok(p) => p,
+                Err(e) => {
+                    return status_error(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string());
+                }
+            };
+            if status_sub
+                && ops
+                    .0
+                    .iter()
+                    .any(|op| !op.path().to_string().starts_with("/status"))
+            {
+                return status_error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    "the status subresource only changes status",
+                );
+            }
+            // A failed `test` op is the API server's 422 (the patch is all or nothing).
+            if let Err(e) = json_patch::patch(&mut updated, &ops) {
+                return status_error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &e.to_string());
+            }
+            if !status_sub {
+                updated["status"] = existing["status"].clone();
+            }
+        } else if status_sub {
             merge_patch(&mut updated["status"], &body["status"]);
         } else {
             // Applied or patched fields win; status is only written through /status and
@@ -461,15 +727,31 @@ impl State {
                     "generation",
                     "creationTimestamp",
                     "deletionTimestamp",
+                    "managedFields",
                 ] {
                     m.remove(k);
                 }
             }
-            merge_patch(&mut updated, &patch);
-            if updated.get("spec") != existing.get("spec") {
-                let generation = existing["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
-                updated["metadata"]["generation"] = json!(generation);
+            if apply {
+                // Server-side apply: fields this manager applied before and leaves out
+                // now are removed; lists with a map key merge item by item, so other
+                // managers' items survive.
+                let key = (path.to_owned(), manager);
+                if let Some(before) = self.applied.get(&key) {
+                    remove_dropped(&mut updated, before, &patch);
+                }
+                apply_merge(&mut updated, &patch);
+                self.applied.insert(key, patch);
+            } else {
+                merge_patch(&mut updated, &patch);
             }
+        }
+        if updated.get("spec") != existing.get("spec") {
+            if let Err(e) = validate_update(path, &existing, &updated, &self.objects) {
+                return e;
+            }
+            let generation = existing["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+            updated["metadata"]["generation"] = json!(generation);
         }
         self.store_if_changed(path, existing, updated)
     }
@@ -487,6 +769,11 @@ impl State {
         }
         for k in ["uid", "generation", "creationTimestamp"] {
             body["metadata"][k] = existing["metadata"][k].clone();
+        }
+        if body.get("spec") != existing.get("spec")
+            && let Err(e) = validate_update(path, &existing, &body, &self.objects)
+        {
+            return e;
         }
         self.store_if_changed(path, existing, body)
     }
@@ -511,14 +798,14 @@ impl State {
             .is_none_or(Vec::is_empty);
         self.mutations += 1;
         if deleting && finalizers_empty {
-            self.objects.remove(path);
+            self.take(path);
         } else {
-            self.objects.insert(path.to_owned(), updated.clone());
+            self.put(path, updated.clone(), "MODIFIED");
         }
         (StatusCode::OK, updated)
     }
 
-    fn delete(&mut self, path: &str, name: &str) -> (StatusCode, Value) {
+    fn delete(&mut self, path: &str, name: &str, body: &Value) -> (StatusCode, Value) {
         let Some(existing) = self.objects.get(path).cloned() else {
             return status_error(
                 StatusCode::NOT_FOUND,
@@ -537,10 +824,232 @@ impl State {
             }
             let rv = self.next_rv();
             updated["metadata"]["resourceVersion"] = json!(rv.to_string());
-            self.objects.insert(path.to_owned(), updated.clone());
+            self.put(path, updated.clone(), "MODIFIED");
             return (StatusCode::OK, updated);
         }
-        self.objects.remove(path);
+        self.take(path);
+        // The garbage collector: dependents go too unless the delete orphans them.
+        if body["propagationPolicy"].as_str() != Some("Orphan")
+            && let Some(uid) = existing["metadata"]["uid"].as_str()
+        {
+            let dependents: Vec<String> = self
+                .objects
+                .iter()
+                .filter(|(_, v)| {
+                    v["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(uid)))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for d in dependents {
+                self.take(&d);
+            }
+        } else if let Some(uid) = existing["metadata"]["uid"].as_str() {
+            // Orphaned dependents lose the owner reference.
+            let orphans: Vec<String> = self
+                .objects
+                .iter()
+                .filter(|(_, v)| {
+                    v["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(uid)))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for o in orphans {
+                let mut v = self.objects[&o].clone();
+                if let Some(refs) = v["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| r["uid"].as_str() != Some(uid));
+                }
+                let rv = self.next_rv();
+                v["metadata"]["resourceVersion"] = json!(rv.to_string());
+                self.put(&o, v, "MODIFIED");
+            }
+        }
         (StatusCode::OK, existing)
     }
+}
+
+/// Keys that make a list a map in server-side apply (`x-kubernetes-list-map-keys` /
+/// `patchMergeKey` of the types the operator applies).
+const LIST_MAP_KEYS: [&str; 4] = ["name", "type", "containerPort", "mountPath"];
+
+fn list_key(item: &Value) -> Option<(String, String)> {
+    LIST_MAP_KEYS
+        .iter()
+        .find_map(|k| Some(((*k).to_owned(), item.get(*k)?.to_string())))
+}
+
+fn is_list_map(items: &[Value]) -> bool {
+    !items.is_empty() && items.iter().all(|i| i.is_object() && list_key(i).is_some())
+}
+
+/// Removes from `target` what `before` (a manager's previous apply) set and `now` (its
+/// new apply) leaves out.
+fn remove_dropped(target: &mut Value, before: &Value, now: &Value) {
+    match (before, target) {
+        (Value::Object(b), Value::Object(t)) => {
+            for (k, bv) in b {
+                match now.get(k) {
+                    None => {
+                        t.remove(k);
+                    }
+                    Some(nv) => {
+                        if let Some(tv) = t.get_mut(k) {
+                            remove_dropped(tv, bv, nv);
+                        }
+                    }
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(t)) if is_list_map(b) => {
+            let now_items = now.as_array().cloned().unwrap_or_default();
+            for bi in b {
+                let key = list_key(bi);
+                let still = now_items.iter().find(|n| list_key(n) == key);
+                match still {
+                    None => t.retain(|ti| list_key(ti) != key),
+                    Some(ni) => {
+                        if let Some(ti) = t.iter_mut().find(|ti| list_key(ti) == key) {
+                            remove_dropped(ti, bi, ni);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Server-side apply's merge: objects merge field by field, list-maps item by item (by
+/// their key), atomic lists and scalars are replaced.
+fn apply_merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().unwrap();
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    apply_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        Value::Array(items)
+            if is_list_map(items) && target.as_array().is_some_and(|t| is_list_map(t)) =>
+        {
+            let t = target.as_array_mut().unwrap();
+            for item in items {
+                let key = list_key(item);
+                match t.iter_mut().find(|ti| list_key(ti) == key) {
+                    Some(existing) => apply_merge(existing, item),
+                    None => t.push(item.clone()),
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn without(spec: &Value, allowed: &[&str]) -> Value {
+    let mut s = spec.clone();
+    if let Some(m) = s.as_object_mut() {
+        for k in allowed {
+            m.remove(*k);
+        }
+    }
+    s
+}
+
+/// The API server's update validation where operators trip over it.
+fn validate_update(
+    path: &str,
+    existing: &Value,
+    updated: &Value,
+    objects: &BTreeMap<String, Value>,
+) -> Result<(), (StatusCode, Value)> {
+    let name = existing["metadata"]["name"].as_str().unwrap_or_default();
+    if path.contains("/statefulsets/") {
+        // apps/v1 ValidateStatefulSetUpdate: only these spec fields may change.
+        let allowed = [
+            "replicas",
+            "ordinals",
+            "template",
+            "updateStrategy",
+            "persistentVolumeClaimRetentionPolicy",
+            "minReadySeconds",
+        ];
+        if without(&existing["spec"], &allowed) != without(&updated["spec"], &allowed) {
+            return Err(status_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                &format!(
+                    "StatefulSet.apps \"{name}\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
+                ),
+            ));
+        }
+    }
+    if path.contains("/persistentvolumeclaims/") {
+        let storage = |v: &Value| {
+            v["spec"]["resources"]["requests"]["storage"]
+                .as_str()
+                .and_then(quantity_bytes)
+        };
+        let mut a = existing["spec"].clone();
+        let mut b = updated["spec"].clone();
+        a["resources"]["requests"]["storage"] = Value::Null;
+        b["resources"]["requests"]["storage"] = Value::Null;
+        if a != b {
+            return Err(status_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                &format!(
+                    "PersistentVolumeClaim \"{name}\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
+                ),
+            ));
+        }
+        let (old, new) = (storage(existing), storage(updated));
+        if new < old {
+            return Err(status_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                &format!(
+                    "PersistentVolumeClaim \"{name}\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than previous value"
+                ),
+            ));
+        }
+        if new > old {
+            let class = existing["spec"]["storageClassName"]
+                .as_str()
+                .unwrap_or_default();
+            let expandable = objects
+                .get(&format!("/apis/storage.k8s.io/v1/storageclasses/{class}"))
+                .is_some_and(|sc| sc["allowVolumeExpansion"].as_bool() == Some(true));
+            if !expandable {
+                return Err(status_error(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden",
+                    &format!(
+                        "persistentvolumeclaims \"{name}\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of a binary-suffixed quantity (`10Gi`, `512Mi`, `100`).
+pub fn quantity_bytes(q: &str) -> Option<u128> {
+    let units = [("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50)];
+    for (suffix, shift) in units {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<u128>().ok().map(|n| n << shift);
+        }
+    }
+    q.parse().ok()
 }

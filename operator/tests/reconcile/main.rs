@@ -3,13 +3,21 @@
 
 mod broker_flow;
 mod cel;
+mod controller_flow;
 mod crds;
+mod drain_flow;
 mod failover_flow;
 mod fake_admin;
 mod fake_api;
 mod leader_flow;
+mod monitoring_flow;
 mod nameserver_flow;
+mod recovery_flow;
+mod replay_flow;
+mod scale_flow;
+mod secret_flow;
 mod snapshots;
+mod storage_flow;
 mod topic_flow;
 
 use std::sync::Arc;

@@ -92,3 +92,31 @@ async fn paused_nameserver_is_left_alone() {
         conditions::RECONCILIATION_PAUSED
     ));
 }
+
+#[tokio::test]
+async fn the_kv_config_moves_from_an_empty_dir_to_a_claim_without_a_stuck_reconcile() {
+    let api = FakeApi::new();
+    let admin = FakeAdmin::new();
+    let ctx = context(&api, &admin);
+    let ns = seed(
+        &api,
+        &example::<NameServer>("ha.yaml", "NameServer", "rmq-ha"),
+    );
+    reconcile(ns.clone(), ctx.clone()).await.unwrap();
+    let sts = api.get::<StatefulSet>(NS, "rmq-ha-nameserver").unwrap();
+    let claims = sts.spec.unwrap().volume_claim_templates.unwrap();
+    assert_eq!(claims[0].metadata.name.as_deref(), Some("data"));
+    let mounts = sts.metadata.uid.clone();
+
+    // A StatefulSet from an operator version that kept the KV config on an emptyDir.
+    api.edit::<StatefulSet>(
+        NS,
+        "rmq-ha-nameserver",
+        json!({"spec": {"volumeClaimTemplates": null}}),
+    );
+    // Applying the new template over it is a 422 (immutable field) without the re-create.
+    reconcile(refetch(&api, &*ns), ctx.clone()).await.unwrap();
+    let sts = api.get::<StatefulSet>(NS, "rmq-ha-nameserver").unwrap();
+    assert_ne!(sts.metadata.uid, mounts, "re-created");
+    assert!(sts.spec.unwrap().volume_claim_templates.is_some());
+}

@@ -70,3 +70,8 @@ fn every_pod_template_is_restricted() {
         }
     }
 }
+
+#[test]
+fn secured_cluster() {
+    check("secured.yaml");
+}

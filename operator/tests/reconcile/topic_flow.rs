@@ -67,12 +67,28 @@ async fn creates_on_every_master_and_reapplies_idempotently() {
     }
     assert!(api.events().iter().any(|(_, r, _)| r == "TopicApplied"));
 
-    // Drift: the topic vanished from one broker; the next reconcile puts it back and
-    // writes nothing to Kubernetes.
+    // Nothing drifted: the next reconcile reads the brokers' topic config, writes nothing
+    // to them (UPDATE_AND_CREATE_TOPIC rewrites topics.json and re-registers) and nothing
+    // to Kubernetes.
     admin.take_calls();
     api.take_mutations();
-    reconcile(refetch(&api, &*topic), ctx).await.unwrap();
+    reconcile(refetch(&api, &*topic), ctx.clone())
+        .await
+        .unwrap();
     assert_eq!(api.take_mutations(), 0);
+    let calls = admin.take_calls();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("create_topic")),
+        "{calls:?}"
+    );
+
+    // Drift: the topic vanished from one broker and was changed on the other; the next
+    // reconcile puts both back, reports the drift in status and as an Event.
+    admin.remove_topic(MASTER_1, "ORDER_EVENTS");
+    let mut changed = admin.topic(MASTER_0, "ORDER_EVENTS").unwrap();
+    changed.perm = 4;
+    admin.put_topic(MASTER_0, changed);
+    reconcile(refetch(&api, &*topic), ctx).await.unwrap();
     let calls = admin.take_calls();
     assert_eq!(
         calls
@@ -81,6 +97,19 @@ async fn creates_on_every_master_and_reapplies_idempotently() {
             .count(),
         2
     );
+    for addr in [MASTER_0, MASTER_1] {
+        assert_eq!(admin.topic(addr, "ORDER_EVENTS").unwrap().perm, 6);
+    }
+    let drift = refetch(&api, &*topic)
+        .status
+        .clone()
+        .unwrap()
+        .last_drift
+        .unwrap();
+    assert_eq!(drift.details.len(), 2, "{drift:?}");
+    assert!(drift.details.iter().any(|d| d.contains("missing")));
+    assert!(drift.details.iter().any(|d| d.contains("perm")));
+    assert!(api.events().iter().any(|(_, r, _)| r == "DriftRepaired"));
 }
 
 #[tokio::test]

@@ -1,0 +1,80 @@
+//! The HA handshake secret of a Broker that names none: generated once into a Secret the
+//! Broker owns. Created with POST only, so an existing Secret is never read, replaced or
+//! rotated by a reconcile (the operator needs `create` on Secrets and nothing else); the
+//! value is never logged and never leaves the Secret (pods take it via `secretKeyRef`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::{Api, PostParams};
+use ring::rand::{SecureRandom, SystemRandom};
+
+use super::{Context, Error};
+use crate::crd::{Broker, HA_SECRET_KEY};
+use crate::names::{BrokerNames, object_labels};
+
+/// Random bytes in a generated HA secret (hex-encoded into the Secret: 64 characters).
+pub const HA_SECRET_BYTES: usize = 32;
+
+/// Makes sure the generated HA Secret exists when the spec names none. Returns whether
+/// this call created it.
+pub async fn ensure_ha_secret(
+    ctx: &Context,
+    broker: &Broker,
+    names: &BrokerNames,
+) -> Result<bool, Error> {
+    if broker.spec.security.ha_secret.is_some() {
+        return Ok(false);
+    }
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(names.ha_secret()),
+            namespace: Some(names.namespace.clone()),
+            labels: Some(object_labels(&names.selector())),
+            owner_references: broker.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        // Immutable: nobody rotates it by accident; replacing it means deleting it (the
+        // operator then generates a new one and every pod must restart to pick it up).
+        immutable: Some(true),
+        type_: Some("Opaque".to_owned()),
+        data: Some(BTreeMap::from([(
+            HA_SECRET_KEY.to_owned(),
+            ByteString(generate()?.into_bytes()),
+        )])),
+        ..Secret::default()
+    };
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &names.namespace);
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(true),
+        // Already there (created by an earlier reconcile): left exactly as it is.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// 32 bytes from the OS generator, hex-encoded (the broker takes the secret as text).
+fn generate() -> Result<String, Error> {
+    let mut bytes = [0u8; HA_SECRET_BYTES];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| Error::Random)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_secrets_are_long_and_distinct() {
+        let a = generate().unwrap();
+        let b = generate().unwrap();
+        assert_eq!(a.len(), 2 * HA_SECRET_BYTES);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,44 @@
+//! Issue 18 item 7: turning the ServiceMonitor / PrometheusRule off deletes them; the
+//! per-Broker rule links runbooks and does not duplicate the chart's rules.
+
+use kube::api::{Api, DynamicObject};
+use operator::builders::monitoring::{prometheus_rule_resource, service_monitor_resource};
+use operator::crd::Broker;
+use serde_json::json;
+
+use crate::NS;
+use crate::broker_flow::Cluster;
+
+async fn exists(c: &Cluster, rule: bool) -> Option<DynamicObject> {
+    let resource = if rule {
+        prometheus_rule_resource()
+    } else {
+        service_monitor_resource()
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(c.api.client(), NS, &resource);
+    api.get_opt("rmq-ha-broker").await.unwrap()
+}
+
+#[tokio::test]
+async fn turning_monitoring_off_deletes_the_objects() {
+    let c = Cluster::started().await;
+    assert!(exists(&c, false).await.is_some());
+    let rule = exists(&c, true).await.expect("PrometheusRule");
+    let rules = &rule.data["spec"]["groups"][0]["rules"];
+    for r in rules.as_array().unwrap() {
+        assert!(
+            r["annotations"]["runbook_url"]
+                .as_str()
+                .is_some_and(|u| u.ends_with(".md")),
+            "{r}"
+        );
+    }
+    c.api.edit::<Broker>(
+        NS,
+        "rmq-ha",
+        json!({"spec": {"metrics": {"serviceMonitor": false, "prometheusRule": false}}}),
+    );
+    c.reconcile().await;
+    assert!(exists(&c, false).await.is_none());
+    assert!(exists(&c, true).await.is_none());
+}
