@@ -76,6 +76,13 @@ impl Admin for Recording {
         self.note("runtime_info");
         self.inner.runtime_info(broker)
     }
+    fn topic_configs<'a>(
+        &'a self,
+        broker: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, TopicConfig>, AdminError>> {
+        self.note("topic_configs");
+        self.inner.topic_configs(broker)
+    }
     fn update_broker_config<'a>(
         &'a self,
         broker: &'a str,
@@ -109,6 +116,7 @@ const ALL_REQUESTS: &[&str] = &[
     "delete_topic_in_broker",
     "delete_topic_in_namesrv",
     "runtime_info",
+    "topic_configs",
     "update_broker_config",
     "ha_status",
     "epoch_cache",
@@ -159,6 +167,14 @@ fn every_operator_admin_request_is_served_by_real_processes() {
             .create_topic(&broker, &topic)
             .await
             .expect("create topic");
+        // The Topic reconciler's drift check reads back what the broker holds.
+        let held = admin.topic_configs(&broker).await.expect("topic configs");
+        let got = held.get("OperatorTopic").expect("created topic listed");
+        assert_eq!(
+            (got.read_queues, got.write_queues, got.perm),
+            (4, 4, 6),
+            "{got:?}"
+        );
         let info = admin.runtime_info(&broker).await.expect("runtime info");
         assert!(info.commit_log_max_offset().is_some(), "{info:?}");
         assert!(info.dispatch_behind_bytes().is_some(), "{info:?}");
