@@ -131,13 +131,11 @@ impl Ha {
             .epochs()
             .begin(epoch, start)
             .map_err(|e| RoleChangeError::Epoch(e.to_string()))?;
-        {
-            // This broker is the master of the term it just began: a later order naming
-            // another master at this same epoch is refused like any equal-epoch rival.
-            let mut s = self.state.lock();
-            s.epoch = epoch;
-            s.epoch_master = Some(super::EpochMaster::Me);
-        }
+        // A term begun here is local, not an election: no master is named for it, so an
+        // operator's order naming the group's elected master at this same number still
+        // wins (a restarted former master can pick the number a newer master already
+        // holds; the history proof then finds where the two logs differ).
+        self.state.lock().epoch = epoch;
         tracing::info!(epoch, %start, "new master term");
         Ok(())
     }
