@@ -88,6 +88,17 @@ async fn register_bodies_inflate_within_the_cap() {
 #[tokio::test]
 async fn connection_cap_closes_over_limit_peers() {
     let ns = NameServer::start(Options::default().config("maxConnections", 2));
+    // The harness's readiness probe connected to the remoting port; wait until the server
+    // has seen it close, so the two clients below are the only ones counted.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = http::get(ns.http_port, "/metrics").await.unwrap();
+        if metrics.contains(r#"rmq_namesrv_listener_connections{listener="remoting"} 0"#) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let a = Client::connect(ns.port).await.unwrap();
     let b = Client::connect(ns.port).await.unwrap();
     for c in [&a, &b] {

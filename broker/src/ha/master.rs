@@ -183,9 +183,49 @@ async fn serve_slave(
         return Err(ConnError::History(e));
     }
     handshake::verdict(&mut stream, true).await?;
-    let (rd, wr) = tokio::io::split(stream);
+    let slave = Slave {
+        peer,
+        broker_id: hello.broker_id,
+        epoch: hello.epoch,
+        first: proof.end.0,
+    };
+    match stream {
+        // Plaintext keeps the socket's lock-free owned halves; TLS shares one session.
+        MaybeTls::Plain(tcp) => {
+            let (rd, wr) = tcp.into_split();
+            stream_to_slave(ha, rd, wr, slave, stop).await
+        }
+        tls => {
+            let (rd, wr) = tokio::io::split(tls);
+            stream_to_slave(ha, rd, wr, slave, stop).await
+        }
+    }
+}
+
+/// A slave that passed the handshake and proved its history up to `first`.
+struct Slave {
+    peer: String,
+    broker_id: i64,
+    epoch: i32,
+    first: i64,
+}
+
+/// Streams the CommitLog to an authenticated slave and reads its acks until either side
+/// stops or this master is superseded.
+async fn stream_to_slave(
+    ha: &Arc<Ha>,
+    rd: impl AsyncRead + Unpin,
+    wr: impl AsyncWrite + Unpin + Send + 'static,
+    slave: Slave,
+    stop: CancellationToken,
+) -> Result<(), ConnError> {
+    let Slave {
+        peer,
+        broker_id,
+        epoch,
+        first,
+    } = slave;
     let log = ha.store.commit_log();
-    let first = proof.end.0;
     // A slave with nothing starts at the beginning of the master's last file.
     let start = if first == 0 {
         let max = log.max_offset().0;
@@ -196,7 +236,7 @@ async fn serve_slave(
     if first < 0 || (first > 0 && first < log.min_offset().0) {
         return Err(ConnError::BadStart(first));
     }
-    tracing::info!(slave = %peer, broker_id = hello.broker_id, epoch = hello.epoch, from = start, "slave connected");
+    tracing::info!(slave = %peer, broker_id, epoch, from = start, "slave connected");
     let hello_epoch = ha.epoch();
     let id = ha.acks.register(peer, first);
     ha.on_ack();

@@ -18,7 +18,7 @@ use protocol::message::PhysicalOffset;
 use security::tls::MaybeTls;
 use store::BrokerRole;
 use store::ha::{EpochEntry, ReplicaError, last_consistent_point};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -148,7 +148,24 @@ async fn follow(
 
 /// Reads frames, places them, reports progress.
 async fn stream_from(ha: &Arc<Ha>, stream: MaybeTls) -> Result<(), SlaveError> {
-    let (mut rd, mut wr) = tokio::io::split(stream);
+    match stream {
+        // Plaintext keeps the socket's lock-free owned halves; TLS shares one session.
+        MaybeTls::Plain(tcp) => {
+            let (rd, wr) = tcp.into_split();
+            place_frames(ha, rd, wr).await
+        }
+        tls => {
+            let (rd, wr) = tokio::io::split(tls);
+            place_frames(ha, rd, wr).await
+        }
+    }
+}
+
+async fn place_frames(
+    ha: &Arc<Ha>,
+    mut rd: impl AsyncRead + Unpin,
+    mut wr: impl AsyncWrite + Unpin,
+) -> Result<(), SlaveError> {
     let mut writer = ha.store.replica_writer();
     let mut reported = writer.written_offset();
     wr.write_i64(reported.0).await?;
