@@ -356,7 +356,7 @@ fn sigkilled_master_fails_over_without_losing_acknowledged_messages() {
             assert!(acted.iter().any(|a| matches!(a, Action::Promote { pod, .. } if *pod == new)));
 
             eventually(
-                Duration::from_secs(30),
+                Duration::from_secs(60),
                 "the first SEND_OK on the new master",
                 || async {
                     acks.lock()
