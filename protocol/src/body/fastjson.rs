@@ -162,12 +162,15 @@ fn copy_string(text: &str, start: usize, out: &mut String) -> Result<usize, Body
                     break;
                 }
                 out.push_str(&text[run..i]);
+                // The escaped character may be multi-byte (an invalid escape the JSON
+                // parser then refuses): copy it whole, never half a UTF-8 sequence.
+                let escaped = text[i + 1..].chars().next().map_or(1, char::len_utf8);
                 if bytes[i + 1] == b'\'' {
                     out.push('\'');
                 } else {
-                    out.push_str(&text[i..i + 2]);
+                    out.push_str(&text[i..i + 1 + escaped]);
                 }
-                i += 2;
+                i += 1 + escaped;
                 run = i;
             }
             b'"' if quote == b'\'' => {

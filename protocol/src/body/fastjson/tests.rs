@@ -124,3 +124,15 @@ proptest! {
         let _ = from_slice::<Value>(s.as_bytes());
     }
 }
+
+/// Found by the `fastjson_bodies` fuzz target: a backslash before a multi-byte character
+/// was copied as two bytes, slicing inside the UTF-8 sequence (a panic on network input).
+#[test]
+fn an_escape_before_a_multi_byte_character_is_an_error_not_a_panic() {
+    for text in ["{\"a\":\"x\\\u{98}y\"}", "{\"k\\é\":1}", "['\\€']"] {
+        let r = normalize(text.as_bytes()).and_then(|t| {
+            serde_json::from_str::<Value>(&t).map_err(|e| BodyError::Json(e.to_string()))
+        });
+        assert!(r.is_err(), "{text:?} gave {r:?}");
+    }
+}
