@@ -136,6 +136,12 @@ pub async fn serve_io<R, W>(
                 break;
             }
             Ok(None) => break,
+            // A peer that resets, or a TLS peer that hangs up without close_notify, is
+            // a connection going away, not a protocol violation.
+            Ok(Some(Err(protocol::ProtocolError::Io(e)))) => {
+                tracing::debug!(%peer, error = %e, "connection read failed, closing");
+                break;
+            }
             Ok(Some(Err(e))) => {
                 tracing::warn!(%peer, error = %e, "undecodable frame, closing connection");
                 break;

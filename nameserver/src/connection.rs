@@ -43,6 +43,11 @@ pub async fn serve(
                 break;
             }
             Ok(None) => break,
+            // A reset, or a TLS peer hanging up without close_notify: not a bad frame.
+            Ok(Some(Err(protocol::ProtocolError::Io(e)))) => {
+                tracing::debug!(%peer, error = %e, "connection read failed, closing");
+                break;
+            }
             Ok(Some(Err(e))) => {
                 tracing::warn!(%peer, error = %e, "undecodable frame, closing connection");
                 break;

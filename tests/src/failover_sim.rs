@@ -214,6 +214,7 @@ impl SimGroup {
                 pod: m.pod.clone(),
                 broker_id: id.broker_id,
                 exists: true,
+                terminating: false,
                 ready,
                 unready_since_ms,
                 ip: Some("127.0.0.1".to_owned()),

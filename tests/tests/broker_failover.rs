@@ -46,6 +46,14 @@ struct Ack {
 struct Load {
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// (port, response code or -1 for a transport error) -> count of refused sends, for
+    /// the failure message when the group does not become writable.
+    refusals: Arc<Mutex<HashMap<(u16, i32), usize>>>,
+}
+
+fn tail(log: &str, lines: usize) -> String {
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn offset_of(msg_id: &str) -> Option<i64> {
@@ -57,9 +65,14 @@ fn offset_of(msg_id: &str) -> Option<i64> {
 /// with the same body, so each body is acknowledged at most once.
 fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load {
     let stop = Arc::new(AtomicBool::new(false));
+    let refusals: Arc<Mutex<HashMap<(u16, i32), usize>>> = Arc::default();
     let tasks = (0..PRODUCERS)
         .map(|p| {
             let (stop, acks, ports) = (Arc::clone(&stop), Arc::clone(&acks), ports.clone());
+            let refusals = Arc::clone(&refusals);
+            let refused = move |port: u16, code: i32| {
+                *refusals.lock().unwrap().entry((port, code)).or_default() += 1;
+            };
             tokio::spawn(async move {
                 let mut clients: HashMap<u16, Client> = HashMap::new();
                 let mut prefer = 0usize;
@@ -109,14 +122,17 @@ fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load
                             if r.code == response::SLAVE_NOT_AVAILABLE
                                 || r.code == response::FLUSH_SLAVE_TIMEOUT =>
                         {
+                            refused(port, r.code);
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                         // A slave (or fenced master) refusing writes.
-                        Ok(_) => {
+                        Ok(r) => {
+                            refused(port, r.code);
                             prefer += 1;
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                         Err(_) => {
+                            refused(port, -1);
                             clients.remove(&port);
                             prefer += 1;
                             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -126,7 +142,11 @@ fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load
             })
         })
         .collect();
-    Load { stop, tasks }
+    Load {
+        stop,
+        tasks,
+        refusals,
+    }
 }
 
 impl Load {
@@ -355,17 +375,26 @@ fn sigkilled_master_fails_over_without_losing_acknowledged_messages() {
             );
             assert!(acted.iter().any(|a| matches!(a, Action::Promote { pod, .. } if *pod == new)));
 
-            eventually(
-                Duration::from_secs(60),
-                "the first SEND_OK on the new master",
-                || async {
-                    acks.lock()
-                        .unwrap()
-                        .iter()
-                        .any(|a| a.port == new_m.port && a.at > killed)
-                },
-            )
-            .await;
+            let writable = |acks: &Mutex<Vec<Ack>>| {
+                acks.lock()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a.port == new_m.port && a.at > killed)
+            };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !writable(&acks) {
+                if Instant::now() > deadline {
+                    panic!(
+                        "round {round}: no SEND_OK on the new master {new} within 60 s; \
+                         refusals {:?}\ndriver log: {:?}\n--- {new} log:\n{}\n--- {old} log:\n{}",
+                        load.refusals.lock().unwrap(),
+                        &driver.log[log_from..],
+                        tail(&new_m.log(), 60),
+                        tail(&old_m.log(), 60),
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             let first_ok = acks
                 .lock()
                 .unwrap()
@@ -446,7 +475,14 @@ fn switchover_fences_the_live_master_and_it_follows_the_new_one() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         load.finish().await;
-        assert_eq!(driver.state.master, new, "{:#?}", driver.trace);
+        assert_eq!(
+            driver.state.master,
+            new,
+            "{:#?}\n--- {old} log:\n{}\n--- {new} log:\n{}",
+            driver.trace,
+            tail(&group.members[0].log(), 40),
+            tail(&group.members[1].log(), 40),
+        );
         assert!(driver.request.is_none(), "the request is cleared");
         let acted: Vec<&Action> = driver
             .log

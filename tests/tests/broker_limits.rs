@@ -300,13 +300,26 @@ fn connection_caps_close_over_limit_peers() {
         }
         drop(fourth);
         admitted.pop().unwrap().close().await;
-        eventually(Duration::from_secs(10), "a freed slot", || async {
-            match Client::connect(b.broker.port).await {
-                Ok(c) => c.request(heartbeat("cap@2", [])).await.is_ok(),
-                Err(_) => false,
-            }
-        })
+        // The two closed peers' slots come back once the broker has seen them go.
+        let open = "rocketmq_listener_connections{listener=\"remoting\"}";
+        eventually(
+            Duration::from_secs(30),
+            "the gauge to drop to 2",
+            || async { metric(b.broker.http_port, open).await == Some(2.0) },
+        )
         .await;
+        let c = Client::connect(b.broker.port).await.unwrap();
+        let r = c.request(heartbeat("cap@2", [])).await;
+        assert!(
+            r.is_ok(),
+            "a freed slot admits a new peer: {r:?}; open {:?}, refused {:?}",
+            metric(b.broker.http_port, open).await,
+            metric(
+                b.broker.http_port,
+                "rocketmq_listener_connections_refused_total{listener=\"remoting\"}"
+            )
+            .await,
+        );
     });
 }
 

@@ -505,10 +505,8 @@ fn broker_and_kv_family() {
 
 #[test]
 fn unreachable_nameserver_and_bad_usage() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // Free now and outside the ephemeral range, so nothing will be listening there.
+    let port = e2e::ports::free_port();
     for args in [
         &["cluster", "list"][..],
         &["topic", "route", "-t", "T"],

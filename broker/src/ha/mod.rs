@@ -116,6 +116,10 @@ struct RoleState {
     /// The master a role change named for `epoch` (`None` for this broker itself, and
     /// unset while no master was named at it: after a fence, or at start-up).
     epoch_master: Option<EpochMaster>,
+    /// The term this process began itself at start-up as master ([`Ha::begin_term`]):
+    /// its epoch entry was written by this broker, so being promoted at it continues
+    /// this broker's own writes.
+    own_term: Option<i32>,
 }
 
 /// Who a role change named master of an epoch.
@@ -190,6 +194,7 @@ impl Ha {
                 },
                 epoch,
                 epoch_master: None,
+                own_term: None,
             }),
             fenced: AtomicBool::new(false),
             acks: Acks::default(),
@@ -214,8 +219,14 @@ impl Ha {
         self.role() == BrokerRole::Slave
     }
 
+    /// The highest epoch this broker knows: told by a role change, begun as master, or
+    /// held in its CommitLog's epoch history (a slave adopts its master's entries while
+    /// it replicates, without any role change). GET_BROKER_HA_STATUS reports this, and
+    /// the operator elects above the highest report: a history entry left out would let
+    /// it reuse an epoch an earlier master already wrote in.
     pub fn epoch(&self) -> i32 {
-        self.state.lock().epoch
+        let told = self.state.lock().epoch;
+        told.max(self.store.epochs().current_epoch())
     }
 
     pub fn target(&self) -> Target {

@@ -20,6 +20,9 @@ pub enum RoleChangeError {
     /// loses. Every election must use an epoch above any a member has seen.
     #[error("epoch {epoch} already has master {master}; a different master needs a newer epoch")]
     EpochTaken { epoch: i32, master: String },
+    /// Promotion at an epoch this broker's CommitLog already holds entries of.
+    #[error("epoch {epoch} is already in this broker's epoch history; promote at a newer epoch")]
+    EpochWritten { epoch: i32 },
     #[error("not promoted: {0}")]
     NotCaughtUp(String),
 }
@@ -44,8 +47,26 @@ impl Ha {
         }
     }
 
+    /// A new master's epoch must be one nobody has written in yet. The epoch history
+    /// this broker holds (its own or adopted from a master) was written by whoever was
+    /// master then; continuing that epoch from here would make bytes of two masters
+    /// read as one history, and a former master holding an unacknowledged tail of that
+    /// epoch could then never prove a prefix nor be cut back (seen as a group stuck
+    /// without a slave after failover). Continuing this broker's own epoch (a replayed
+    /// promotion, or the term it began at start-up) is fine.
+    fn check_unwritten(&self, epoch: i32) -> Result<(), RoleChangeError> {
+        let held = self.store.epochs().current_epoch();
+        let s = self.state.lock();
+        let mine = (s.epoch == epoch && s.epoch_master == Some(EpochMaster::Me))
+            || (held == epoch && s.own_term == Some(epoch));
+        if epoch <= held && !mine {
+            return Err(RoleChangeError::EpochWritten { epoch });
+        }
+        Ok(())
+    }
+
     fn check_epoch(&self, epoch: i32) -> Result<(), RoleChangeError> {
-        let current = self.epoch().max(self.store.epochs().current_epoch());
+        let current = self.epoch();
         if epoch < current {
             return Err(RoleChangeError::StaleEpoch {
                 current,
@@ -62,6 +83,7 @@ impl Ha {
     pub async fn become_master(self: &Arc<Self>, epoch: i32) -> Result<(), RoleChangeError> {
         self.check_epoch(epoch)?;
         self.check_named(epoch, &EpochMaster::Me)?;
+        self.check_unwritten(epoch)?;
         let role = self.settings.promoted_role;
         let target = std::mem::take(&mut self.state.lock().target);
         self.changes.send_modify(|g| *g += 1);
@@ -122,10 +144,7 @@ impl Ha {
         if self.is_slave() {
             return Ok(());
         }
-        let epoch = self
-            .epoch()
-            .max(self.store.epochs().current_epoch())
-            .saturating_add(1);
+        let epoch = self.epoch().saturating_add(1);
         let start = self.store.max_phy_offset();
         self.store
             .epochs()
@@ -135,7 +154,11 @@ impl Ha {
         // operator's order naming the group's elected master at this same number still
         // wins (a restarted former master can pick the number a newer master already
         // holds; the history proof then finds where the two logs differ).
-        self.state.lock().epoch = epoch;
+        {
+            let mut s = self.state.lock();
+            s.epoch = epoch;
+            s.own_term = Some(epoch);
+        }
         tracing::info!(epoch, %start, "new master term");
         Ok(())
     }

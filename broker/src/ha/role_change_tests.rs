@@ -175,3 +175,43 @@ async fn every_start_as_master_begins_a_new_epoch_at_the_log_end() {
     slave.begin_term().unwrap();
     assert_eq!(slave.store.epochs().current_epoch(), 0);
 }
+
+/// A slave that adopted its master's epoch history (no role change involved) reports that
+/// epoch, and refuses to be promoted at it: the epoch was the old master's. Before, it
+/// reported 0, the operator elected at 1, and the new master continued the old master's
+/// epoch 1, so the old master, holding an unacknowledged tail of epoch 1, could never
+/// rejoin (the failover suite's group stuck without a slave).
+#[tokio::test]
+async fn a_promotion_never_continues_an_epoch_another_master_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SLAVE\nbrokerId=1\n");
+    // What replication does: adopt the master's history.
+    ha.store
+        .epochs()
+        .replace(vec![store::ha::EpochEntry {
+            epoch: 1,
+            start_offset: protocol::message::PhysicalOffset(0),
+        }])
+        .unwrap();
+    assert_eq!(ha.epoch(), 1, "the held history counts as seen");
+    assert!(matches!(
+        ha.become_master(1).await,
+        Err(RoleChangeError::EpochWritten { epoch: 1 })
+    ));
+    assert_eq!(ha.role(), BrokerRole::Slave);
+    ha.become_master(2).await.unwrap();
+    // Replaying the same promotion (an operator retrying after a crash) is harmless.
+    ha.become_master(2).await.unwrap();
+    assert_eq!(ha.store.epochs().current_epoch(), 2);
+}
+
+/// The term a master began at start-up is its own: an operator naming it master at that
+/// epoch (what its HA status reports) continues its writes.
+#[tokio::test]
+async fn a_started_master_may_be_named_master_of_its_own_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    ha.begin_term().unwrap();
+    ha.become_master(1).await.unwrap();
+    assert_eq!(ha.store.epochs().current_epoch(), 1);
+}

@@ -235,17 +235,8 @@ pub fn update_broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> 
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Connection {
-    client_addr: String,
-    client_id: String,
-    language: String,
-    version: i32,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct ConsumerConnection {
-    connection_set: Vec<Connection>,
+    connection_set: Vec<super::producer::Connection>,
     consume_from_where: protocol::body::ConsumeFromWhere,
     consume_type: protocol::body::ConsumeType,
     message_model: protocol::body::MessageModel,
@@ -262,15 +253,7 @@ pub fn consumer_connections(broker: &Arc<Broker>, request: &RemotingCommand) -> 
         );
     };
     let body = ConsumerConnection {
-        connection_set: conns
-            .into_iter()
-            .map(|(c, peer)| Connection {
-                client_addr: peer.to_string(),
-                client_id: c.client_id,
-                language: c.language.name().to_owned(),
-                version: c.version,
-            })
-            .collect(),
+        connection_set: super::producer::connection_set(conns),
         consume_from_where: info.consume_from_where,
         consume_type: info.consume_type,
         message_model: info.message_model,

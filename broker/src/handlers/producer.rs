@@ -1,6 +1,7 @@
 //! GET_PRODUCER_CONNECTION_LIST (204, `AdminBrokerProcessor.getProducerConnectionList`):
 //! the connections of a producer group, for mqadmin's `producerConnection`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use protocol::RemotingCommand;
@@ -9,15 +10,31 @@ use protocol::header::GetProducerConnectionListRequestHeader;
 use serde::Serialize;
 
 use super::{HandlerResult, error, success};
+use crate::clients::ClientInfo;
 use crate::state::Broker;
 
+/// `Connection`: one client connection of a producer or consumer group, as both
+/// GET_PRODUCER_CONNECTION_LIST and GET_CONSUMER_CONNECTION_LIST list them.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Connection {
+pub(super) struct Connection {
     client_addr: String,
     client_id: String,
     language: String,
     version: i32,
+}
+
+/// The `connectionSet` of a group's connections.
+pub(super) fn connection_set(conns: Vec<(ClientInfo, SocketAddr)>) -> Vec<Connection> {
+    conns
+        .into_iter()
+        .map(|(c, peer)| Connection {
+            client_addr: peer.to_string(),
+            client_id: c.client_id,
+            language: c.language.name().to_owned(),
+            version: c.version,
+        })
+        .collect()
 }
 
 /// `ProducerConnection`.
@@ -39,15 +56,7 @@ pub fn producer_connections(broker: &Arc<Broker>, request: &RemotingCommand) -> 
         );
     }
     let body = ProducerConnection {
-        connection_set: conns
-            .into_iter()
-            .map(|(c, peer)| Connection {
-                client_addr: peer.to_string(),
-                client_id: c.client_id,
-                language: c.language.name().to_owned(),
-                version: c.version,
-            })
-            .collect(),
+        connection_set: connection_set(conns),
     };
     Ok(success(request)
         .with_body(protocol::body::encode(&body))

@@ -276,6 +276,35 @@ impl Transition<'_> {
         }
     }
 
+    /// A fenced pod that is being deleted (by this machine's DeletePod, a drain, or a
+    /// user) may still run its broker, and take writes from clients the operator cannot
+    /// see, until its grace period ends. It counts as fenced only once the broker itself
+    /// reports the new epoch as a non-master, or the pod object is gone (the kubelet
+    /// confirmed the process exited; a recreated pod starts from the fenced
+    /// configuration). Until then the election waits; one still answering is told again.
+    /// A pod stuck terminating on a lost node keeps the group here until someone
+    /// force-deletes it (`docs/runbooks/failover-blocked.md`).
+    fn awaiting_termination(&mut self, epoch: i64) -> bool {
+        let mut waiting = false;
+        for pod in &self.next.fenced {
+            let Some(m) = self.obs.member(pod).filter(|m| m.terminating) else {
+                continue;
+            };
+            match m.ha {
+                Some(h) if !h.master && h.epoch >= epoch => {}
+                Some(_) => {
+                    self.actions.push(Action::Fence {
+                        pod: pod.clone(),
+                        epoch,
+                    });
+                    waiting = true;
+                }
+                None => waiting = true,
+            }
+        }
+        waiting
+    }
+
     fn fencing(&mut self) {
         let epoch = self.next.target_epoch.unwrap_or(self.next.epoch + 1);
         // Someone still claiming mastership below the new epoch gets fenced again.
@@ -289,6 +318,9 @@ impl Transition<'_> {
         if !stale.is_empty() {
             self.next.fenced.retain(|p| !stale.contains(p));
             self.fence(&stale, epoch);
+            return;
+        }
+        if self.awaiting_termination(epoch) {
             return;
         }
         self.enter(

@@ -376,3 +376,61 @@ fn a_candidate_lost_mid_promotion_is_fenced_again_at_a_higher_epoch() {
     );
     assert_eq!(s.trigger, Some(FailoverTrigger::MasterUnavailable));
 }
+
+/// Issue 15 defect 6: a master whose pod is terminating (a drain, a delete) may serve
+/// clients until its grace period ends. Cut off from the operator, it used to count as
+/// fenced at once, and a slave was promoted while it still took writes.
+#[test]
+fn a_terminating_master_counts_as_fenced_only_once_it_is_gone_or_confirms() {
+    let sim = Sim::group(2, 500);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.terminate(0);
+    sim.partition(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(10_000);
+    let actions = drive(&sim, &mut state, p, &metrics);
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Promote { .. })),
+        "promoted while the old master may still run: {actions:?}"
+    );
+    assert_eq!(state.phase, Phase::Fencing);
+    // Still running and writing: the group waits rather than have two masters.
+    sim.write(100, 100);
+    sim.advance(30_000);
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(state.phase, Phase::Fencing);
+    // The process exits and the pod object goes: now the slave is promoted.
+    sim.terminated(0);
+    let actions = drive(&sim, &mut state, p, &metrics);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Promote { pod, .. } if pod == "g-1")),
+        "{actions:?}"
+    );
+    no_violations(&sim);
+}
+
+/// A terminating master that still answers is told the new epoch, and counts as fenced
+/// once it reports it.
+#[test]
+fn a_terminating_master_that_answers_is_fenced_by_role_change() {
+    let sim = Sim::group(2, 500);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    let mut state = State::idle("g-0", 1);
+    sim.terminate(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(10_000);
+    let actions = drive(&sim, &mut state, p, &metrics);
+    let fence = actions
+        .iter()
+        .position(|a| matches!(a, Action::Fence { pod, .. } if pod == "g-0"));
+    let promote = actions
+        .iter()
+        .position(|a| matches!(a, Action::Promote { pod, .. } if pod == "g-1"));
+    assert!(fence.unwrap() < promote.unwrap(), "{actions:?}");
+    no_violations(&sim);
+}

@@ -25,6 +25,9 @@ pub struct Member {
     pub broker_id: i64,
     /// The pod object exists and is not terminating.
     pub exists: bool,
+    /// The pod object is being deleted (it has a deletionTimestamp): its process may
+    /// still run, and serve clients, until its grace period ends.
+    pub terminating: bool,
     pub ready: bool,
     /// When the pod's Ready condition last turned false (epoch ms).
     pub unready_since_ms: Option<i64>,

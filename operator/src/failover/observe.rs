@@ -15,6 +15,8 @@ pub struct PodFacts {
     pub broker_id: i64,
     /// The pod object exists and is not terminating.
     pub exists: bool,
+    /// The pod object is being deleted; its process may still run.
+    pub terminating: bool,
     pub ready: bool,
     pub unready_since_ms: Option<i64>,
     pub ip: Option<String>,
@@ -127,6 +129,7 @@ pub fn observations(
             // The id the broker runs with wins over the configured one.
             broker_id: ha.get(&p.pod).map_or(p.broker_id, |h| h.broker_id),
             exists: p.exists,
+            terminating: p.terminating,
             ready: p.ready,
             unready_since_ms: p.unready_since_ms,
             ha: ha.get(&p.pod).map(|h| Ha {
@@ -157,6 +160,7 @@ mod tests {
             pod: pod.to_owned(),
             broker_id: 1,
             exists: true,
+            terminating: false,
             ready: true,
             unready_since_ms: None,
             ip: Some(ip.to_owned()),

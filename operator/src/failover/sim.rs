@@ -33,6 +33,9 @@ pub struct SimBroker {
     /// Its configuration says master (what a restarted process becomes).
     pub conf_master: bool,
     pub in_sync: bool,
+    /// Its pod is being deleted (a drain, a `kubectl delete`): the process runs on until
+    /// [`Sim::terminated`].
+    pub terminating: bool,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +77,7 @@ impl Sim {
                 max_offset: offset,
                 conf_master: i == 0,
                 in_sync: true,
+                terminating: false,
             })
             .collect();
         Self(Arc::new(Mutex::new(World {
@@ -109,7 +113,8 @@ impl Sim {
                 .map(|b| Member {
                     pod: b.pod.clone(),
                     broker_id: b.broker_id,
-                    exists: true,
+                    exists: !b.terminating,
+                    terminating: b.terminating,
                     ready: b.ready,
                     unready_since_ms: b.unready_since_ms,
                     ha: b.reachable.then_some(Ha {
@@ -146,6 +151,30 @@ impl Sim {
             b.unready_since_ms = Some(now);
         }
         b.ready = false;
+    }
+
+    /// The pod gets a deletionTimestamp; its process keeps running (and writing, if it
+    /// is master) until [`Self::terminated`].
+    pub fn terminate(&self, i: usize) {
+        let mut w = self.world();
+        let now = w.now_ms;
+        let b = &mut w.brokers[i];
+        b.terminating = true;
+        if b.ready {
+            b.unready_since_ms = Some(now);
+        }
+        b.ready = false;
+    }
+
+    /// The terminating pod's process exited and the StatefulSet made a new pod object,
+    /// not started yet.
+    pub fn terminated(&self, i: usize) {
+        let mut w = self.world();
+        let b = &mut w.brokers[i];
+        b.terminating = false;
+        b.alive = false;
+        b.reachable = false;
+        b.master = false;
     }
 
     pub fn partition(&self, i: usize) {
@@ -362,6 +391,10 @@ impl GroupApi for Sim {
             if let Some(b) = w.brokers.iter_mut().find(|b| b.pod == pod) {
                 // The kube implementation writes the fenced configuration first.
                 b.conf_master = false;
+                if b.terminating {
+                    // Already being deleted: deleting again changes nothing.
+                    return Ok(());
+                }
                 b.alive = false;
                 b.reachable = false;
                 b.master = false;

@@ -644,6 +644,7 @@ fn group_in_sync(
             pod: p.name.clone(),
             broker_id: 0,
             exists: true,
+            terminating: false,
             ready: p.ready,
             unready_since_ms: None,
             ip: p.ip.clone(),

@@ -262,6 +262,7 @@ fn pod_facts(
             let seen = pods.iter().find(|p| p.name == pod);
             PodFacts {
                 exists: seen.is_some_and(|p| !p.terminating),
+                terminating: seen.is_some_and(|p| p.terminating),
                 ready: seen.is_some_and(|p| p.ready && !p.terminating),
                 unready_since_ms: seen.and_then(|p| p.unready_since_ms),
                 ip: seen.and_then(|p| p.ip.clone()),

@@ -150,6 +150,7 @@ pub fn group_status(
             pod: names.pod(group, o),
             broker_id: 0,
             exists: true,
+            terminating: false,
             ready: true,
             unready_since_ms: None,
             ip: seen

@@ -166,6 +166,25 @@ fn parse(text: &str) -> Result<Vec<EpochEntry>, String> {
     Ok(out)
 }
 
+/// `entries` with the implicit epoch 0 from offset 0 that bytes written before a log's
+/// first recorded epoch belong to (a broker that started as master before any role
+/// change).
+pub(crate) fn with_implicit_epoch0(entries: &[EpochEntry]) -> Vec<EpochEntry> {
+    let implicit = EpochEntry {
+        epoch: 0,
+        start_offset: PhysicalOffset(0),
+    };
+    let mut out = Vec::with_capacity(entries.len() + 1);
+    if entries
+        .first()
+        .is_none_or(|f| f.start_offset > PhysicalOffset(0) && f.epoch > 0)
+    {
+        out.push(implicit);
+    }
+    out.extend_from_slice(entries);
+    out
+}
+
 /// `findLastConsistentPoint`: the highest offset up to which a local log and a remote log
 /// were written by the same epochs. Each side is its entries plus its log end. Walking
 /// the local entries from the newest, the first one the remote also has (same epoch and
@@ -178,22 +197,7 @@ pub fn last_consistent_point(
     remote: &[EpochEntry],
     remote_end: PhysicalOffset,
 ) -> Option<PhysicalOffset> {
-    let with_implicit = |entries: &[EpochEntry]| {
-        let implicit = EpochEntry {
-            epoch: 0,
-            start_offset: PhysicalOffset(0),
-        };
-        let mut out = Vec::with_capacity(entries.len() + 1);
-        if entries
-            .first()
-            .is_none_or(|f| f.start_offset > PhysicalOffset(0) && f.epoch > 0)
-        {
-            out.push(implicit);
-        }
-        out.extend_from_slice(entries);
-        out
-    };
-    let (local, remote) = (with_implicit(local), with_implicit(remote));
+    let (local, remote) = (with_implicit_epoch0(local), with_implicit_epoch0(remote));
     let end_of = |entries: &[EpochEntry], i: usize, log_end: PhysicalOffset| {
         entries.get(i + 1).map_or(log_end, |n| n.start_offset)
     };

@@ -12,6 +12,7 @@ use protocol::message::PhysicalOffset;
 use protocol::message::record::BLANK_MAGIC_CODE;
 
 use super::EpochEntry;
+use super::epoch_file::with_implicit_epoch0;
 use crate::message_store::MessageStore;
 
 /// Bytes below the end a slave shows (at most; fewer at the start of a file).
@@ -56,27 +57,9 @@ pub enum ProofError {
     TailTooLong(usize),
 }
 
-/// `entries` with the implicit epoch 0 from offset 0 that bytes written before the first
-/// recorded epoch belong to (as in [`super::last_consistent_point`]).
-fn with_implicit(entries: &[EpochEntry]) -> Vec<EpochEntry> {
-    let implicit = EpochEntry {
-        epoch: 0,
-        start_offset: PhysicalOffset(0),
-    };
-    let mut out = Vec::with_capacity(entries.len() + 1);
-    if entries
-        .first()
-        .is_none_or(|f| f.start_offset > PhysicalOffset(0) && f.epoch > 0)
-    {
-        out.push(implicit);
-    }
-    out.extend_from_slice(entries);
-    out
-}
-
 /// The entry that wrote the bytes just below `end`: the last one starting before it.
 fn covering(entries: &[EpochEntry], end: PhysicalOffset) -> EpochEntry {
-    let all = with_implicit(entries);
+    let all = with_implicit_epoch0(entries);
     all.iter()
         .rev()
         .find(|e| e.start_offset < end)
@@ -135,7 +118,7 @@ impl MessageStore {
                 min: log.min_offset(),
             });
         }
-        let entries = with_implicit(&self.epochs().entries());
+        let entries = with_implicit_epoch0(&self.epochs().entries());
         let known = entries
             .iter()
             .position(|e| *e == proof.epoch)
