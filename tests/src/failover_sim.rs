@@ -333,8 +333,9 @@ impl Driver {
     /// One reconcile step: observe, `step`, execute. Returns whether anything moved.
     pub async fn tick(&mut self, group: &SimGroup) -> Result<bool, ExecError> {
         let (facts, ha) = group.observe(&self.state).await;
+        // The simulated groups are SYNC_MASTER.
         let obs = observe::observations(
-            &self.spec,
+            observe::policy(&self.spec, operator::crd::AckMode::Sync),
             now_ms(),
             &self.state.master,
             &facts,

@@ -330,6 +330,13 @@ async fn transfer(
         if let Some(w) = &window {
             buf.extend_from_slice(&w[..size]);
         }
+        // Counted before the write: once the bytes are in the socket the slave may read,
+        // store and ack them before this task runs again, and an ack read first would be
+        // taken for a forged one and drop an honest slave (seen under load: a reconnect
+        // every second, and a switchover target cut off from its fenced master). The ack
+        // bound still holds: nothing beyond what was handed to this connection counts.
+        let end = at.0 + size as i64;
+        streamed.fetch_max(end, Ordering::AcqRel);
         let written = tokio::select! {
             _ = cancel.cancelled() => return,
             r = wr.write_all(&buf) => r,
@@ -339,8 +346,11 @@ async fn transfer(
             cancel.cancel();
             return;
         }
-        at = PhysicalOffset(at.0 + size as i64);
-        streamed.fetch_max(at.0, Ordering::AcqRel);
+        at = PhysicalOffset(end);
         last_write = Instant::now();
     }
 }
+
+#[cfg(test)]
+#[path = "master_tests.rs"]
+mod tests;

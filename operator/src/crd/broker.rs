@@ -320,9 +320,14 @@ pub struct FailoverStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
     /// Commit-log bytes the last unclean failover discarded (the old master's offset
-    /// minus the promoted replica's).
+    /// minus the promoted replica's). With ackMode Async every failover that promotes
+    /// a replica lacking bytes, or whose old master's final end is unknown, reports here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_lost: Option<i64>,
+    /// `false`: the old master did not answer, so `bytesLost` is measured from its last
+    /// observed end and is a lower bound; what it wrote after that is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_lost_exact: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -10,11 +10,17 @@ use super::machine::{BlockedReason, Member, Observations, State};
 pub enum Candidate {
     /// A planned switchover's target is still catching up with the fenced old master.
     Wait,
-    /// Promote `pod`; `bytes_lost` is set when it is an unclean choice.
-    Promote {
-        pod: String,
-        bytes_lost: Option<i64>,
-    },
+    /// Promote `pod`; `loss` is set when acknowledged bytes may be lost by it.
+    Promote { pod: String, loss: Option<Loss> },
+}
+
+/// Bytes a promotion discards: the old master's end minus the candidate's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loss {
+    pub bytes: i64,
+    /// The old master answered, so its end is final. Otherwise the end is the last one
+    /// observed and the master may have written (and, ASYNC, acknowledged) more.
+    pub exact: bool,
 }
 
 fn old_master(state: &State) -> &str {
@@ -98,11 +104,22 @@ pub fn elect(
             Some(FailoverTrigger::Switchover | FailoverTrigger::RollingRestart)
         );
     let offset = master_offset(state, obs);
-    let promote = |pod: &str, bytes_lost| {
+    let promote = |pod: &str, loss| {
         Ok(Candidate::Promote {
             pod: pod.to_owned(),
-            bytes_lost,
+            loss,
         })
+    };
+    let lost = |m: &Member| Loss {
+        bytes: bytes_lost(m, offset, obs),
+        exact: old_answers,
+    };
+    // A clean choice under ASYNC_MASTER still discards what the candidate lacks, and
+    // those bytes may have been acknowledged: reported like an unclean election (issue
+    // 15 defect 6). Under SYNC_MASTER an in-sync candidate holds every acknowledged byte.
+    let clean_loss = |m: &Member| {
+        let l = lost(m);
+        (obs.policy.async_acks && (l.bytes > 0 || !l.exact)).then_some(l)
     };
     let revert = || promote(old, None);
 
@@ -131,20 +148,18 @@ pub fn elect(
 
     if let Some(t) = requested(state) {
         return match obs.member(t) {
-            Some(m) if clean(m, state, obs) => promote(t, None),
-            Some(m) if obs.policy.allow_unclean && m.reachable() => {
-                promote(t, Some(bytes_lost(m, offset, obs)))
-            }
+            Some(m) if clean(m, state, obs) => promote(t, clean_loss(m)),
+            Some(m) if obs.policy.allow_unclean && m.reachable() => promote(t, Some(lost(m))),
             _ => Err(BlockedReason::TargetNotEligible),
         };
     }
     if let Some(m) = ranked(state, obs, |m| clean(m, state, obs)).first() {
-        return promote(&m.pod, None);
+        return promote(&m.pod, clean_loss(m));
     }
     if obs.policy.allow_unclean
         && let Some(m) = ranked(state, obs, Member::reachable).first()
     {
-        return promote(&m.pod, Some(bytes_lost(m, offset, obs)));
+        return promote(&m.pod, Some(lost(m)));
     }
     // The old master came back: it holds everything that was acknowledged.
     if old_member.is_some_and(Member::reachable) {

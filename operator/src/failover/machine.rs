@@ -119,6 +119,7 @@ impl Transition<'_> {
         n.target_epoch = None;
         n.fenced.clear();
         n.bytes_lost = None;
+        n.bytes_lost_exact = None;
         n.started_at_ms = Some(self.obs.now_ms);
     }
 
@@ -341,15 +342,22 @@ impl Transition<'_> {
             // The promotion itself is the next step's action, so the choice is recorded
             // (and persisted) before any broker hears of it: a retry after a crash or a
             // timeout can only re-promote the same pod at this epoch, never another one.
-            Ok(Candidate::Promote { pod, bytes_lost }) => {
+            Ok(Candidate::Promote { pod, loss }) => {
                 let epoch = self.next.target_epoch.unwrap_or(self.next.epoch + 1);
-                self.next.bytes_lost = bytes_lost;
-                let lost =
-                    bytes_lost.map_or(String::new(), |b| format!(" (unclean: {b} bytes lost)"));
+                self.next.bytes_lost = loss.map(|l| l.bytes);
+                self.next.bytes_lost_exact = loss.map(|l| l.exact);
+                let lost = match loss {
+                    None => String::new(),
+                    Some(l) if l.exact => format!(" (unclean: {} bytes lost)", l.bytes),
+                    Some(l) => format!(
+                        " (unclean: at least {} bytes lost; the old master's final end is unknown)",
+                        l.bytes
+                    ),
+                };
                 self.next.to = Some(pod.clone());
                 self.enter(
                     Phase::Promoting,
-                    bytes_lost.is_some(),
+                    loss.is_some(),
                     "FailoverPromoting",
                     format!("promoting {pod} at epoch {epoch}{lost}"),
                 );

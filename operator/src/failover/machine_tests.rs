@@ -434,3 +434,57 @@ fn a_terminating_master_that_answers_is_fenced_by_role_change() {
     assert!(fence.unwrap() < promote.unwrap(), "{actions:?}");
     no_violations(&sim);
 }
+
+/// Issue 15 defect 6: under ASYNC_MASTER a failover to an in-sync slave that lacks the
+/// master's last bytes was counted clean, yet those bytes may have been acknowledged. It
+/// reports the loss, measured from the master's last observed end (a lower bound: the
+/// master did not answer), and counts as unclean so the alert fires.
+#[test]
+fn an_async_failover_reports_what_the_promoted_slave_lacked() {
+    let sim = Sim::group(2, 5000);
+    let metrics = Metrics::default();
+    let mut p = policy(FailoverPolicy::Automatic, false);
+    p.async_acks = true;
+    // In the master's in-sync set (within haMaxGapNotInSync) but 300 bytes behind.
+    sim.world().brokers[1].max_offset = 4700;
+    let mut state = State::idle("g-0", 1);
+    drive(&sim, &mut state, p, &metrics);
+    sim.kill(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(10_000);
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(
+        (state.phase, state.master.as_str()),
+        (Phase::Completed, "g-1")
+    );
+    assert_eq!(
+        (state.bytes_lost, state.bytes_lost_exact),
+        (Some(300), Some(false))
+    );
+    let status = super::status::to_status(&state);
+    assert_eq!(
+        (status.bytes_lost, status.bytes_lost_exact),
+        (Some(300), Some(false))
+    );
+    assert!(metrics.encode().contains(r#"outcome="unclean"} 1"#));
+    no_violations(&sim);
+}
+
+/// The same failover under SYNC_MASTER is clean: the in-sync slave holds every
+/// acknowledged byte, and what it lacks was never acknowledged.
+#[test]
+fn a_sync_failover_to_an_in_sync_slave_is_clean() {
+    let sim = Sim::group(2, 5000);
+    let metrics = Metrics::default();
+    let p = policy(FailoverPolicy::Automatic, false);
+    sim.world().brokers[1].max_offset = 4700;
+    let mut state = State::idle("g-0", 1);
+    drive(&sim, &mut state, p, &metrics);
+    sim.kill(0);
+    drive(&sim, &mut state, p, &metrics);
+    sim.advance(10_000);
+    drive(&sim, &mut state, p, &metrics);
+    assert_eq!(state.master, "g-1");
+    assert_eq!(state.bytes_lost, None);
+    assert!(metrics.encode().contains(r#"outcome="clean"} 1"#));
+}

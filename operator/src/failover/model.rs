@@ -8,6 +8,9 @@ pub struct Policy {
     pub unavailable_for_ms: i64,
     pub max_lag_bytes: i64,
     pub allow_unclean: bool,
+    /// ASYNC_MASTER (`replication.ackMode: Async`): a send is acknowledged before any
+    /// slave has it, so whatever a promoted slave lacks may have been acknowledged.
+    pub async_acks: bool,
 }
 
 /// What GET_BROKER_HA_STATUS said about one member.
@@ -212,7 +215,11 @@ pub struct State {
     pub started_at_ms: Option<i64>,
     pub phase_since_ms: Option<i64>,
     pub completed_at_ms: Option<i64>,
+    /// Commit-log bytes the promoted replica lacked: the old master's end minus its
+    /// own. `bytes_lost_exact` false: that end is the last one observed before the
+    /// master went away, so the loss is at least this much and the rest is unknown.
     pub bytes_lost: Option<i64>,
+    pub bytes_lost_exact: Option<bool>,
     pub message: Option<String>,
 }
 

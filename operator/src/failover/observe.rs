@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::admin::HaStatus;
-use crate::crd::{FailoverSpec, GroupStatus};
+use crate::crd::{AckMode, FailoverSpec, GroupStatus};
 
 use super::machine::{Ha, Member, Observations, Policy, Request};
 
@@ -45,8 +45,9 @@ pub fn parse_duration_ms(s: &str) -> Option<i64> {
     digits.is_empty().then_some(total)
 }
 
-pub fn policy(spec: &FailoverSpec) -> Policy {
+pub fn policy(spec: &FailoverSpec, ack_mode: AckMode) -> Policy {
     Policy {
+        async_acks: ack_mode == AckMode::Async,
         mode: spec.policy,
         // An unparsable value cannot pass the CRD's pattern; 30 s is its default.
         unavailable_for_ms: parse_duration_ms(&spec.unavailable_for).unwrap_or(30_000),
@@ -113,7 +114,7 @@ pub fn master_offset(
 }
 
 pub fn observations(
-    spec: &FailoverSpec,
+    policy: Policy,
     now_ms: i64,
     master: &str,
     pods: &[PodFacts],
@@ -142,7 +143,7 @@ pub fn observations(
         .collect();
     Observations {
         now_ms,
-        policy: policy(spec),
+        policy,
         members,
         request,
         master_offset: master_offset(master, ha, previous),

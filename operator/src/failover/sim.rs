@@ -438,6 +438,7 @@ pub fn policy(mode: FailoverPolicy, allow_unclean: bool) -> Policy {
         unavailable_for_ms: 5_000,
         max_lag_bytes: 1_000,
         allow_unclean,
+        async_acks: false,
     }
 }
 

@@ -48,6 +48,7 @@ pub fn from_status(group: Option<&GroupStatus>, master: &str) -> State {
         phase_since_ms: to_ms(f.phase_since.as_deref()),
         completed_at_ms: to_ms(f.completed_at.as_deref()),
         bytes_lost: f.bytes_lost,
+        bytes_lost_exact: f.bytes_lost_exact,
         message: f.message.clone(),
     }
 }
@@ -76,6 +77,7 @@ pub fn to_status(state: &State) -> FailoverStatus {
         phase_since: to_rfc3339(state.phase_since_ms),
         completed_at: to_rfc3339(state.completed_at_ms),
         bytes_lost: state.bytes_lost,
+        bytes_lost_exact: state.bytes_lost_exact,
     }
 }
 
@@ -99,6 +101,7 @@ mod tests {
             phase_since_ms: Some(1_700_000_001_000),
             completed_at_ms: None,
             bytes_lost: Some(10),
+            bytes_lost_exact: Some(false),
             message: Some("m".to_owned()),
         };
         let status = to_status(&state);

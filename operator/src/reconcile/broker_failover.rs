@@ -379,7 +379,10 @@ pub async fn drive_group(
         }
         let facts = pod_facts(replicas, &state, names, group, &pods);
         let obs = observations(
-            &broker.spec.failover,
+            crate::failover::observe::policy(
+                &broker.spec.failover,
+                broker.spec.replication.ack_mode,
+            ),
             Timestamp::now().as_millisecond(),
             &state.master,
             &facts,
