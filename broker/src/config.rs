@@ -150,6 +150,11 @@ broker_config! {
     /// The master's HA address for a slave (`host:port`); otherwise learned from the
     /// registration answer or NOTIFY_BROKER_ROLE_CHANGED.
     ha_master_address: Option<String> = "haMasterAddress" => None;
+    /// The role this broker takes when a role change promotes it: `SYNC_MASTER` or
+    /// `ASYNC_MASTER` (not a RocketMQ key). Empty: its own `brokerRole` if that is a
+    /// master role, else SYNC_MASTER. The operator sets it on every member from the
+    /// group's `replication.ackMode`, so an ASYNC group stays ASYNC after a failover.
+    ha_master_role: String = "haMasterRole" => String::new();
     /// Shared secret of the broker group for the HA handshake (not a RocketMQ key); the
     /// environment variable `RMQ_HA_SECRET` supplies it when the key is absent (a
     /// Kubernetes Secret, never a ConfigMap). Never printed.

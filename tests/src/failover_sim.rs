@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use operator::admin::{Admin, HaStatus, RemotingAdmin};
-use operator::crd::{FailoverSpec, GroupStatus, MemberStatus};
+use operator::crd::{AckMode, FailoverSpec, GroupStatus, MemberStatus};
 use operator::failover::executor::{ExecError, GroupApi, Recorder, execute};
 use operator::failover::observe::{self, PodFacts};
 use operator::failover::{Action, Phase, Request, State, step};
@@ -25,10 +25,18 @@ use operator::reconcile::broker_status::identities;
 use crate::broker_harness::BrokerProcess;
 use crate::{http, ports};
 
-/// Config lines of one member for its brokerId: id 0 is the group's SYNC_MASTER.
-fn role_for(broker_id: i64) -> &'static str {
+/// The group's master role (`replication.ackMode`).
+fn master_role(mode: AckMode) -> &'static str {
+    match mode {
+        AckMode::Sync => "SYNC_MASTER",
+        AckMode::Async => "ASYNC_MASTER",
+    }
+}
+
+/// `brokerRole` of one member for its brokerId: id 0 is the group's master.
+fn role_for(broker_id: i64, mode: AckMode) -> &'static str {
     if broker_id == 0 {
-        "SYNC_MASTER"
+        master_role(mode)
     } else {
         "SLAVE"
     }
@@ -103,12 +111,24 @@ pub struct SimGroup {
     pub labelled_master: Mutex<String>,
     /// The master before the step being executed (what a pod delete fences).
     master_before: Mutex<String>,
+    pub ack_mode: AckMode,
 }
 
 impl SimGroup {
     /// Starts `replicas` brokers named `<name>-0-<i>`; `<name>-0-0` is SYNC_MASTER with
     /// brokerId 0, the others SLAVE. `extra` config lines apply to every member.
     pub fn start(name: &str, replicas: usize, namesrv_port: u16, extra: &[(&str, &str)]) -> Self {
+        Self::start_with_mode(name, replicas, namesrv_port, extra, AckMode::Sync)
+    }
+
+    /// [`Self::start`] for a group of `replication.ackMode` `mode`.
+    pub fn start_with_mode(
+        name: &str,
+        replicas: usize,
+        namesrv_port: u16,
+        extra: &[(&str, &str)],
+        mode: AckMode,
+    ) -> Self {
         let master = format!("{name}-0-0");
         let state = State::idle(&master, 0);
         let ids = identities(replicas as i32, &state);
@@ -122,7 +142,8 @@ impl SimGroup {
                     ("brokerName", name),
                     ("haListenPort", &ha),
                     ("brokerId", &id),
-                    ("brokerRole", role_for(ids[i].broker_id)),
+                    ("brokerRole", role_for(ids[i].broker_id, mode)),
+                    ("haMasterRole", master_role(mode)),
                 ];
                 conf.extend_from_slice(extra);
                 let broker = BrokerProcess::start_in(dir.path(), Some(namesrv_port), &conf);
@@ -144,6 +165,7 @@ impl SimGroup {
             events: Mutex::default(),
             labelled_master: Mutex::new(master.clone()),
             master_before: Mutex::new(master),
+            ack_mode: mode,
         }
     }
 
@@ -164,7 +186,7 @@ impl SimGroup {
         for (m, id) in self.members.iter().zip(ids) {
             let mut p = m.lock();
             p.set_conf("brokerId", &id.broker_id.to_string());
-            p.set_conf("brokerRole", role_for(id.broker_id));
+            p.set_conf("brokerRole", role_for(id.broker_id, self.ack_mode));
         }
     }
 
@@ -310,6 +332,8 @@ pub struct Driver {
     pub spec: FailoverSpec,
     /// A switchover request (the annotation); removed when the machine clears it.
     pub request: Option<Request>,
+    /// The group's `replication.ackMode` (what the failover policy reads).
+    pub ack_mode: AckMode,
     metrics: Metrics,
     /// Every action executed, with the phase it was taken in.
     pub log: Vec<(Phase, Action)>,
@@ -324,6 +348,7 @@ impl Driver {
             previous: None,
             spec,
             request: None,
+            ack_mode: AckMode::Sync,
             metrics: Metrics::default(),
             log: Vec::new(),
             trace: Vec::new(),
@@ -333,9 +358,8 @@ impl Driver {
     /// One reconcile step: observe, `step`, execute. Returns whether anything moved.
     pub async fn tick(&mut self, group: &SimGroup) -> Result<bool, ExecError> {
         let (facts, ha) = group.observe(&self.state).await;
-        // The simulated groups are SYNC_MASTER.
         let obs = observe::observations(
-            observe::policy(&self.spec, operator::crd::AckMode::Sync),
+            observe::policy(&self.spec, self.ack_mode),
             now_ms(),
             &self.state.master,
             &facts,

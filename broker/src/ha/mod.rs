@@ -74,10 +74,8 @@ impl HaSettings {
             broker_id: b.broker_id,
             ha_server_addr: b.ha_server_addr(),
             listen: std::net::SocketAddr::new(b.bind_address, b.ha_port()),
-            promoted_role: match s.broker_role {
-                BrokerRole::AsyncMaster => BrokerRole::AsyncMaster,
-                _ => BrokerRole::SyncMaster,
-            },
+            promoted_role: promoted_role(&b.ha_master_role, s.broker_role)
+                .unwrap_or(BrokerRole::SyncMaster),
             sync_timeout: Duration::from_millis(s.sync_flush_timeout.max(1)),
             fallbehind_max: s.ha_slave_fallbehind_max,
             batch_size: (s.ha_transfer_batch_size as usize).clamp(1024, 4 << 20),
@@ -447,6 +445,19 @@ fn ha_gate(broker: &crate::state::Broker) -> Arc<security::conn_gate::ConnGate> 
     security::conn_gate::ConnGate::new(max, 0, open, refused)
 }
 
+/// The role a promotion gives (`haMasterRole`, see the config key).
+fn promoted_role(key: &str, configured: BrokerRole) -> Result<BrokerRole, String> {
+    match key.trim() {
+        "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
+        "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
+        "" if configured == BrokerRole::AsyncMaster => Ok(BrokerRole::AsyncMaster),
+        "" => Ok(BrokerRole::SyncMaster),
+        other => Err(format!(
+            "haMasterRole={other} is not a master role: use SYNC_MASTER or ASYNC_MASTER"
+        )),
+    }
+}
+
 /// Whether replication runs. It needs the group's shared `haSecret`: without one the HA
 /// port would take any peer's stream and acks. A broker that must replicate (SLAVE,
 /// SYNC_MASTER, or a configured `haMasterAddress`) refuses to start without it; an
@@ -454,6 +465,7 @@ fn ha_gate(broker: &crate::state::Broker) -> Arc<security::conn_gate::ConnGate> 
 /// the single broker of `scripts/run-local.sh` does.
 pub fn enabled(config: &Config) -> Result<bool, String> {
     let b = &config.broker;
+    promoted_role(&b.ha_master_role, config.store.broker_role)?;
     if !b.ha_secret.is_empty() {
         return Ok(true);
     }
@@ -525,6 +537,32 @@ async fn wake_pulls_on_confirm(
 #[cfg(test)]
 mod tests {
     use crate::config::Config;
+
+    /// An ASYNC group's slave used to become SYNC_MASTER when promoted (its own role is
+    /// SLAVE), so after a failover every send failed with SLAVE_NOT_AVAILABLE until a
+    /// slave came back. `haMasterRole` names the group's master role.
+    #[test]
+    fn a_promoted_slave_takes_the_groups_master_role() {
+        use store::BrokerRole;
+        let settings = |text: &str| {
+            let c = Config::from_properties(&format!("haSecret=s\n{text}")).unwrap();
+            super::enabled(&c).map(|_| super::HaSettings::from_config(&c).promoted_role)
+        };
+        assert_eq!(
+            settings("brokerRole=SLAVE\nbrokerId=1\nhaMasterRole=ASYNC_MASTER\n"),
+            Ok(BrokerRole::AsyncMaster)
+        );
+        assert_eq!(
+            settings("brokerRole=SLAVE\nbrokerId=1\n"),
+            Ok(BrokerRole::SyncMaster)
+        );
+        assert_eq!(
+            settings("brokerRole=ASYNC_MASTER\n"),
+            Ok(BrokerRole::AsyncMaster)
+        );
+        let err = settings("brokerRole=SLAVE\nbrokerId=1\nhaMasterRole=SLAVE\n").unwrap_err();
+        assert!(err.contains("haMasterRole=SLAVE"), "{err}");
+    }
 
     /// Issue 15 defect 4: replication used to run with an empty secret (the HA port then
     /// authenticated nothing).

@@ -125,11 +125,12 @@ pub fn broker_conf(
 ) -> String {
     let names = BrokerNames::of(broker);
     let mut props = broker.spec.config.clone();
+    let master_role = match broker.spec.replication.ack_mode {
+        AckMode::Async => "ASYNC_MASTER",
+        AckMode::Sync => "SYNC_MASTER",
+    };
     let role = if member.broker_id == 0 {
-        match broker.spec.replication.ack_mode {
-            AckMode::Async => "ASYNC_MASTER",
-            AckMode::Sync => "SYNC_MASTER",
-        }
+        master_role
     } else {
         "SLAVE"
     };
@@ -138,6 +139,8 @@ pub fn broker_conf(
         ("brokerName", names.broker_name(group)),
         ("brokerId", member.broker_id.to_string()),
         ("brokerRole", role.to_owned()),
+        // What a slave becomes when the failover machine promotes it.
+        ("haMasterRole", master_role.to_owned()),
         ("namesrvAddr", namesrv_addr.to_owned()),
         ("listenPort", BROKER_PORT.to_string()),
         ("haListenPort", BROKER_HA_PORT.to_string()),
@@ -275,6 +278,34 @@ mod tests {
         assert_eq!(wait(None, &[]), "30000");
         assert_eq!(wait(Some(30), &[]), "10000");
         assert_eq!(wait(None, &[("shutdownUnregisterWaitMs", "5000")]), "5000");
+    }
+
+    /// A promoted slave of an ASYNC group stays ASYNC_MASTER (`haMasterRole`).
+    #[test]
+    fn every_member_names_the_groups_master_role() {
+        use crate::crd::{AckMode, BrokerSpec};
+        for (mode, role) in [
+            (AckMode::Async, "ASYNC_MASTER"),
+            (AckMode::Sync, "SYNC_MASTER"),
+        ] {
+            let mut spec = BrokerSpec::default();
+            spec.replication.ack_mode = mode;
+            let mut b = Broker::new("b", spec);
+            b.metadata.namespace = Some("ns".to_owned());
+            for broker_id in [0, 1] {
+                let conf = broker_conf(
+                    &b,
+                    0,
+                    MemberIdentity {
+                        ordinal: broker_id as i32,
+                        broker_id,
+                    },
+                    "ns:9876",
+                    "cluster.local",
+                );
+                assert!(conf.contains(&format!("haMasterRole={role}\n")), "{conf}");
+            }
+        }
     }
 
     #[test]
