@@ -10,6 +10,7 @@ mod failover_flow;
 mod fake_admin;
 mod fake_api;
 mod leader_flow;
+mod master_ready_flow;
 mod monitoring_flow;
 mod nameserver_flow;
 mod recovery_flow;
