@@ -35,7 +35,8 @@ use super::{Context, Error, FAILOVER_POLL, PROGRESS_POLL, RESYNC};
 use crate::admin::RuntimeInfo;
 use crate::builders::broker::{BrokerInputs, ROLE_MASTER, ROLE_SLAVE, build};
 use crate::builders::monitoring::{
-    broker_rules, prometheus_rule_resource, service_monitor, service_monitor_resource,
+    broker_rules, monitoring_labels, prometheus_rule_resource, service_monitor,
+    service_monitor_resource,
 };
 use crate::conditions::{self, Desired};
 use crate::crd::GroupStatus;
@@ -846,7 +847,10 @@ async fn apply_monitoring(
     if !ctx.monitoring_available {
         return Ok(());
     }
-    let labels = object_labels(&names.selector());
+    let labels = monitoring_labels(
+        &object_labels(&names.selector()),
+        &ctx.settings.monitoring_labels,
+    );
     let owner = broker.controller_owner_ref(&());
     let object_name = format!("{}-broker", names.cluster);
     if broker.spec.metrics.service_monitor {

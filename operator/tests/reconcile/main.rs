@@ -1,6 +1,7 @@
 //! Reconcile flows against an in-memory API server, builder snapshots, CEL rules and CRD
 //! drift, in one test binary (one link instead of several).
 
+mod alerts;
 mod broker_flow;
 mod cel;
 mod controller_flow;
@@ -20,6 +21,7 @@ mod secret_flow;
 mod snapshots;
 mod storage_flow;
 mod topic_flow;
+mod topic_ready_metric;
 
 use std::sync::Arc;
 
