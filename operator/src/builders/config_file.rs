@@ -122,8 +122,10 @@ pub fn broker_conf(
     member: MemberIdentity,
     namesrv_addr: &str,
     cluster_domain: &str,
+    advertised_host: Option<&str>,
 ) -> String {
     let names = BrokerNames::of(broker);
+    let pod_host = names.pod_host(group, member.ordinal, cluster_domain);
     let mut props = broker.spec.config.clone();
     let role = if member.broker_id == 0 {
         match broker.spec.replication.ack_mode {
@@ -142,10 +144,8 @@ pub fn broker_conf(
         ("listenPort", BROKER_PORT.to_string()),
         ("haListenPort", BROKER_HA_PORT.to_string()),
         ("metricsPort", broker.spec.metrics.port.to_string()),
-        (
-            "brokerIP1",
-            names.pod_host(group, member.ordinal, cluster_domain),
-        ),
+        // What clients get from the nameservers: the external address when there is one.
+        ("brokerIP1", advertised_host.unwrap_or(&pod_host).to_owned()),
         ("storePathRootDir", STORE_DIR.to_owned()),
         ("storePathCommitLog", format!("{STORE_DIR}/commitlog")),
         (
@@ -155,6 +155,12 @@ pub fn broker_conf(
     ];
     for (k, v) in owned {
         props.insert(k.to_owned(), v);
+    }
+    // Slaves reach their master's HA port at brokerIP2 (the haServerAddr a registration
+    // returns), which must stay inside the cluster. Without an external address brokerIP1
+    // already is that, and the file stays as before (no restart on upgrade).
+    if advertised_host.is_some() {
+        props.insert("brokerIP2".to_owned(), pod_host);
     }
     // The preStop behaviour: on SIGTERM the broker unregisters, serves this long so
     // clients refresh their routes, then closes (unless the spec chose another wait). A
@@ -245,6 +251,33 @@ pub fn restart_relevant(conf: &str) -> String {
 mod tests {
     use super::*;
 
+    /// An external address is what clients get (brokerIP1); replication keeps the pod's
+    /// DNS name (brokerIP2), and the address is restart-relevant (it must reach the file).
+    #[test]
+    fn an_advertised_host_becomes_broker_ip1_and_replication_stays_inside() {
+        let mut b = Broker::new("b", crate::crd::BrokerSpec::default());
+        b.metadata.namespace = Some("ns".to_owned());
+        let member = MemberIdentity {
+            ordinal: 1,
+            broker_id: 1,
+        };
+        let conf = |host| broker_conf(&b, 0, member, "ns:9876", "cluster.local", host);
+        let inside = "b-0-1.b-broker-headless.ns.svc.cluster.local";
+        let external = conf(Some("203.0.113.9"));
+        assert!(external.contains("brokerIP1=203.0.113.9\n"), "{external}");
+        assert!(
+            external.contains(&format!("brokerIP2={inside}\n")),
+            "{external}"
+        );
+        let internal = conf(None);
+        assert!(
+            internal.contains(&format!("brokerIP1={inside}\n")),
+            "{internal}"
+        );
+        assert!(!internal.contains("brokerIP2="), "{internal}");
+        assert_ne!(restart_relevant(&external), restart_relevant(&internal));
+    }
+
     #[test]
     fn the_unregister_wait_fits_in_the_grace_period() {
         use crate::crd::BrokerSpec;
@@ -266,6 +299,7 @@ mod tests {
                 },
                 "ns:9876",
                 "cluster.local",
+                None,
             );
             conf.lines()
                 .find_map(|l| l.strip_prefix("shutdownUnregisterWaitMs="))

@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod config_file;
+pub mod listener;
 pub mod monitoring;
 pub mod nameserver;
 pub mod network_policy;

@@ -11,6 +11,7 @@ mod failover_flow;
 mod fake_admin;
 mod fake_api;
 mod leader_flow;
+mod listener_flow;
 mod master_ready_flow;
 mod monitoring_flow;
 mod nameserver_flow;
