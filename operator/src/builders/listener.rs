@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
+use super::network_policy::BROKER_VIP_PORT;
 use crate::crd::{Broker, ListenerType};
 use crate::names::{BROKER_PORT, BrokerNames, LABEL_POD_NAME, object_labels};
 
@@ -47,14 +48,24 @@ pub fn external_services(broker: &Broker, names: &BrokerNames, group: i32) -> Ve
                     type_: Some(type_.to_owned()),
                     // The StatefulSet controller's label: exactly this pod.
                     selector: Some(BTreeMap::from([(LABEL_POD_NAME.to_owned(), pod)])),
-                    // The same port as inside, so `brokerIP1:listenPort` is the address.
-                    ports: Some(vec![ServicePort {
-                        name: Some("remoting".to_owned()),
-                        port: BROKER_PORT,
-                        target_port: Some(IntOrString::String("remoting".to_owned())),
-                        protocol: Some("TCP".to_owned()),
-                        ..ServicePort::default()
-                    }]),
+                    // The same ports as inside, so `brokerIP1:listenPort` is the address;
+                    // 4.x Java clients with vipChannelEnabled send to `listenPort - 2`.
+                    ports: Some(vec![
+                        ServicePort {
+                            name: Some("remoting".to_owned()),
+                            port: BROKER_PORT,
+                            target_port: Some(IntOrString::String("remoting".to_owned())),
+                            protocol: Some("TCP".to_owned()),
+                            ..ServicePort::default()
+                        },
+                        ServicePort {
+                            name: Some("vip".to_owned()),
+                            port: BROKER_VIP_PORT,
+                            target_port: Some(IntOrString::Int(BROKER_VIP_PORT)),
+                            protocol: Some("TCP".to_owned()),
+                            ..ServicePort::default()
+                        },
+                    ]),
                     ..ServiceSpec::default()
                 }),
                 ..Service::default()
@@ -153,7 +164,14 @@ mod tests {
                 spec.selector.as_ref().unwrap(),
                 &BTreeMap::from([(LABEL_POD_NAME.to_owned(), pod)])
             );
-            assert_eq!(spec.ports.as_ref().unwrap()[0].port, BROKER_PORT);
+            let ports: Vec<i32> = spec
+                .ports
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|p| p.port)
+                .collect();
+            assert_eq!(ports, [BROKER_PORT, BROKER_PORT - 2]);
             let meta = &svc.metadata;
             assert!(
                 meta.annotations
