@@ -102,7 +102,7 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             docs.push(serde_yaml::to_value(&g.statefulset)?);
             docs.push(serde_yaml::to_value(&g.master_service)?);
             // Before any address is known: the Services, and no pod started yet.
-            for svc in listener::external_services(b, &names, i as i32) {
+            for svc in listener::external_services(b, &names, i as i32, &BTreeMap::new()) {
                 docs.push(serde_yaml::to_value(&svc)?);
             }
             for pdb in [&g.pdb, &g.master_pdb].into_iter().flatten() {

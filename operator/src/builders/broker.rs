@@ -26,7 +26,7 @@ use super::config_file::{
     ACL_DIR, BROKER_TERMINATION_GRACE_SECS, CONFIG_DIR, DATA_DIR, LOG_DIR, TLS_DIR, broker_conf,
     broker_conf_key, config_hash, fenced_identities, member_identities, restart_relevant,
 };
-use super::listener::startable_replicas;
+use super::listener::{Advertised, startable_replicas};
 use super::nameserver::{empty_dir, mount};
 use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
@@ -50,8 +50,8 @@ pub struct BrokerInputs {
     /// Groups whose master is fenced mid-failover: every member is configured as a slave
     /// (see [`fenced_identities`]). Missing entries mean not fenced.
     pub fenced: Vec<bool>,
-    /// With an external listener: the host each pod advertises, by pod, once known.
-    pub external: BTreeMap<String, String>,
+    /// With an external listener: what each pod advertises, by pod, once known.
+    pub external: BTreeMap<String, Advertised>,
     /// Broker pods that exist, so an external listener never stops a running pod while
     /// it waits for addresses (see [`startable_replicas`]).
     pub running: BTreeSet<String>,
@@ -160,7 +160,7 @@ pub fn build_group(
                 *m,
                 &inputs.namesrv_addr,
                 &settings.cluster_domain,
-                inputs.external.get(&pod).map(String::as_str),
+                inputs.external.get(&pod),
             );
             (broker_conf_key(&names.pod(group, m.ordinal)), conf)
         })
@@ -397,7 +397,17 @@ pub fn build_group(
         master_service,
         pdb,
         master_pdb,
-        network_policy: super::network_policy::build(broker, names, group),
+        network_policy: super::network_policy::build(
+            broker,
+            names,
+            group,
+            &members
+                .iter()
+                .filter_map(|m| inputs.external.get(&names.pod(group, m.ordinal)))
+                .map(|a| a.port)
+                .filter(|p| *p != BROKER_PORT)
+                .collect::<Vec<_>>(),
+        ),
         config_hash: hash,
     }
 }

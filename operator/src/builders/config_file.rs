@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::listener::Advertised;
 use crate::crd::{ACL_SECRET_KEY, AckMode, Broker, NameServer};
 use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
 
@@ -122,7 +123,7 @@ pub fn broker_conf(
     member: MemberIdentity,
     namesrv_addr: &str,
     cluster_domain: &str,
-    advertised_host: Option<&str>,
+    advertised: Option<&Advertised>,
 ) -> String {
     let names = BrokerNames::of(broker);
     let pod_host = names.pod_host(group, member.ordinal, cluster_domain);
@@ -145,7 +146,12 @@ pub fn broker_conf(
         ("haListenPort", BROKER_HA_PORT.to_string()),
         ("metricsPort", broker.spec.metrics.port.to_string()),
         // What clients get from the nameservers: the external address when there is one.
-        ("brokerIP1", advertised_host.unwrap_or(&pod_host).to_owned()),
+        (
+            "brokerIP1",
+            advertised
+                .map_or(pod_host.as_str(), |a| a.host.as_str())
+                .to_owned(),
+        ),
         ("storePathRootDir", STORE_DIR.to_owned()),
         ("storePathCommitLog", format!("{STORE_DIR}/commitlog")),
         (
@@ -159,8 +165,15 @@ pub fn broker_conf(
     // Slaves reach their master's HA port at brokerIP2 (the haServerAddr a registration
     // returns), which must stay inside the cluster. Without an external address brokerIP1
     // already is that, and the file stays as before (no restart on upgrade).
-    if advertised_host.is_some() {
+    if let Some(a) = advertised {
         props.insert("brokerIP2".to_owned(), pod_host);
+        // Behind a node port the broker listens on the advertised port itself and keeps
+        // 10911 as its VIP port (same protocol) for everything inside.
+        if a.port != BROKER_PORT {
+            props.insert("listenPort".to_owned(), a.port.to_string());
+            props.insert("fastListenPort".to_owned(), BROKER_PORT.to_string());
+            props.insert("fastListenPortEnable".to_owned(), "true".to_owned());
+        }
     }
     // The preStop behaviour: on SIGTERM the broker unregisters, serves this long so
     // clients refresh their routes, then closes (unless the spec chose another wait). A
@@ -261,9 +274,14 @@ mod tests {
             ordinal: 1,
             broker_id: 1,
         };
-        let conf = |host| broker_conf(&b, 0, member, "ns:9876", "cluster.local", host);
+        let conf =
+            |a: Option<&Advertised>| broker_conf(&b, 0, member, "ns:9876", "cluster.local", a);
         let inside = "b-0-1.b-broker-headless.ns.svc.cluster.local";
-        let external = conf(Some("203.0.113.9"));
+        let lb = Advertised {
+            host: "203.0.113.9".to_owned(),
+            port: BROKER_PORT,
+        };
+        let external = conf(Some(&lb));
         assert!(external.contains("brokerIP1=203.0.113.9\n"), "{external}");
         assert!(
             external.contains(&format!("brokerIP2={inside}\n")),
@@ -276,6 +294,23 @@ mod tests {
         );
         assert!(!internal.contains("brokerIP2="), "{internal}");
         assert_ne!(restart_relevant(&external), restart_relevant(&internal));
+        assert!(external.contains("listenPort=10911\n"), "{external}");
+
+        // A node port: listened on and advertised; 10911 stays served as the VIP port.
+        let node_port = Advertised {
+            host: "nodes.example.com".to_owned(),
+            port: 31234,
+        };
+        let np = conf(Some(&node_port));
+        for line in [
+            "brokerIP1=nodes.example.com\n",
+            "listenPort=31234\n",
+            "fastListenPort=10911\n",
+            "fastListenPortEnable=true\n",
+            "haListenPort=10912\n",
+        ] {
+            assert!(np.contains(line), "{line} in {np}");
+        }
     }
 
     #[test]

@@ -11,17 +11,18 @@ use kube::api::{Api, DeleteParams, ListParams};
 use super::apply::apply;
 use super::{Context, Error};
 use crate::builders::listener::{
-    LABEL_LISTENER, LISTENER_EXTERNAL, advertised_host, external_services,
+    Advertised, LABEL_LISTENER, LISTENER_EXTERNAL, advertised, allocated_node_port,
+    external_services, service_name,
 };
 use crate::conditions::{self, Desired};
 use crate::crd::{Broker, ExternalAddress};
-use crate::names::{BROKER_PORT, BrokerNames, selector_string};
+use crate::names::{BrokerNames, selector_string};
 
 /// What the external listener looks like after this reconcile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listener {
-    /// Advertised host of each pod whose Service has an address.
-    pub hosts: BTreeMap<String, String>,
+    /// What each pod whose Service has an address advertises.
+    pub hosts: BTreeMap<String, Advertised>,
     /// Pods whose Service has no address yet.
     pub waiting: Vec<String>,
 }
@@ -31,16 +32,16 @@ impl Listener {
     pub fn addresses(&self) -> Vec<ExternalAddress> {
         self.hosts
             .iter()
-            .map(|(pod, host)| ExternalAddress {
+            .map(|(pod, a)| ExternalAddress {
                 pod: pod.clone(),
-                address: format!("{host}:{BROKER_PORT}"),
+                address: format!("{}:{}", a.host, a.port),
             })
             .collect()
     }
 }
 
-/// Hosts recorded in the Broker's status (for writers that do not read the Services).
-pub fn recorded_hosts(broker: &Broker) -> BTreeMap<String, String> {
+/// Addresses recorded in the Broker's status (for writers that do not read the Services).
+pub fn recorded_hosts(broker: &Broker) -> BTreeMap<String, Advertised> {
     broker
         .status
         .as_ref()
@@ -48,11 +49,12 @@ pub fn recorded_hosts(broker: &Broker) -> BTreeMap<String, String> {
             s.external_addresses
                 .iter()
                 .filter_map(|a| {
-                    let host = a
-                        .address
-                        .rsplit_once(':')
-                        .map_or(a.address.as_str(), |(h, _)| h);
-                    (!host.is_empty()).then(|| (a.pod.clone(), host.to_owned()))
+                    let (host, port) = a.address.rsplit_once(':')?;
+                    let advertised = Advertised {
+                        host: host.to_owned(),
+                        port: port.parse().ok()?,
+                    };
+                    (!host.is_empty()).then(|| (a.pod.clone(), advertised))
                 })
                 .collect()
         })
@@ -66,21 +68,47 @@ pub async fn reconcile_listener(
 ) -> Result<Listener, Error> {
     let mut listener = Listener::default();
     let mut wanted = BTreeSet::new();
+    let api: Api<Service> = Api::namespaced(ctx.client.clone(), &names.namespace);
     for group in 0..broker.spec.groups.max(0) {
+        // Node ports the API server already gave this group's Services: the pods listen
+        // on them, so the Services must target them.
+        let mut node_ports = BTreeMap::new();
+        if broker.spec.listener.external() {
+            for o in 0..broker.spec.replicas_per_group.max(0) {
+                let pod = names.pod(group, o);
+                if let Some(port) = api
+                    .get_opt(&service_name(&pod))
+                    .await?
+                    .as_ref()
+                    .and_then(allocated_node_port)
+                {
+                    node_ports.insert(pod, port);
+                }
+            }
+        }
         // One Service per ordinal, in order.
-        for (ordinal, svc) in (0..).zip(external_services(broker, names, group)) {
-            let applied = apply(&ctx.client, &svc).await?;
+        for (ordinal, svc) in (0..).zip(external_services(broker, names, group, &node_ports)) {
             let pod = names.pod(group, ordinal);
+            let mut applied = apply(&ctx.client, &svc).await?;
+            if let Some(port) = allocated_node_port(&applied)
+                && !node_ports.contains_key(&pod)
+            {
+                // Just allocated: target it right away (no pod listens there yet).
+                node_ports.insert(pod.clone(), port);
+                let fixed = external_services(broker, names, group, &node_ports);
+                if let Some(svc) = fixed.get(ordinal as usize) {
+                    applied = apply(&ctx.client, svc).await?;
+                }
+            }
             wanted.insert(applied.metadata.name.clone().unwrap_or_default());
-            match advertised_host(&applied) {
-                Some(host) => {
-                    listener.hosts.insert(pod, host);
+            match advertised(broker, &applied) {
+                Some(a) => {
+                    listener.hosts.insert(pod, a);
                 }
                 None => listener.waiting.push(pod),
             }
         }
     }
-    let api: Api<Service> = Api::namespaced(ctx.client.clone(), &names.namespace);
     let mut selector = names.selector();
     selector.insert(LABEL_LISTENER.to_owned(), LISTENER_EXTERNAL.to_owned());
     let existing = api
@@ -104,7 +132,7 @@ pub fn awaiting_addresses(desired: &mut Vec<Desired>, waiting: &[String]) {
         false,
         "AwaitingExternalAddress",
         format!(
-            "no load balancer address yet for {}; those pods start once it is known",
+            "no external address yet for {}; those pods start once it is known",
             waiting.join(", ")
         ),
     ));
@@ -131,11 +159,15 @@ mod tests {
             ],
             ..BrokerStatus::default()
         });
+        let at = |host: &str| Advertised {
+            host: host.to_owned(),
+            port: 10911,
+        };
         assert_eq!(
             recorded_hosts(&b),
             BTreeMap::from([
-                ("b-0-0".to_owned(), "203.0.113.7".to_owned()),
-                ("b-0-1".to_owned(), "lb.example.com".to_owned()),
+                ("b-0-0".to_owned(), at("203.0.113.7")),
+                ("b-0-1".to_owned(), at("lb.example.com")),
             ])
         );
         let l = Listener {

@@ -167,3 +167,75 @@ async fn switching_a_running_cluster_keeps_its_pods_and_back_removes_the_service
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn node_ports_are_listened_on_and_advertised_with_the_configured_host() {
+    let api = FakeApi::new();
+    let admin = FakeAdmin::new();
+    seed(
+        &api,
+        &example::<NameServer>("ha.yaml", "NameServer", "rmq-ha"),
+    );
+    let mut broker: Broker = example("ha.yaml", "Broker", "rmq-ha");
+    broker.spec.listener.type_ = operator::crd::ListenerType::NodePort;
+    broker.spec.listener.advertised_host = Some("nodes.example.com".to_owned());
+    let broker = seed(&api, &broker);
+    let ctx = context(&api, &admin);
+    let reconcile = || operator::reconcile::broker::reconcile(refetch(&api, &*broker), ctx.clone());
+
+    reconcile().await.unwrap();
+    let svc = api.get::<Service>(NS, "rmq-ha-0-0-external").unwrap();
+    assert_eq!(svc.spec.unwrap().type_.as_deref(), Some("NodePort"));
+    assert_eq!(replicas(&api, "rmq-ha-0"), 0);
+    assert_eq!(
+        ready_reason(&refetch(&api, &*broker)),
+        "AwaitingExternalAddress"
+    );
+
+    // The API server allocates the node ports.
+    for (i, pod) in PODS.iter().enumerate() {
+        api.edit::<Service>(
+            NS,
+            &format!("{pod}-external"),
+            json!({"spec": {"ports": [{
+                "name": "remoting", "port": 10911, "targetPort": "remoting",
+                "protocol": "TCP", "nodePort": 31000 + i
+            }]}}),
+        );
+    }
+    reconcile().await.unwrap();
+    let svc = api.get::<Service>(NS, "rmq-ha-1-1-external").unwrap();
+    let port = &svc.spec.unwrap().ports.unwrap()[0];
+    assert_eq!(port.node_port, Some(31003));
+    assert_eq!(
+        port.target_port,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(31003)),
+        "the broker listens on its node port"
+    );
+    let c = conf(&api, "rmq-ha-1-1");
+    for line in [
+        "brokerIP1=nodes.example.com\n",
+        "listenPort=31003\n",
+        "fastListenPort=10911\n",
+    ] {
+        assert!(c.contains(line), "{line} in {c}");
+    }
+    assert!(
+        c.contains(&format!("brokerIP2={}\n", host("rmq-ha-1-1"))),
+        "{c}"
+    );
+    assert_eq!(replicas(&api, "rmq-ha-1"), 2);
+    let stored = refetch(&api, &*broker);
+    let addresses = &stored.status.as_ref().unwrap().external_addresses;
+    assert!(
+        addresses
+            .iter()
+            .any(|a| a.pod == "rmq-ha-0-1" && a.address == "nodes.example.com:31001")
+    );
+    // The group's NetworkPolicy lets clients reach the node ports.
+    let np = api
+        .get::<k8s_openapi::api::networking::v1::NetworkPolicy>(NS, "rmq-ha-1")
+        .unwrap();
+    let text = serde_json::to_string(&np.spec).unwrap();
+    assert!(text.contains("31002") && text.contains("31003"), "{text}");
+}
