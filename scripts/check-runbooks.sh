@@ -2,8 +2,10 @@
 # Checks every command in the runbooks' shell blocks (docs/runbooks/*.md) against what we
 # ship: each `rmqctl` command is parsed by the real rmqctl (placeholders filled in, `--help`
 # appended, so an unknown subcommand or flag fails); programs must be ones an operator has
-# (rmqctl, kubectl, curl, jq, grep, helm; never mqadmin); nothing runs `df` or a shell in
-# the broker image, which is scratch.
+# (rmqctl, kubectl, curl, jq, grep, helm; never mqadmin); nothing runs `df`, `curl` or a
+# shell in the broker image, which is scratch. Every runbook (not README.md) has the
+# sections Symptom, Check, Action, Verify and Escalate in that order, its Check shows a
+# command and the expected output, and every `$VAR` its commands use is set in the page.
 #
 #   scripts/check-runbooks.sh                 # builds and uses target/debug/rmqctl
 #   RMQCTL=/path/to/rmqctl scripts/check-runbooks.sh
@@ -59,7 +61,7 @@ for doc in "$ROOT"/docs/runbooks/*.md; do
     fi
     # A `kubectl debug --image=...` container brings its own shell; only exec into the
     # broker container itself is limited to what the scratch image holds.
-    if [[ ! "$cmd" =~ kubectl.*\ debug\ .*--image= && "$cmd" =~ --\ +(df|sh|bash|ls|du)( |$) ]]; then
+    if [[ ! "$cmd" =~ kubectl.*\ debug\ .*--image= && "$cmd" =~ --\ +(df|sh|bash|ls|du|curl|wget|cat)( |$) ]]; then
       fail "$name" "the broker image is scratch (no ${BASH_REMATCH[1]}): $cmd"
     fi
     if [[ "$prog" == rmqctl ]]; then
@@ -71,6 +73,40 @@ for doc in "$ROOT"/docs/runbooks/*.md; do
       fi
     fi
   done < <(commands_of "$doc")
+done
+
+# The raw text of a page's ```sh blocks.
+sh_blocks() {
+  awk '/^[[:space:]]*```sh/{inside=1; next} /^[[:space:]]*```/{inside=0} inside' "$1"
+}
+
+SECTIONS=(Symptom Check Action Verify Escalate)
+for doc in "$ROOT"/docs/runbooks/*.md; do
+  name="${doc#"$ROOT"/}"
+  [[ "$(basename "$doc")" == README.md ]] && continue
+  previous=0
+  for section in "${SECTIONS[@]}"; do
+    line="$(grep -n -m1 -E "^## $section\b" "$doc" | cut -d: -f1 || true)"
+    if [[ -z "$line" ]]; then
+      fail "$name" "has no '## $section' section (runbooks: ${SECTIONS[*]})"
+    elif (( line < previous )); then
+      fail "$name" "'## $section' comes before a section that should precede it (${SECTIONS[*]})"
+    else
+      previous=$line
+    fi
+  done
+  # The Check section: from its heading to the next one.
+  check="$(awk '/^## /{inside = ($0 ~ /^## Check/)} inside' "$doc")"
+  if ! grep -q '```sh' <<<"$check" || ! grep -q 'Expected' <<<"$check"; then
+    fail "$name" "'## Check' needs a command (a sh block) and the expected output ('Expected ...')"
+  fi
+  # Variables: set with NAME=..., export NAME=..., or a for loop, somewhere in the page.
+  blocks="$(sh_blocks "$doc")"
+  for var in $(grep -oE '\$\{?[A-Z][A-Z_0-9]*' <<<"$blocks" | tr -d '${' | sort -u); do
+    if ! grep -qE "(^|[[:space:];(])$var=|for $var in" <<<"$blocks"; then
+      fail "$name" "uses \$$var but never sets it (define it at the top of the page)"
+    fi
+  done
 done
 
 if [[ -s "$FAILED" ]]; then

@@ -233,6 +233,24 @@ def check_monitoring(obj, where):
                     fail(where, f"{key} has no panels")
 
 
+def check_monitoring_labels(objs, where):
+    """The `release: kps` extra labels reach the chart's ServiceMonitor and PrometheusRule
+    and, as --monitoring-label, the operator (for the objects it creates)."""
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        found = [o for o in objs if o["kind"] == kind]
+        if not found or any((o["metadata"].get("labels") or {}).get("release") != "kps" for o in found):
+            fail(where, f"{kind} lacks the extra label release=kps")
+    args = [a for o in objs if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"] for a in c.get("args", [])]
+    if "--monitoring-label=release=kps" not in args:
+        fail(where, f"the operator is not given --monitoring-label=release=kps: {args}")
+    alerts = {r.get("alert") for o in objs if o["kind"] == "PrometheusRule"
+              for g in o["spec"]["groups"] for r in g["rules"]}
+    for wanted in ("RocketMQOperatorDown", "RocketMQOperatorNoLeader"):
+        if wanted not in alerts:
+            fail(where, f"{wanted} is not rendered although the operator is scraped")
+
+
 def check_chart(chart_dir, crd_schemas, value_sets):
     report = helm.lint(chart_dir, strict=True, kube_version=f"v{KUBE_VERSION}")
     for m in report.get("messages", []):
@@ -249,13 +267,17 @@ def check_chart(chart_dir, crd_schemas, value_sets):
             fail(f"chart values {name}", str(e))
             continue
         kinds = set()
+        objs = []
         for path, text in sorted(rendered.items()):
             if not path.endswith((".yaml", ".yml")):
                 continue
             for obj in docs_of(text, path):
                 kinds.add(obj["kind"])
+                objs.append(obj)
                 validate_object(obj, f"chart[{name}] {path}", crd_schemas)
                 check_monitoring(obj, f"chart[{name}] {path}")
+        if name == "monitoring-labelled":
+            check_monitoring_labels(objs, f"chart[{name}]")
         for required in ("Deployment", "ServiceAccount", "Service"):
             if required not in kinds:
                 fail(f"chart[{name}]", f"renders no {required}")
@@ -284,6 +306,13 @@ def main():
         "example": {"example": {"enabled": True}},
         "monitoring": {"monitoring": {"prometheusRule": {"enabled": True},
                                       "grafanaDashboard": {"enabled": True}}},
+        # The operator's own alerts (down, no leader) need its ServiceMonitor; extra labels
+        # for a kube-prometheus-stack selector on every monitoring object.
+        "monitoring-labelled": {
+            "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}},
+            "monitoring": {"prometheusRule": {"enabled": True, "labels": {"release": "kps"}},
+                           "objectLabels": {"release": "kps"}},
+        },
     }
     check_chart(args.chart, crd_schemas, value_sets)
 

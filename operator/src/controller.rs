@@ -308,6 +308,8 @@ pub async fn run_controllers(client: Client, namespace: Option<String>, ctx: Arc
             statefulset_changed,
         ))
         .owns(api::<ConfigMap>(&client, ns), owned.clone())
+        // The per-pod Services of an external listener: load balancer addresses, node ports.
+        .owns(api::<Service>(&client, ns), owned.clone())
         // Pod readiness drives rolling restarts and status; pods belong to StatefulSets,
         // so they are mapped back to their Broker by the instance label.
         .watches_stream(

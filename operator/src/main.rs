@@ -54,6 +54,7 @@ impl ImageArgs {
         let defaults = Settings::default();
         Settings {
             runbook_base_url: defaults.runbook_base_url,
+            monitoring_labels: defaults.monitoring_labels,
             cluster_domain: self.cluster_domain,
             nameserver_image: self.nameserver_image.unwrap_or(defaults.nameserver_image),
             broker_image: self.broker_image.unwrap_or(defaults.broker_image),
@@ -93,11 +94,23 @@ struct RunArgs {
     /// Base URL of the runbooks the per-Broker alerts link to (`runbook_url`).
     #[arg(long, env = "RMQ_RUNBOOK_BASE_URL", default_value = operator::builders::DEFAULT_RUNBOOK_BASE_URL)]
     runbook_base_url: String,
+    /// Extra label (`key=value`, repeatable) on the ServiceMonitors and PrometheusRules the
+    /// operator creates, e.g. the label your Prometheus selects them by.
+    #[arg(long = "monitoring-label", value_parser = parse_label)]
+    monitoring_labels: Vec<(String, String)>,
     /// Timeout of one admin-protocol call to a broker or nameserver.
     #[arg(long, default_value_t = 5000)]
     admin_timeout_ms: u64,
     #[command(flatten)]
     images: ImageArgs,
+}
+
+/// `key=value` of `--monitoring-label`.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected key=value, got {s:?}")),
+    }
 }
 
 #[tokio::main]
@@ -146,6 +159,7 @@ async fn main() -> anyhow::Result<()> {
                 admin_timeout: Duration::from_millis(args.admin_timeout_ms),
                 settings: Settings {
                     runbook_base_url: args.runbook_base_url,
+                    monitoring_labels: args.monitoring_labels.into_iter().collect(),
                     ..args.images.settings()
                 },
             };

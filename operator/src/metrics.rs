@@ -48,6 +48,14 @@ pub struct GroupLabels {
     pub broker_name: String,
 }
 
+/// One Topic resource.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicLabels {
+    pub resource_namespace: String,
+    /// The Topic object's name (`spec.topicName` may differ).
+    pub topic: String,
+}
+
 /// One broker group and how its failover ended.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FailoverLabels {
@@ -111,6 +119,8 @@ pub struct Metrics {
     /// 1 while a group's master pod is ready, whatever the replica count or failover
     /// state (single-replica groups never enter the failover machine).
     pub master_ready: Family<GroupLabels, Gauge>,
+    /// Mirror of each managed Topic's Ready condition (unmanaged Topics have none).
+    pub topic_ready: Family<TopicLabels, Gauge>,
     /// Broker status writes (bounded: generation changes, threshold crossings).
     pub status_writes: Counter,
     /// UPDATE_AND_CREATE_TOPIC requests sent (only on drift or creation).
@@ -148,6 +158,12 @@ impl Default for Metrics {
             "group_master_ready",
             "1 while the broker group's master pod is ready",
             master_ready.clone(),
+        );
+        let topic_ready = Family::<TopicLabels, Gauge>::default();
+        registry.register(
+            "topic_ready",
+            "1 while a managed Topic's Ready condition is True",
+            topic_ready.clone(),
         );
         let status_writes = Counter::default();
         let topic_writes = Counter::default();
@@ -248,6 +264,7 @@ impl Default for Metrics {
             flush_behind_bytes,
             master_max_offset,
             master_ready,
+            topic_ready,
             status_writes,
             topic_writes,
             members: Mutex::new(HashMap::new()),

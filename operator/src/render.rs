@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::builders::broker::{self, BrokerInputs};
 use crate::builders::monitoring::{broker_rules, service_monitor};
-use crate::builders::{Settings, nameserver};
+use crate::builders::{Settings, listener, nameserver};
 use crate::crd::{Broker, NameServer, Topic};
 use crate::names::{BrokerNames, NameServerNames, headless_selector, object_labels};
 
@@ -93,13 +93,18 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
             namesrv_addr,
             master_ordinals: vec![0; b.spec.groups.max(0) as usize],
             fenced: Vec::new(),
+            ..BrokerInputs::default()
         };
         let o = broker::build(b, &inputs, settings);
         docs.push(serde_yaml::to_value(&o.headless_service)?);
-        for g in &o.groups {
+        for (i, g) in o.groups.iter().enumerate() {
             docs.push(serde_yaml::to_value(&g.config_map)?);
             docs.push(serde_yaml::to_value(&g.statefulset)?);
             docs.push(serde_yaml::to_value(&g.master_service)?);
+            // Before any address is known: the Services, and no pod started yet.
+            for svc in listener::external_services(b, &names, i as i32, &BTreeMap::new()) {
+                docs.push(serde_yaml::to_value(&svc)?);
+            }
             for pdb in [&g.pdb, &g.master_pdb].into_iter().flatten() {
                 docs.push(serde_yaml::to_value(pdb)?);
             }

@@ -2,7 +2,7 @@
 //! member's broker.conf, a StatefulSet (`OnDelete`: the operator restarts pods itself), a
 //! Service selecting the group's current master, and a PodDisruptionBudget.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
@@ -26,6 +26,7 @@ use super::config_file::{
     ACL_DIR, BROKER_TERMINATION_GRACE_SECS, CONFIG_DIR, DATA_DIR, LOG_DIR, TLS_DIR, broker_conf,
     broker_conf_key, config_hash, fenced_identities, member_identities, restart_relevant,
 };
+use super::listener::{Advertised, startable_replicas};
 use super::nameserver::{empty_dir, mount};
 use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
@@ -42,13 +43,18 @@ pub const ROLE_SLAVE: &str = "slave";
 
 /// What the builder needs beyond the spec: the nameserver list and, per group, which pod
 /// ordinal is master (from `status.groups[].masterPod`, 0 for a new group).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerInputs {
     pub namesrv_addr: String,
     pub master_ordinals: Vec<i32>,
     /// Groups whose master is fenced mid-failover: every member is configured as a slave
     /// (see [`fenced_identities`]). Missing entries mean not fenced.
     pub fenced: Vec<bool>,
+    /// With an external listener: what each pod advertises, by pod, once known.
+    pub external: BTreeMap<String, Advertised>,
+    /// Broker pods that exist, so an external listener never stops a running pod while
+    /// it waits for addresses (see [`startable_replicas`]).
+    pub running: BTreeSet<String>,
 }
 
 impl BrokerInputs {
@@ -147,12 +153,14 @@ pub fn build_group(
     let confs: BTreeMap<String, String> = members
         .iter()
         .map(|m| {
+            let pod = names.pod(group, m.ordinal);
             let conf = broker_conf(
                 broker,
                 group,
                 *m,
                 &inputs.namesrv_addr,
                 &settings.cluster_domain,
+                inputs.external.get(&pod),
             );
             (broker_conf_key(&names.pod(group, m.ordinal)), conf)
         })
@@ -270,7 +278,17 @@ pub fn build_group(
     let statefulset = StatefulSet {
         metadata: meta(broker, &broker_name, &labels),
         spec: Some(StatefulSetSpec {
-            replicas: Some(spec.replicas_per_group),
+            replicas: Some(if spec.listener.external() {
+                startable_replicas(
+                    names,
+                    group,
+                    spec.replicas_per_group,
+                    &inputs.external,
+                    &inputs.running,
+                )
+            } else {
+                spec.replicas_per_group
+            }),
             service_name: Some(names.headless_service.clone()),
             pod_management_policy: Some("Parallel".to_owned()),
             update_strategy: Some(StatefulSetUpdateStrategy {
@@ -379,7 +397,17 @@ pub fn build_group(
         master_service,
         pdb,
         master_pdb,
-        network_policy: super::network_policy::build(broker, names, group),
+        network_policy: super::network_policy::build(
+            broker,
+            names,
+            group,
+            &members
+                .iter()
+                .filter_map(|m| inputs.external.get(&names.pod(group, m.ordinal)))
+                .map(|a| a.port)
+                .filter(|p| *p != BROKER_PORT)
+                .collect::<Vec<_>>(),
+        ),
         config_hash: hash,
     }
 }

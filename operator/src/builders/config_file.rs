@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::listener::Advertised;
 use crate::crd::{ACL_SECRET_KEY, AckMode, Broker, NameServer};
 use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
 
@@ -122,8 +123,10 @@ pub fn broker_conf(
     member: MemberIdentity,
     namesrv_addr: &str,
     cluster_domain: &str,
+    advertised: Option<&Advertised>,
 ) -> String {
     let names = BrokerNames::of(broker);
+    let pod_host = names.pod_host(group, member.ordinal, cluster_domain);
     let mut props = broker.spec.config.clone();
     let master_role = match broker.spec.replication.ack_mode {
         AckMode::Async => "ASYNC_MASTER",
@@ -145,9 +148,12 @@ pub fn broker_conf(
         ("listenPort", BROKER_PORT.to_string()),
         ("haListenPort", BROKER_HA_PORT.to_string()),
         ("metricsPort", broker.spec.metrics.port.to_string()),
+        // What clients get from the nameservers: the external address when there is one.
         (
             "brokerIP1",
-            names.pod_host(group, member.ordinal, cluster_domain),
+            advertised
+                .map_or(pod_host.as_str(), |a| a.host.as_str())
+                .to_owned(),
         ),
         ("storePathRootDir", STORE_DIR.to_owned()),
         ("storePathCommitLog", format!("{STORE_DIR}/commitlog")),
@@ -158,6 +164,19 @@ pub fn broker_conf(
     ];
     for (k, v) in owned {
         props.insert(k.to_owned(), v);
+    }
+    // Slaves reach their master's HA port at brokerIP2 (the haServerAddr a registration
+    // returns), which must stay inside the cluster. Without an external address brokerIP1
+    // already is that, and the file stays as before (no restart on upgrade).
+    if let Some(a) = advertised {
+        props.insert("brokerIP2".to_owned(), pod_host);
+        // Behind a node port the broker listens on the advertised port itself and keeps
+        // 10911 as its VIP port (same protocol) for everything inside.
+        if a.port != BROKER_PORT {
+            props.insert("listenPort".to_owned(), a.port.to_string());
+            props.insert("fastListenPort".to_owned(), BROKER_PORT.to_string());
+            props.insert("fastListenPortEnable".to_owned(), "true".to_owned());
+        }
     }
     // The preStop behaviour: on SIGTERM the broker unregisters, serves this long so
     // clients refresh their routes, then closes (unless the spec chose another wait). A
@@ -248,6 +267,55 @@ pub fn restart_relevant(conf: &str) -> String {
 mod tests {
     use super::*;
 
+    /// An external address is what clients get (brokerIP1); replication keeps the pod's
+    /// DNS name (brokerIP2), and the address is restart-relevant (it must reach the file).
+    #[test]
+    fn an_advertised_host_becomes_broker_ip1_and_replication_stays_inside() {
+        let mut b = Broker::new("b", crate::crd::BrokerSpec::default());
+        b.metadata.namespace = Some("ns".to_owned());
+        let member = MemberIdentity {
+            ordinal: 1,
+            broker_id: 1,
+        };
+        let conf =
+            |a: Option<&Advertised>| broker_conf(&b, 0, member, "ns:9876", "cluster.local", a);
+        let inside = "b-0-1.b-broker-headless.ns.svc.cluster.local";
+        let lb = Advertised {
+            host: "203.0.113.9".to_owned(),
+            port: BROKER_PORT,
+        };
+        let external = conf(Some(&lb));
+        assert!(external.contains("brokerIP1=203.0.113.9\n"), "{external}");
+        assert!(
+            external.contains(&format!("brokerIP2={inside}\n")),
+            "{external}"
+        );
+        let internal = conf(None);
+        assert!(
+            internal.contains(&format!("brokerIP1={inside}\n")),
+            "{internal}"
+        );
+        assert!(!internal.contains("brokerIP2="), "{internal}");
+        assert_ne!(restart_relevant(&external), restart_relevant(&internal));
+        assert!(external.contains("listenPort=10911\n"), "{external}");
+
+        // A node port: listened on and advertised; 10911 stays served as the VIP port.
+        let node_port = Advertised {
+            host: "nodes.example.com".to_owned(),
+            port: 31234,
+        };
+        let np = conf(Some(&node_port));
+        for line in [
+            "brokerIP1=nodes.example.com\n",
+            "listenPort=31234\n",
+            "fastListenPort=10911\n",
+            "fastListenPortEnable=true\n",
+            "haListenPort=10912\n",
+        ] {
+            assert!(np.contains(line), "{line} in {np}");
+        }
+    }
+
     #[test]
     fn the_unregister_wait_fits_in_the_grace_period() {
         use crate::crd::BrokerSpec;
@@ -269,6 +337,7 @@ mod tests {
                 },
                 "ns:9876",
                 "cluster.local",
+                None,
             );
             conf.lines()
                 .find_map(|l| l.strip_prefix("shutdownUnregisterWaitMs="))

@@ -4,10 +4,13 @@
 
 pub mod broker;
 pub mod config_file;
+pub mod listener;
 pub mod monitoring;
 pub mod nameserver;
 pub mod network_policy;
 pub mod pod;
+
+use std::collections::BTreeMap;
 
 /// Operator-wide settings the builders need.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +23,9 @@ pub struct Settings {
     pub broker_image: String,
     /// Base URL of `docs/runbooks`; alerts link to pages under it.
     pub runbook_base_url: String,
+    /// Extra labels on the ServiceMonitors and PrometheusRules the operator creates, so a
+    /// Prometheus that selects by label (kube-prometheus-stack's `release`) picks them up.
+    pub monitoring_labels: BTreeMap<String, String>,
 }
 
 /// Where alerts' `runbook_url`s point unless configured (the chart's default too).
@@ -34,6 +40,7 @@ impl Default for Settings {
             nameserver_image: format!("rmq-rs/rmq-nameserver:{version}"),
             broker_image: format!("rmq-rs/rmq-broker:{version}"),
             runbook_base_url: DEFAULT_RUNBOOK_BASE_URL.to_owned(),
+            monitoring_labels: BTreeMap::new(),
         }
     }
 }

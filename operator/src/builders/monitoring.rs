@@ -22,6 +22,17 @@ pub fn prometheus_rule_resource() -> ApiResource {
     )
 }
 
+/// The labels of a monitoring object: the configured extra labels, then the operator's own
+/// (which win, so an extra label can never detach the object from its owner's selectors).
+pub fn monitoring_labels(
+    own: &BTreeMap<String, String>,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = extra.clone();
+    out.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    out
+}
+
 /// A ServiceMonitor scraping the `http` port of Services matching `selector`.
 pub fn service_monitor(
     name: &str,

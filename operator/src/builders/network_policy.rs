@@ -25,7 +25,14 @@ pub const BROKER_VIP_PORT: i32 = BROKER_PORT - 2;
 /// `app.kubernetes.io/name` of the operator's pods (the chart's selector label).
 pub const OPERATOR_POD_NAME_LABEL: &str = "rmq-operator";
 
-pub fn build(broker: &Broker, names: &BrokerNames, group: i32) -> Option<NetworkPolicy> {
+/// `listen_ports`: node ports the group's brokers listen on (a `nodeport` listener), open
+/// like the remoting port.
+pub fn build(
+    broker: &Broker,
+    names: &BrokerNames,
+    group: i32,
+    listen_ports: &[i32],
+) -> Option<NetworkPolicy> {
     let spec = &broker.spec.security.network_policy;
     if !spec.enabled {
         return None;
@@ -72,7 +79,10 @@ pub fn build(broker: &Broker, names: &BrokerNames, group: i32) -> Option<Network
             policy_types: Some(vec!["Ingress".to_owned()]),
             ingress: Some(vec![
                 rule(&[BROKER_HA_PORT], vec![group_pods]),
-                rule(&[BROKER_PORT, BROKER_VIP_PORT], remoting_from),
+                rule(
+                    &[&[BROKER_PORT, BROKER_VIP_PORT][..], listen_ports].concat(),
+                    remoting_from,
+                ),
                 rule(&[broker.spec.metrics.port], spec.metrics_from.clone()),
             ]),
             egress: None,
@@ -103,7 +113,7 @@ mod tests {
     fn the_ha_port_is_open_only_to_the_same_group() {
         let b = broker(BrokerSpec::default());
         let names = BrokerNames::of(&b);
-        let np = build(&b, &names, 1).unwrap();
+        let np = build(&b, &names, 1, &[]).unwrap();
         let spec = np.spec.unwrap();
         assert_eq!(
             spec.pod_selector.unwrap().match_labels.unwrap()["rmq-rs.dev/broker-name"],
@@ -142,13 +152,20 @@ mod tests {
             ..NetworkPolicyPeer::default()
         }];
         let b = broker(spec);
-        let np = build(&b, &BrokerNames::of(&b), 0).unwrap();
+        let np = build(&b, &BrokerNames::of(&b), 0, &[31234]).unwrap();
         let ingress = np.spec.unwrap().ingress.unwrap();
         let remoting = &ingress[1];
+        let ports: Vec<_> = remoting
+            .ports
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.port.clone())
+            .collect();
         assert_eq!(
-            remoting.ports.as_ref().unwrap().len(),
-            2,
-            "remoting and VIP ports"
+            ports,
+            [10911, 10909, 31234].map(|p| Some(IntOrString::Int(p))),
+            "remoting, VIP and a node port the broker listens on"
         );
         assert_eq!(remoting.from.as_ref().unwrap().len(), 3);
     }
@@ -158,6 +175,6 @@ mod tests {
         let mut spec = BrokerSpec::default();
         spec.security.network_policy.enabled = false;
         let b = broker(spec);
-        assert!(build(&b, &BrokerNames::of(&b), 0).is_none());
+        assert!(build(&b, &BrokerNames::of(&b), 0, &[]).is_none());
     }
 }

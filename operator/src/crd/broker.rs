@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{ImageSpec, LocalRef, MetricsSpec, PdbSpec, PodOverrides, default_one};
+use super::listener::ListenerSpec;
 use super::security::BrokerSecurity;
 
 /// broker.conf keys the operator derives itself; `spec.config` may not set them.
@@ -97,6 +98,9 @@ pub struct BrokerSpec {
     /// Secrets and network exposure (see `docs/security.md`).
     #[serde(default)]
     pub security: BrokerSecurity,
+    /// How clients reach the brokers (see "External access" in `docs/operator.md`).
+    #[serde(default)]
+    pub listener: ListenerSpec,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -221,6 +225,19 @@ pub struct BrokerStatus {
     pub namesrv_addr: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupStatus>,
+    /// With an external listener: the `host:port` each pod advertises, once its Service
+    /// has an address. Always written (a status merge patch replaces a list, so an empty
+    /// one clears what an earlier listener left).
+    #[serde(default)]
+    pub external_addresses: Vec<ExternalAddress>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalAddress {
+    pub pod: String,
+    /// `host:port` registered with the nameservers (what clients connect to).
+    pub address: String,
 }
 
 /// One broker group (`brokerName`).

@@ -6,12 +6,14 @@
 
 mod broker;
 mod common;
+mod listener;
 mod nameserver;
 mod security;
 mod topic;
 
 pub use broker::*;
 pub use common::*;
+pub use listener::*;
 pub use nameserver::*;
 pub use security::*;
 pub use topic::*;

@@ -21,6 +21,7 @@ use super::broker_drain::draining;
 use super::broker_failover::{
     GroupRun, clear_switchover_annotation, drive_group, switchover_target,
 };
+use super::broker_listener::{awaiting_addresses, reconcile_listener};
 use super::broker_live::write_due;
 use super::broker_recovery::{
     Recovery, recover_group, shrink_guard, single_member_ha, waiting_for_epochs,
@@ -35,7 +36,8 @@ use super::{Context, Error, FAILOVER_POLL, PROGRESS_POLL, RESYNC};
 use crate::admin::RuntimeInfo;
 use crate::builders::broker::{BrokerInputs, ROLE_MASTER, ROLE_SLAVE, build};
 use crate::builders::monitoring::{
-    broker_rules, prometheus_rule_resource, service_monitor, service_monitor_resource,
+    broker_rules, monitoring_labels, prometheus_rule_resource, service_monitor,
+    service_monitor_resource,
 };
 use crate::conditions::{self, Desired};
 use crate::crd::GroupStatus;
@@ -306,7 +308,12 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
             )
             .await;
     }
-    let mut objects = build(&broker, &inputs_for(&namesrv_addr, &runs), &ctx.settings);
+    // External Services first: their addresses go into the members' broker.conf.
+    let listener = reconcile_listener(&ctx, &broker, &names).await?;
+    let mut inputs = inputs_for(&namesrv_addr, &runs);
+    inputs.external = listener.hosts.clone();
+    inputs.running = observed.iter().map(|p| p.name.clone()).collect();
+    let mut objects = build(&broker, &inputs, &ctx.settings);
     apply(&ctx.client, &objects.headless_service).await?;
     let mut statefulsets = Vec::with_capacity(objects.groups.len());
     let mut storage_refused = Vec::new();
@@ -521,6 +528,9 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         rollout.blocked_reason = Some("StatusLost");
     }
     let mut desired = broker_conditions(&group_statuses, &rollout);
+    if !listener.waiting.is_empty() {
+        awaiting_addresses(&mut desired, &listener.waiting);
+    }
     desired.push(if storage_refused.is_empty() {
         Desired::new(
             conditions::STORAGE_RESIZED,
@@ -541,6 +551,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         conditions: conditions::merge(&previous.conditions, &desired, generation, now),
         namesrv_addr: recorded_namesrv_addr,
         groups: group_statuses,
+        external_addresses: listener.addresses(),
     };
     let became_ready = conditions::is_true(&status.conditions, conditions::READY)
         && !conditions::is_true(&previous.conditions, conditions::READY);
@@ -666,6 +677,7 @@ fn inputs_for(namesrv_addr: &str, runs: &[GroupRun]) -> BrokerInputs {
         namesrv_addr: namesrv_addr.to_owned(),
         master_ordinals: runs.iter().map(|r| pod_ordinal(&r.state.master)).collect(),
         fenced: runs.iter().map(|r| master_fenced(&r.state)).collect(),
+        ..BrokerInputs::default()
     }
 }
 
@@ -847,7 +859,10 @@ async fn apply_monitoring(
     if !ctx.monitoring_available {
         return Ok(());
     }
-    let labels = object_labels(&names.selector());
+    let labels = monitoring_labels(
+        &object_labels(&names.selector()),
+        &ctx.settings.monitoring_labels,
+    );
     let owner = broker.controller_owner_ref(&());
     let object_name = format!("{}-broker", names.cluster);
     if broker.spec.metrics.service_monitor {

@@ -2,7 +2,7 @@
 //! and GET_BROKER_HA_STATUS, and [`KubeGroup`], the executor's [`GroupApi`] over the API
 //! server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::{BoxFuture, join_all};
 use k8s_openapi::api::core::v1::Pod;
@@ -59,6 +59,9 @@ impl KubeGroup<'_> {
             namesrv_addr: self.namesrv_addr.to_owned(),
             master_ordinals,
             fenced,
+            // The addresses the last reconcile found; they only change with the Services.
+            external: super::broker_listener::recorded_hosts(self.broker),
+            running: BTreeSet::new(),
         };
         let objects = build_group(
             self.broker,

@@ -6,6 +6,7 @@ pub mod apply;
 pub mod broker;
 pub mod broker_drain;
 pub mod broker_failover;
+pub mod broker_listener;
 pub mod broker_live;
 pub mod broker_recovery;
 pub mod broker_secret;

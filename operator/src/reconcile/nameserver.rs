@@ -13,7 +13,7 @@ use super::apply::{
 };
 use super::broker_storage::{StorageStep, prepare_claims};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
-use crate::builders::monitoring::{service_monitor, service_monitor_resource};
+use crate::builders::monitoring::{monitoring_labels, service_monitor, service_monitor_resource};
 use crate::builders::nameserver::KV_CLAIM;
 use crate::builders::nameserver::build;
 use crate::conditions::{self, Desired};
@@ -105,7 +105,10 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         let sm = service_monitor(
             &names.statefulset,
             namespace,
-            &object_labels(&names.selector()),
+            &monitoring_labels(
+                &object_labels(&names.selector()),
+                &ctx.settings.monitoring_labels,
+            ),
             &headless_selector(names.selector()),
             &ns.spec.metrics.interval,
             ns.controller_owner_ref(&()),

@@ -16,6 +16,7 @@ use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::admin::{AdminError, ClusterInfo, TopicConfig};
 use crate::conditions::{self, Desired};
 use crate::crd::{Broker, NameServer, Placement, Topic, TopicDrift, TopicStatus};
+use crate::metrics::TopicLabels;
 use crate::names::{
     ANNOTATION_MANAGED, ANNOTATION_PAUSE, NameServerNames, TOPIC_FINALIZER, annotation_is,
 };
@@ -71,6 +72,10 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
             ..previous.clone()
         };
         write_status(&ctx, namespace, name, &previous, &status).await?;
+        // Not Ready by choice: nothing to alert on.
+        ctx.metrics
+            .topic_ready
+            .remove(&ready_labels(namespace, name));
         return Ok(Action::await_change());
     }
     if paused {
@@ -307,6 +312,10 @@ fn differences(held: Option<&TopicConfig>, want: &TopicConfig) -> Option<String>
 }
 
 async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Result<Action, Error> {
+    ctx.metrics.topic_ready.remove(&ready_labels(
+        topic.metadata.namespace.as_deref().unwrap_or_default(),
+        topic.metadata.name.as_deref().unwrap_or_default(),
+    ));
     if !has_finalizer(topic) {
         return Ok(Action::await_change());
     }
@@ -477,7 +486,15 @@ async fn set_finalizers(
     .await
 }
 
-/// Patches status when it changed; returns whether it did.
+fn ready_labels(namespace: &str, name: &str) -> TopicLabels {
+    TopicLabels {
+        resource_namespace: namespace.to_owned(),
+        topic: name.to_owned(),
+    }
+}
+
+/// Patches status when it changed; returns whether it did. The Ready gauge follows the
+/// status every reconcile settles on (`RocketMQTopicNotReady` alerts on it).
 async fn write_status(
     ctx: &Context,
     namespace: &str,
@@ -485,6 +502,13 @@ async fn write_status(
     previous: &TopicStatus,
     status: &TopicStatus,
 ) -> Result<bool, Error> {
+    ctx.metrics
+        .topic_ready
+        .get_or_create(&ready_labels(namespace, name))
+        .set(i64::from(conditions::is_true(
+            &status.conditions,
+            conditions::READY,
+        )));
     if status == previous {
         return Ok(false);
     }

@@ -177,3 +177,18 @@ fn a_topic_name_rocketmq_cannot_hold_needs_spec_topic_name() {
     );
     assert!(check(&topic("payments.eu", json!({"topicName": "PAYMENTS_EU"}))).is_empty());
 }
+
+#[test]
+fn a_nodeport_listener_needs_an_advertised_host() {
+    let without = broker(json!({"listener": {"type": "nodeport"}}));
+    let errors = violations::<Broker>(&without, None);
+    assert!(
+        errors.iter().any(|e| e.contains("advertisedHost")),
+        "{errors:?}"
+    );
+    let with =
+        broker(json!({"listener": {"type": "nodeport", "advertisedHost": "nodes.example.com"}}));
+    assert!(violations::<Broker>(&with, None).is_empty());
+    let lb = broker(json!({"listener": {"type": "loadbalancer"}}));
+    assert!(violations::<Broker>(&lb, None).is_empty());
+}

@@ -1,6 +1,7 @@
 //! Reconcile flows against an in-memory API server, builder snapshots, CEL rules and CRD
 //! drift, in one test binary (one link instead of several).
 
+mod alerts;
 mod broker_flow;
 mod cel;
 mod controller_flow;
@@ -10,6 +11,8 @@ mod failover_flow;
 mod fake_admin;
 mod fake_api;
 mod leader_flow;
+mod listener_flow;
+mod master_ready_flow;
 mod monitoring_flow;
 mod nameserver_flow;
 mod recovery_flow;
@@ -19,6 +22,7 @@ mod secret_flow;
 mod snapshots;
 mod storage_flow;
 mod topic_flow;
+mod topic_ready_metric;
 
 use std::sync::Arc;
 

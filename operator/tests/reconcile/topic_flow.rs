@@ -13,7 +13,7 @@ const NAMESRV: &str =
 const MASTER_0: &str = "10.0.0.1:10911";
 const MASTER_1: &str = "10.0.0.2:10911";
 
-fn cluster() -> (FakeApi, FakeAdmin) {
+pub fn cluster() -> (FakeApi, FakeAdmin) {
     let api = FakeApi::new();
     let admin = FakeAdmin::new();
     seed(
