@@ -80,6 +80,12 @@ impl Client {
             }
             sink.flush().await.map_err(io::Error::other)?;
         }
+        // The reader drops every waiter when the connection closes, then sets `closed`;
+        // a waiter added after that drop would wait for ever (a peer closed at accept
+        // read as a timeout instead of a refusal).
+        if *self.closed.borrow() {
+            return Err(closed_error());
+        }
         let mut out = Vec::with_capacity(waiters.len());
         for rx in waiters {
             match tokio::time::timeout(self.timeout, rx).await {

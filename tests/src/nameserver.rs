@@ -90,7 +90,7 @@ impl NameServer {
                     self.log()
                 );
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if readyz(self.http_port) {
                 return;
             }
             assert!(
@@ -138,4 +138,22 @@ impl Drop for NameServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether `GET /readyz` on the metrics port answers 200. The nameserver binds both ports
+/// before it reports ready, so this proves the remoting port listens without opening a
+/// remoting connection: a probe there would hold one of a connection-capped server's
+/// slots until the server got round to accepting and closing it (a race the cap tests
+/// lost under load). Blocking I/O: callers may be inside a runtime.
+fn readyz(http_port: u16) -> bool {
+    use std::io::{Read, Write};
+    let probe = || -> std::io::Result<bool> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", http_port))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        s.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head)?;
+        Ok(head.starts_with(b"HTTP/1.1 200"))
+    };
+    probe().unwrap_or(false)
 }

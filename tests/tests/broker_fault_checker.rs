@@ -165,7 +165,7 @@ fn start_producers(
                             at = r
                                 .ext_fields
                                 .get("msgId")
-                                .and_then(|m| physical_of(m))
+                                .and_then(physical_of)
                                 .map(|physical| (port, physical));
                             Outcome::Acked(
                                 r.ext_fields

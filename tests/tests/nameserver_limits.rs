@@ -88,8 +88,7 @@ async fn register_bodies_inflate_within_the_cap() {
 #[tokio::test]
 async fn connection_cap_closes_over_limit_peers() {
     let ns = NameServer::start(Options::default().config("maxConnections", 2));
-    // The harness's readiness probe connected to the remoting port; wait until the server
-    // has seen it close, so the two clients below are the only ones counted.
+    // Nothing else holds a remoting slot (the harness probes readiness over HTTP).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let (_, metrics) = http::get(ns.http_port, "/metrics").await.unwrap();
@@ -102,9 +101,16 @@ async fn connection_cap_closes_over_limit_peers() {
     let a = Client::connect(ns.port).await.unwrap();
     let b = Client::connect(ns.port).await.unwrap();
     for c in [&a, &b] {
+        let r = c.request(route("None")).await;
+        let (_, metrics) = http::get(ns.http_port, "/metrics").await.unwrap();
+        let listener: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("rmq_namesrv_listener"))
+            .collect();
         assert_eq!(
-            c.request(route("None")).await.unwrap().code,
-            response::TOPIC_NOT_EXIST
+            r.as_ref().map(|r| r.code).ok(),
+            Some(response::TOPIC_NOT_EXIST),
+            "{r:?}; {listener:?}"
         );
     }
     let mut third = TcpStream::connect(("127.0.0.1", ns.port)).await.unwrap();

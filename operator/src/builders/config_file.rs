@@ -371,6 +371,7 @@ mod tests {
                     },
                     "ns:9876",
                     "cluster.local",
+                    None,
                 );
                 assert!(conf.contains(&format!("haMasterRole={role}\n")), "{conf}");
             }
