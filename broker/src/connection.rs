@@ -253,6 +253,9 @@ fn run_request(
         .zip(broker.in_flight.try_acquire());
     let Some(permits) = permits else {
         broker.metrics.rejected_busy();
+        if crate::dispatch::is_send(code) {
+            broker.metrics.send_answered(response::SYSTEM_BUSY);
+        }
         return (!oneway).then(|| busy(opaque, serialize_type, "maxInFlight"));
     };
     let (task_broker, task_conn) = (Arc::clone(broker), Arc::clone(conn));

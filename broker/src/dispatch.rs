@@ -17,6 +17,14 @@ use crate::handlers::{
 use crate::outbound::Outbound;
 use crate::state::Broker;
 
+/// The producer's send requests (what `rocketmq_broker_send_failed` counts).
+pub fn is_send(code: i32) -> bool {
+    matches!(
+        code,
+        rq::SEND_MESSAGE | rq::SEND_MESSAGE_V2 | rq::SEND_BATCH_MESSAGE
+    )
+}
+
 /// Runs one request; `None` when nothing is to be written (oneway).
 pub async fn dispatch(
     broker: &Arc<Broker>,
@@ -28,6 +36,11 @@ pub async fn dispatch(
     // The one ACL check, in front of the table (a no-op unless aclEnable=true).
     if let Err(refusal) = crate::acl::check(broker, conn, &request) {
         broker.metrics.observe_request(code, started.elapsed());
+        if is_send(code) {
+            broker
+                .metrics
+                .send_answered(refusal.as_ref().map_or(response::NO_PERMISSION, |a| a.code));
+        }
         return refusal.map(|answer| (*answer).into());
     }
     let result: Result<Reply, HandlerError> = match code {
@@ -104,6 +117,9 @@ pub async fn dispatch(
             RemotingCommand::error_response(&request, response::SYSTEM_ERROR, e.to_string()).into()
         }
     };
+    if is_send(code) {
+        broker.metrics.send_answered(out.command.code);
+    }
     tracing::trace!(
         code,
         fields = ?request.ext_fields,

@@ -93,6 +93,7 @@ pub struct Metrics {
     busy: Counter,
     illegal: Counter,
     acl_refused: Family<ReasonLabels, Counter>,
+    send_failed: Family<ReasonLabels, Counter>,
     dispatch_behind: Gauge,
     commitlog_min: Gauge,
     commitlog_max: Gauge,
@@ -157,6 +158,7 @@ impl Metrics {
             busy: Counter::default(),
             illegal: Counter::default(),
             acl_refused: Family::default(),
+            send_failed: Family::default(),
             dispatch_behind: Gauge::default(),
             commitlog_min: Gauge::default(),
             commitlog_max: Gauge::default(),
@@ -281,6 +283,11 @@ impl Metrics {
             "rocketmq_broker_rejected_illegal",
             "Sends rejected as MESSAGE_ILLEGAL",
             m.illegal.clone(),
+        );
+        r.register(
+            "rocketmq_broker_send_failed",
+            "Sends answered with anything but SEND_OK, by reason (the response code's name)",
+            m.send_failed.clone(),
         );
         r.register(
             "rocketmq_storage_dispatch_behind_bytes",
@@ -429,6 +436,31 @@ impl Metrics {
 
     pub fn acl_refused(&self, reason: &str) {
         self.acl_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A send (SEND_MESSAGE, V2, BATCH) answered `code`; everything but SUCCESS is
+    /// counted under a fixed set of reasons, so the label's cardinality stays bounded.
+    pub fn send_answered(&self, code: i32) {
+        use protocol::code::response as r;
+        let reason = match code {
+            r::SUCCESS => return,
+            r::SYSTEM_BUSY => "system_busy",
+            r::MESSAGE_ILLEGAL => "message_illegal",
+            r::NO_PERMISSION => "no_permission",
+            r::TOPIC_NOT_EXIST => "topic_not_exist",
+            r::SERVICE_NOT_AVAILABLE => "service_not_available",
+            r::SLAVE_NOT_AVAILABLE => "slave_not_available",
+            r::FLUSH_DISK_TIMEOUT => "flush_disk_timeout",
+            r::FLUSH_SLAVE_TIMEOUT => "flush_slave_timeout",
+            r::SUBSCRIPTION_GROUP_NOT_EXIST => "subscription_group_not_exist",
+            r::SYSTEM_ERROR => "system_error",
+            _ => "other",
+        };
+        self.send_failed
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
             })

@@ -72,6 +72,18 @@ fn oversized_unknown_topic_malformed_header_unknown_code() {
         let r = c.request(send_v2("bad topic!", 0, b"x", "")).await.unwrap();
         assert_eq!(r.code, response::SYSTEM_ERROR);
         assert!(r.remark.unwrap_or_default().contains("illegal characters"));
+        // Every failed send is counted by reason (what RocketMQSendsRejected alerts on).
+        let (_, metrics) = e2e::http::get(b.broker.http_port, "/metrics")
+            .await
+            .unwrap();
+        for series in [
+            r#"rocketmq_broker_send_failed_total{reason="topic_not_exist"} 1"#,
+            r#"rocketmq_broker_send_failed_total{reason="message_illegal"} 1"#,
+            r#"rocketmq_broker_send_failed_total{reason="system_error"} 2"#,
+        ] {
+            assert!(metrics.contains(series), "{series} in\n{metrics}");
+        }
+        assert!(!metrics.contains(r#"reason="success""#));
 
         // Malformed headers: a missing required field and a non-numeric one, named.
         let mut missing = send_v2("Small", 0, b"x", "");

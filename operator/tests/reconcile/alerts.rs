@@ -287,6 +287,7 @@ fn the_metric_check_refuses_names_nobody_exports() {
     assert_eq!(check("rmq_operator_reconcile_failures_total"), None);
     assert_eq!(check("rmq_operator_leader"), None);
     assert_eq!(check("rocketmq_broker_rejected_busy_total"), None);
+    assert_eq!(check("rocketmq_broker_send_failed_total"), None);
     assert_eq!(check("rmq_namesrv_live_brokers"), None);
     // Wrong type suffix: the leader gauge has no _total series.
     assert!(check("rmq_operator_leader_total").is_some());
