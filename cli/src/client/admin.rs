@@ -144,8 +144,14 @@ impl Client {
         entries: &[(String, String)],
     ) -> Result<()> {
         let body: String = entries.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        self.update_broker_config_text(broker, body).await
+    }
+
+    /// UPDATE_BROKER_CONFIG with a properties text the caller rendered (the operator
+    /// escapes keys and values as `java.util.Properties` reads them).
+    pub async fn update_broker_config_text(&self, broker: &Peer, text: String) -> Result<()> {
         let cmd = RemotingCommand::bare_request(request::UPDATE_BROKER_CONFIG)
-            .with_body(body.into_bytes());
+            .with_body(text.into_bytes());
         self.call_ok(broker, cmd).await.map(drop)
     }
 

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod bodies;
 pub mod connection;
 pub mod error;
+pub mod ha;
 pub mod message;
 pub mod namesrv;
 pub mod offsets;
@@ -38,6 +39,8 @@ pub struct Client {
     handler: Option<ServerRequestHandler>,
     credentials: Option<Arc<Credentials>>,
     tls: Option<TlsClient>,
+    /// Open a fresh connection for every call instead of keeping one per peer.
+    connection_per_call: bool,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     pub(crate) uniq_keys: Mutex<protocol::message::msg_id::UniqKeyGenerator>,
 }
@@ -71,6 +74,7 @@ impl Client {
             handler: None,
             credentials: None,
             tls: None,
+            connection_per_call: false,
             connections: Mutex::default(),
             uniq_keys: Mutex::new(protocol::message::msg_id::UniqKeyGenerator::new(
                 std::net::Ipv4Addr::LOCALHOST.into(),
@@ -99,6 +103,16 @@ impl Client {
         self
     }
 
+    /// Opens a fresh connection for every call and closes it after the answer, instead of
+    /// sharing one per peer. For callers that call rarely and address peers that move
+    /// (the operator, whose pods get new IPs behind the same DNS name): a shared
+    /// connection to a vanished peer would only time out, never close, and every later
+    /// call to that address would wait out its timeout on it.
+    pub fn with_connection_per_call(mut self) -> Self {
+        self.connection_per_call = true;
+        self
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -109,21 +123,15 @@ impl Client {
 
     /// The shared connection to `peer`, opened on first use and reopened after a close.
     pub async fn connection(&self, peer: &Peer) -> Result<Arc<Connection>> {
+        if self.connection_per_call {
+            return Ok(Arc::new(self.open(peer).await?));
+        }
         if let Some(c) = self.connections.lock().get(peer.addr())
             && !c.is_closed()
         {
             return Ok(c.clone());
         }
-        let fresh = Arc::new(
-            Connection::connect_tls(
-                peer.clone(),
-                self.timeout,
-                self.handler.clone(),
-                self.tls.as_ref(),
-            )
-            .await?
-            .with_credentials(self.credentials.clone()),
-        );
+        let fresh = Arc::new(self.open(peer).await?);
         let mut map = self.connections.lock();
         let entry = map
             .entry(peer.addr().to_owned())
@@ -132,6 +140,17 @@ impl Client {
             *entry = fresh;
         }
         Ok(entry.clone())
+    }
+
+    async fn open(&self, peer: &Peer) -> Result<Connection> {
+        Ok(Connection::connect_tls(
+            peer.clone(),
+            self.timeout,
+            self.handler.clone(),
+            self.tls.as_ref(),
+        )
+        .await?
+        .with_credentials(self.credentials.clone()))
     }
 
     /// Sends `cmd` to `peer` and returns whatever it answered.

@@ -48,6 +48,11 @@ pub fn brokers(info: &ClusterInfo) -> Vec<BrokerEndpoint> {
     out
 }
 
+fn decode_cluster_info(peer: &Peer, reply: &RemotingCommand) -> Result<ClusterInfo> {
+    protocol::body::decode(&reply.body)
+        .map_err(|e| bad_body(peer, request::GET_BROKER_CLUSTER_INFO, "ClusterInfo", e))
+}
+
 /// A route to send on, see [`Client::publish_route`].
 #[derive(Debug, Clone)]
 pub struct PublishRoute {
@@ -67,14 +72,19 @@ impl Client {
                 request::GET_BROKER_CLUSTER_INFO,
             ))
             .await?;
-        protocol::body::decode(&reply.body).map_err(|e| {
-            bad_body(
-                &self.namesrv_peer(),
-                request::GET_BROKER_CLUSTER_INFO,
-                "ClusterInfo",
-                e,
+        decode_cluster_info(&self.namesrv_peer(), &reply)
+    }
+
+    /// GET_BROKER_CLUSTER_INFO from one nameserver, `namesrv`, whatever the configured
+    /// list (the operator asks each nameserver pod it manages in turn).
+    pub async fn cluster_info_at(&self, namesrv: &Peer) -> Result<ClusterInfo> {
+        let reply = self
+            .call_ok(
+                namesrv,
+                RemotingCommand::bare_request(request::GET_BROKER_CLUSTER_INFO),
             )
-        })
+            .await?;
+        decode_cluster_info(namesrv, &reply)
     }
 
     /// Master brokers, of `cluster` only when given. An unknown cluster is an error.
@@ -188,6 +198,27 @@ impl Client {
             },
         ))
         .await
+    }
+
+    /// DELETE_TOPIC_IN_NAMESRV on `namesrv` only.
+    pub async fn delete_topic_in_namesrv_at(
+        &self,
+        namesrv: &Peer,
+        topic: &str,
+        cluster: Option<&str>,
+    ) -> Result<()> {
+        self.call_ok(
+            namesrv,
+            RemotingCommand::request(
+                request::DELETE_TOPIC_IN_NAMESRV,
+                &DeleteTopicFromNamesrvRequestHeader {
+                    topic: topic.to_owned(),
+                    cluster_name: cluster.map(str::to_owned),
+                },
+            ),
+        )
+        .await
+        .map(drop)
     }
 
     pub async fn kv_put(&self, namespace: &str, key: &str, value: &str) -> Result<()> {

@@ -1,138 +1,108 @@
-//! Remoting-protocol admin client over TCP: one short connection per call (the operator
-//! calls rarely, and a fresh connection never carries a stale half-read frame).
+//! [`Admin`] over the shared remoting client (`rmq_cli::client`): the transport, the
+//! request/response matching, request signing and the request and body formats live
+//! there, once, for `rmqctl` and the operator alike. This file only adapts types and
+//! errors to what the reconcilers and the failover machine expect.
+//!
+//! Connections: one per call, opened and closed around it
+//! ([`Client::with_connection_per_call`]). The operator calls rarely, and its peers are
+//! pods whose address behind a DNS name changes on restart; a pooled connection to a
+//! vanished pod would not close, only time out on every later call.
+//!
+//! Timeouts: `timeout` bounds a whole call, connection included, as before the move (the
+//! library bounds the connect and the exchange separately, so alone it could take twice).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::future::Future;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{SinkExt, StreamExt};
-use protocol::code::{request, response};
-use protocol::{ExtFields, RemotingCodec, RemotingCommand};
-use tokio::net::TcpStream;
-use tokio_util::codec::Framed;
+use protocol::body::TopicConfig as WireTopicConfig;
+use protocol::code::request;
+use rmq_cli::client::{Client, ClientError, Peer};
+use security::sign::Credentials;
 
-use super::ha::{self, EpochCache, HaStatus, RoleChange};
-use super::{Admin, AdminError, ClusterInfo, RuntimeInfo, TopicConfig, lenient_json};
+use super::ha::{EpochCache, HaStatus, RoleChange};
+use super::{Admin, AdminError, ClusterInfo, RuntimeInfo, TopicConfig};
 use crate::builders::config_file::render_properties;
-
-/// RocketMQ's default topic template for UPDATE_AND_CREATE_TOPIC (`TopicValidator`
-/// `AUTO_CREATE_TOPIC_KEY_TOPIC`).
-const DEFAULT_TOPIC: &str = "TBW102";
-/// Admin bodies are small; anything bigger is refused before allocation.
-const MAX_FRAME: usize = 8 * 1024 * 1024;
 
 #[derive(Debug)]
 pub struct RemotingAdmin {
+    client: Client,
     timeout: Duration,
-    next_opaque: AtomicI32,
 }
 
 impl RemotingAdmin {
     pub fn new(timeout: Duration) -> Self {
-        Self {
-            timeout,
-            next_opaque: AtomicI32::new(1),
-        }
+        Self::with_credentials(timeout, None)
     }
 
-    /// Sends `cmd` to `addr` and returns the response with the same opaque.
-    pub async fn call(
+    /// [`Self::new`], signing every request with `credentials` (RocketMQ ACL 1.0) when
+    /// given, for brokers that enforce ACL on admin requests.
+    pub fn with_credentials(timeout: Duration, credentials: Option<Credentials>) -> Self {
+        // No nameserver list: every call names its peer.
+        let client = Client::new("", timeout)
+            .with_connection_per_call()
+            .with_credentials(credentials);
+        Self { client, timeout }
+    }
+
+    /// Runs one library call under the whole-call timeout and maps its error.
+    async fn run<T>(
         &self,
         addr: &str,
-        mut cmd: RemotingCommand,
-    ) -> Result<RemotingCommand, AdminError> {
-        cmd.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
-        let opaque = cmd.opaque;
-        let timeout_ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
-        let exchange = async {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|source| AdminError::Connect {
-                    addr: addr.to_owned(),
-                    source,
-                })?;
-            let mut framed = Framed::new(stream, RemotingCodec::new(MAX_FRAME));
-            framed
-                .send(cmd)
-                .await
-                .map_err(|source| protocol_error(addr, source))?;
-            while let Some(frame) = framed.next().await {
-                let reply = frame.map_err(|source| protocol_error(addr, source))?;
-                if reply.is_response() && reply.opaque == opaque {
-                    return Ok(reply);
-                }
-            }
-            Err(AdminError::Closed {
+        call: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, AdminError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(|e| admin_error(addr, e)),
+            Err(_) => Err(AdminError::Timeout {
                 addr: addr.to_owned(),
-            })
-        };
-        tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| AdminError::Timeout {
-                addr: addr.to_owned(),
-                timeout_ms,
-            })?
-    }
-
-    /// [`Self::call`], failing unless the response code is SUCCESS.
-    async fn call_ok(
-        &self,
-        addr: &str,
-        code: i32,
-        fields: ExtFields,
-        body: Vec<u8>,
-    ) -> Result<RemotingCommand, AdminError> {
-        let mut cmd = RemotingCommand::bare_request(code).with_body(body);
-        cmd.ext_fields = fields;
-        let reply = self.call(addr, cmd).await?;
-        if reply.code != response::SUCCESS {
-            return Err(AdminError::Refused {
-                addr: addr.to_owned(),
-                request: request::name(code)
-                    .or_else(|| ha::code::name(code))
-                    .unwrap_or("UNKNOWN"),
-                code: reply.code,
-                remark: reply.remark.unwrap_or_default(),
-            });
+                timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
         }
-        Ok(reply)
     }
 }
 
-fn protocol_error(addr: &str, source: protocol::ProtocolError) -> AdminError {
-    AdminError::Protocol {
-        addr: addr.to_owned(),
-        source,
+/// The library's error as the failover machine and reconcilers classify it.
+pub fn admin_error(addr: &str, error: ClientError) -> AdminError {
+    let addr = addr.to_owned();
+    match error {
+        ClientError::Connect { error, .. } => AdminError::Connect {
+            addr,
+            source: error,
+        },
+        ClientError::Timeout { timeout_ms, .. } => AdminError::Timeout { addr, timeout_ms },
+        ClientError::Closed { .. } => AdminError::Closed { addr },
+        ClientError::Refused {
+            request: code,
+            code: answer,
+            remark,
+            ..
+        } => AdminError::Refused {
+            addr,
+            request: request::name(code).unwrap_or("UNKNOWN"),
+            code: answer,
+            remark,
+        },
+        ClientError::BadResponse { what, reason, .. } => AdminError::BadBody { addr, what, reason },
+        // Neither arises from a call that names its peer; kept distinct rather than
+        // disguised as a network failure.
+        e @ (ClientError::NoNameServer | ClientError::Invalid(_)) => AdminError::Protocol {
+            addr,
+            reason: e.to_string(),
+        },
     }
 }
 
-fn bad_body(addr: &str, what: &'static str, reason: impl ToString) -> AdminError {
-    AdminError::BadBody {
-        addr: addr.to_owned(),
-        what,
-        reason: reason.to_string(),
-    }
-}
-
-/// The `CreateTopicRequestHeader` fields of a topic.
-pub fn create_topic_fields(config: &TopicConfig) -> ExtFields {
-    ExtFields::from_iter([
-        ("topic", config.topic.clone()),
-        ("defaultTopic", DEFAULT_TOPIC.to_owned()),
-        ("readQueueNums", config.read_queues.to_string()),
-        ("writeQueueNums", config.write_queues.to_string()),
-        ("perm", config.perm.to_string()),
-        ("topicFilterType", "SINGLE_TAG".to_owned()),
-        ("topicSysFlag", "0".to_owned()),
-        ("order", config.order.to_string()),
-    ])
-}
-
-#[derive(serde::Deserialize)]
-struct KvTable {
-    #[serde(default)]
-    table: BTreeMap<String, String>,
+/// The wire topic config UPDATE_AND_CREATE_TOPIC sends for `config`: a single-tag,
+/// non-system topic.
+fn wire_topic(config: &TopicConfig) -> WireTopicConfig {
+    let mut wire = WireTopicConfig::new(config.topic.clone());
+    wire.read_queue_nums = config.read_queues;
+    wire.write_queue_nums = config.write_queues;
+    wire.perm = config.perm;
+    wire.topic_sys_flag = 0;
+    wire.order = config.order;
+    wire
 }
 
 impl Admin for RemotingAdmin {
@@ -141,15 +111,11 @@ impl Admin for RemotingAdmin {
         namesrv: &'a str,
     ) -> BoxFuture<'a, Result<ClusterInfo, AdminError>> {
         Box::pin(async move {
-            let reply = self
-                .call_ok(
-                    namesrv,
-                    request::GET_BROKER_CLUSTER_INFO,
-                    ExtFields::new(),
-                    Vec::new(),
-                )
+            let peer = Peer::NameServer(namesrv.to_owned());
+            let info = self
+                .run(namesrv, self.client.cluster_info_at(&peer))
                 .await?;
-            lenient_json::from_slice(&reply.body).map_err(|e| bad_body(namesrv, "ClusterInfo", e))
+            Ok(ClusterInfo::from(info))
         })
     }
 
@@ -159,14 +125,10 @@ impl Admin for RemotingAdmin {
         config: &'a TopicConfig,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
-            self.call_ok(
-                broker,
-                request::UPDATE_AND_CREATE_TOPIC,
-                create_topic_fields(config),
-                Vec::new(),
-            )
-            .await
-            .map(drop)
+            let peer = Peer::Broker(broker.to_owned());
+            let wire = wire_topic(config);
+            self.run(broker, self.client.create_topic(&peer, &wire))
+                .await
         })
     }
 
@@ -176,10 +138,9 @@ impl Admin for RemotingAdmin {
         topic: &'a str,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
-            let fields = ExtFields::from_iter([("topic", topic)]);
-            self.call_ok(broker, request::DELETE_TOPIC_IN_BROKER, fields, Vec::new())
+            let peer = Peer::Broker(broker.to_owned());
+            self.run(broker, self.client.delete_topic_in_broker(&peer, topic))
                 .await
-                .map(drop)
         })
     }
 
@@ -190,15 +151,11 @@ impl Admin for RemotingAdmin {
         cluster: &'a str,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
-            let fields = ExtFields::from_iter([("topic", topic), ("clusterName", cluster)]);
-            self.call_ok(
-                namesrv,
-                request::DELETE_TOPIC_IN_NAMESRV,
-                fields,
-                Vec::new(),
-            )
-            .await
-            .map(drop)
+            let peer = Peer::NameServer(namesrv.to_owned());
+            let call = self
+                .client
+                .delete_topic_in_namesrv_at(&peer, topic, Some(cluster));
+            self.run(namesrv, call).await
         })
     }
 
@@ -207,17 +164,9 @@ impl Admin for RemotingAdmin {
         broker: &'a str,
     ) -> BoxFuture<'a, Result<RuntimeInfo, AdminError>> {
         Box::pin(async move {
-            let reply = self
-                .call_ok(
-                    broker,
-                    request::GET_BROKER_RUNTIME_INFO,
-                    ExtFields::new(),
-                    Vec::new(),
-                )
-                .await?;
-            let kv: KvTable = lenient_json::from_slice(&reply.body)
-                .map_err(|e| bad_body(broker, "KVTable", e))?;
-            Ok(RuntimeInfo(kv.table))
+            let peer = Peer::Broker(broker.to_owned());
+            let table = self.run(broker, self.client.runtime_info(&peer)).await?;
+            Ok(RuntimeInfo(table))
         })
     }
 
@@ -226,17 +175,8 @@ impl Admin for RemotingAdmin {
         broker: &'a str,
     ) -> BoxFuture<'a, Result<BTreeMap<String, TopicConfig>, AdminError>> {
         Box::pin(async move {
-            let reply = self
-                .call_ok(
-                    broker,
-                    request::GET_ALL_TOPIC_CONFIG,
-                    ExtFields::new(),
-                    Vec::new(),
-                )
-                .await?;
-            let wrapper: protocol::body::topic_config::TopicConfigSerializeWrapper =
-                lenient_json::from_slice(&reply.body)
-                    .map_err(|e| bad_body(broker, "TopicConfigSerializeWrapper", e))?;
+            let peer = Peer::Broker(broker.to_owned());
+            let wrapper = self.run(broker, self.client.topic_configs(&peer)).await?;
             Ok(wrapper
                 .topic_config_table
                 .into_iter()
@@ -260,44 +200,25 @@ impl Admin for RemotingAdmin {
         properties: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
-            let body = render_properties(properties).into_bytes();
-            self.call_ok(
-                broker,
-                request::UPDATE_BROKER_CONFIG,
-                ExtFields::new(),
-                body,
-            )
-            .await
-            .map(drop)
+            let peer = Peer::Broker(broker.to_owned());
+            // The operator's renderer escapes as java.util.Properties reads.
+            let text = render_properties(properties);
+            self.run(broker, self.client.update_broker_config_text(&peer, text))
+                .await
         })
     }
 
     fn ha_status<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<HaStatus, AdminError>> {
         Box::pin(async move {
-            let reply = self
-                .call_ok(
-                    broker,
-                    ha::code::GET_BROKER_HA_STATUS,
-                    ExtFields::new(),
-                    Vec::new(),
-                )
-                .await?;
-            lenient_json::from_slice(&reply.body).map_err(|e| bad_body(broker, "HaStatus", e))
+            let peer = Peer::Broker(broker.to_owned());
+            self.run(broker, self.client.ha_status(&peer)).await
         })
     }
 
     fn epoch_cache<'a>(&'a self, broker: &'a str) -> BoxFuture<'a, Result<EpochCache, AdminError>> {
         Box::pin(async move {
-            let reply = self
-                .call_ok(
-                    broker,
-                    ha::code::GET_BROKER_EPOCH_CACHE,
-                    ExtFields::new(),
-                    Vec::new(),
-                )
-                .await?;
-            lenient_json::from_slice(&reply.body)
-                .map_err(|e| bad_body(broker, "EpochEntryCache", e))
+            let peer = Peer::Broker(broker.to_owned());
+            self.run(broker, self.client.epoch_cache(&peer)).await
         })
     }
 
@@ -307,14 +228,9 @@ impl Admin for RemotingAdmin {
         change: &'a RoleChange,
     ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
-            self.call_ok(
-                broker,
-                ha::code::NOTIFY_BROKER_ROLE_CHANGED,
-                change.ext_fields(),
-                Vec::new(),
-            )
-            .await
-            .map(drop)
+            let peer = Peer::Broker(broker.to_owned());
+            self.run(broker, self.client.notify_role_changed(&peer, change))
+                .await
         })
     }
 }

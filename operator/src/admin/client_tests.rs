@@ -203,3 +203,27 @@ async fn role_change_sends_the_header_and_reports_refusal_by_name() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn credentials_sign_every_request_and_each_call_has_its_own_connection() {
+    let (addr, seen) = peer(|req| Some(RemotingCommand::response_to(req, response::SUCCESS))).await;
+    let creds = security::sign::Credentials::new("operator-ak", "operator-sk");
+    let admin = RemotingAdmin::with_credentials(Duration::from_millis(500), Some(creds));
+    admin.delete_topic_in_broker(&addr, "T").await.unwrap();
+    admin.delete_topic_in_broker(&addr, "U").await.unwrap();
+    let signed = seen.lock().unwrap().clone();
+    for req in &signed {
+        assert_eq!(req.ext_fields.get("AccessKey"), Some("operator-ak"));
+        assert!(security::sign::verify(req, "operator-sk"), "{req:?}");
+    }
+    // Per-call connections restart the opaque sequence on each connection.
+    assert_eq!(signed[0].opaque, signed[1].opaque);
+    let (addr, seen) = peer(|req| Some(RemotingCommand::response_to(req, response::SUCCESS))).await;
+    client().delete_topic_in_broker(&addr, "T").await.unwrap();
+    assert!(
+        seen.lock().unwrap()[0]
+            .ext_fields
+            .get("AccessKey")
+            .is_none()
+    );
+}

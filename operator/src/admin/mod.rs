@@ -1,15 +1,14 @@
 //! The admin side of RocketMQ's remoting protocol the operator needs, behind a trait so
-//! reconcilers can be tested with a fake. [`client::RemotingAdmin`] is the real TCP client;
-//! it is self-contained so it can move into a shared client library later.
+//! reconcilers and the failover machine can be tested with a fake.
+//! [`client::RemotingAdmin`] is the real client: a thin adapter over the shared remoting
+//! client library (`rmq_cli::client`), which `rmqctl` uses too.
 
 pub mod client;
 pub mod ha;
-pub mod lenient_json;
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
-use serde::Deserialize;
 use thiserror::Error;
 
 pub use client::RemotingAdmin;
@@ -26,11 +25,9 @@ pub enum AdminError {
     Timeout { addr: String, timeout_ms: u64 },
     #[error("{addr} closed the connection before answering")]
     Closed { addr: String },
-    #[error("protocol error talking to {addr}: {source}")]
-    Protocol {
-        addr: String,
-        source: protocol::ProtocolError,
-    },
+    /// The call could not be made as asked (not a network failure and not a refusal).
+    #[error("protocol error talking to {addr}: {reason}")]
+    Protocol { addr: String, reason: String },
     /// The peer answered with a non-success code.
     #[error("{addr} refused request {request}: code {code} ({remark})")]
     Refused {
@@ -58,26 +55,50 @@ pub struct TopicConfig {
 }
 
 /// `ClusterInfo`: brokers by name and broker names by cluster.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterInfo {
-    #[serde(default)]
     pub broker_addr_table: BTreeMap<String, BrokerData>,
-    #[serde(default)]
     pub cluster_addr_table: BTreeMap<String, Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerData {
-    #[serde(default)]
     pub cluster: String,
-    #[serde(default)]
     pub broker_name: String,
-    /// brokerId → `host:port`; id 0 is the master. Keys are strings once the lenient reader
-    /// has quoted fastjson's bare numeric keys.
-    #[serde(default)]
+    /// brokerId (as text) → `host:port`; id 0 is the master.
     pub broker_addrs: BTreeMap<String, String>,
+}
+
+/// The wire body the library decodes, in the operator's shape (text broker ids, which is
+/// how the reconcilers and fakes have always keyed them).
+impl From<protocol::body::ClusterInfo> for ClusterInfo {
+    fn from(wire: protocol::body::ClusterInfo) -> Self {
+        let broker_addr_table = wire
+            .broker_addr_table
+            .into_iter()
+            .map(|(name, data)| {
+                let data = BrokerData {
+                    cluster: data.cluster,
+                    broker_name: data.broker_name,
+                    broker_addrs: data
+                        .broker_addrs
+                        .into_iter()
+                        .map(|(id, addr)| (id.to_string(), addr))
+                        .collect(),
+                };
+                (name, data)
+            })
+            .collect();
+        let cluster_addr_table = wire
+            .cluster_addr_table
+            .into_iter()
+            .map(|(cluster, names)| (cluster, names.into_iter().collect()))
+            .collect();
+        Self {
+            broker_addr_table,
+            cluster_addr_table,
+        }
+    }
 }
 
 impl ClusterInfo {
@@ -179,7 +200,8 @@ mod tests {
     #[test]
     fn masters_of_a_cluster_skip_groups_without_id_zero() {
         let body = r#"{"brokerAddrTable":{"c-0":{"brokerAddrs":{0:"h0:10911",1:"h1:10911"},"brokerName":"c-0","cluster":"c"},"c-1":{"brokerAddrs":{1:"h2:10911"},"brokerName":"c-1","cluster":"c"},"x-0":{"brokerAddrs":{0:"x:10911"},"brokerName":"x-0","cluster":"x"}},"clusterAddrTable":{"c":["c-1","c-0"],"x":["x-0"]}}"#;
-        let info: ClusterInfo = lenient_json::from_slice(body.as_bytes()).unwrap();
+        let wire: protocol::body::ClusterInfo = protocol::body::decode(body.as_bytes()).unwrap();
+        let info = ClusterInfo::from(wire);
         assert_eq!(
             info.masters("c"),
             vec![("c-0".to_owned(), "h0:10911".to_owned())]
