@@ -33,7 +33,7 @@ use e2e::wait::runtime;
 use e2e::{Client, NameServer};
 use operator::admin::Admin;
 use operator::crd::{AckMode, FailoverPolicy, FailoverSpec, FailoverTrigger};
-use operator::failover::{Phase, Request};
+use operator::failover::{BlockedReason, Phase, Request};
 use protocol::code::response;
 
 const TOPIC: &str = "CheckT";
@@ -219,6 +219,21 @@ async fn drive_for(driver: &mut Driver, group: &SimGroup, d: Duration) {
     }
 }
 
+/// Starts a member's process again if it is not running (what the kubelet does for a
+/// crashed container), from its current configuration.
+async fn restart(m: &e2e::failover_sim::SimMember) {
+    let p = m.process.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut p = p.lock().unwrap_or_else(|p| p.into_inner());
+        if !p.running() {
+            p.kill9();
+            p.restart();
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// Heals: resumes everyone, restarts dead members, and drives until the machine is at
 /// rest with every member running and the master reporting all slaves in sync.
 async fn settle(driver: &mut Driver, group: &SimGroup, seed: u64) {
@@ -229,16 +244,7 @@ async fn settle(driver: &mut Driver, group: &SimGroup, seed: u64) {
     loop {
         for m in &group.members {
             if !m.running() {
-                let m = m.process.clone();
-                tokio::task::spawn_blocking(move || {
-                    let mut p = m.lock().unwrap_or_else(|p| p.into_inner());
-                    if !p.running() {
-                        p.kill9();
-                        p.restart();
-                    }
-                })
-                .await
-                .unwrap();
+                restart(m).await;
             }
         }
         if let Err(e) = driver.tick(group).await {
@@ -272,6 +278,9 @@ async fn inject(fault: Fault, rng: &mut Rng, driver: &mut Driver, group: &SimGro
         .collect();
     let slave = slaves[rng.below(slaves.len() as u64) as usize].clone();
     match fault {
+        // The machine replaces the dead master, or, with no eligible replica (the slave
+        // itself is down or behind), blocks until the kubelet restarts the old one, which
+        // is then elected back.
         Fault::KillMaster => {
             group.member(&master).kill9();
             driver
@@ -279,14 +288,31 @@ async fn inject(fault: Fault, rng: &mut Rng, driver: &mut Driver, group: &SimGro
                     group,
                     Duration::from_secs(60),
                     Duration::from_millis(100),
-                    |s| s.phase == Phase::Completed && s.master != master,
+                    |s| {
+                        (s.phase == Phase::Completed && s.master != master)
+                            || s.phase == Phase::Blocked(BlockedReason::NoEligibleReplica)
+                    },
                 )
                 .await
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            if matches!(driver.state.phase, Phase::Blocked(_)) {
+                restart(group.member(&master)).await;
+                driver
+                    .drive_until(
+                        group,
+                        Duration::from_secs(60),
+                        Duration::from_millis(100),
+                        |s| s.phase == Phase::Completed,
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            }
         }
+        // A crashed container is restarted by the kubelet.
         Fault::KillSlave => {
             group.member(&slave).kill9();
             drive_for(driver, group, rng.millis(200, 1500)).await;
+            restart(group.member(&slave)).await;
         }
         // Short: a stall the group rides out; long: the machine replaces the frozen master
         // (deleting its pod kills it) and it comes back as a slave.

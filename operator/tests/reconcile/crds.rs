@@ -33,3 +33,53 @@ fn crds_carry_printer_columns_short_names_and_status() {
         assert_eq!(crd.spec.group, "rmq-rs.dev");
     }
 }
+
+/// Issue 18 item 8: `kubectl scale` works on a NameServer, conditions merge as a map keyed
+/// by type under server-side apply, and `kubectl get broker` shows the failover columns.
+#[test]
+fn scale_subresource_condition_list_maps_and_failover_columns() {
+    let crds = operator::crd::all();
+    let kind = |k: &str| {
+        crds.iter()
+            .find(|c| c.spec.names.kind == k)
+            .unwrap_or_else(|| panic!("no CRD for {k}"))
+    };
+    let scale = kind("NameServer").spec.versions[0]
+        .subresources
+        .as_ref()
+        .and_then(|s| s.scale.as_ref())
+        .expect("NameServer has a scale subresource");
+    assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+    assert!(scale.status_replicas_path.starts_with(".status."));
+
+    for crd in &crds {
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+        let conditions =
+            &schema["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"];
+        assert_eq!(
+            conditions["x-kubernetes-list-type"], "map",
+            "{}: conditions",
+            crd.spec.names.kind
+        );
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"]),
+            "{}",
+            crd.spec.names.kind
+        );
+    }
+
+    let columns: Vec<String> = kind("Broker").spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.json_path.clone())
+        .collect();
+    for path in [
+        ".status.groups[*].masterPod",
+        ".status.groups[*].epoch",
+        ".status.groups[*].failover.phase",
+    ] {
+        assert!(columns.iter().any(|c| c == path), "{path} in {columns:?}");
+    }
+}
