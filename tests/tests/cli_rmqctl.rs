@@ -207,10 +207,21 @@ fn group_and_consumer_family() {
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
         raw
     });
-    let progress = c
-        .ctl(&["consumer", "progress", "-g", "CliGroup", "-t", "LagTopic"])
-        .ok()
-        .json();
+    // The three sends are stored; the ConsumeQueue shows them once reput has dispatched
+    // them, which under load can trail the SEND_OK by a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let progress = loop {
+        let progress = c
+            .ctl(&["consumer", "progress", "-g", "CliGroup", "-t", "LagTopic"])
+            .ok()
+            .json();
+        if progress["queues"][0]["brokerOffset"].as_i64() == Some(3)
+            || std::time::Instant::now() > deadline
+        {
+            break progress;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     let q = &progress["queues"][0];
     assert_eq!(
         (
