@@ -38,6 +38,19 @@ pub fn drive(sim: &Sim, state: &mut State, policy: Policy, metrics: &Metrics) ->
     all
 }
 
+/// Observes the master gone, lets `unavailableFor` pass and steps on; returns the actions
+/// of the steps after the wait.
+fn past_unavailable_for(
+    sim: &Sim,
+    state: &mut State,
+    policy: Policy,
+    metrics: &Metrics,
+) -> Vec<Action> {
+    drive(sim, state, policy, metrics);
+    sim.advance(10_000);
+    drive(sim, state, policy, metrics)
+}
+
 fn reasons(actions: &[Action]) -> Vec<&'static str> {
     actions
         .iter()
@@ -388,9 +401,7 @@ fn a_terminating_master_counts_as_fenced_only_once_it_is_gone_or_confirms() {
     let mut state = State::idle("g-0", 1);
     sim.terminate(0);
     sim.partition(0);
-    drive(&sim, &mut state, p, &metrics);
-    sim.advance(10_000);
-    let actions = drive(&sim, &mut state, p, &metrics);
+    let actions = past_unavailable_for(&sim, &mut state, p, &metrics);
     assert!(
         !actions.iter().any(|a| matches!(a, Action::Promote { .. })),
         "promoted while the old master may still run: {actions:?}"
@@ -422,9 +433,7 @@ fn a_terminating_master_that_answers_is_fenced_by_role_change() {
     let p = policy(FailoverPolicy::Automatic, false);
     let mut state = State::idle("g-0", 1);
     sim.terminate(0);
-    drive(&sim, &mut state, p, &metrics);
-    sim.advance(10_000);
-    let actions = drive(&sim, &mut state, p, &metrics);
+    let actions = past_unavailable_for(&sim, &mut state, p, &metrics);
     let fence = actions
         .iter()
         .position(|a| matches!(a, Action::Fence { pod, .. } if pod == "g-0"));
@@ -450,9 +459,7 @@ fn an_async_failover_reports_what_the_promoted_slave_lacked() {
     let mut state = State::idle("g-0", 1);
     drive(&sim, &mut state, p, &metrics);
     sim.kill(0);
-    drive(&sim, &mut state, p, &metrics);
-    sim.advance(10_000);
-    drive(&sim, &mut state, p, &metrics);
+    past_unavailable_for(&sim, &mut state, p, &metrics);
     assert_eq!(
         (state.phase, state.master.as_str()),
         (Phase::Completed, "g-1")
@@ -481,9 +488,7 @@ fn a_sync_failover_to_an_in_sync_slave_is_clean() {
     let mut state = State::idle("g-0", 1);
     drive(&sim, &mut state, p, &metrics);
     sim.kill(0);
-    drive(&sim, &mut state, p, &metrics);
-    sim.advance(10_000);
-    drive(&sim, &mut state, p, &metrics);
+    past_unavailable_for(&sim, &mut state, p, &metrics);
     assert_eq!(state.master, "g-1");
     assert_eq!(state.bytes_lost, None);
     assert!(metrics.encode().contains(r#"outcome="clean"} 1"#));
