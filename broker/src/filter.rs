@@ -103,20 +103,49 @@ impl MessageFilter {
         matches!(self, Self::Sql(_) | Self::Retry { .. })
     }
 
-    /// `isMatchedByCommitLog` on a whole stored record: its properties are decoded once
-    /// and the selector evaluated on them. An undecodable record does not match.
+    /// `isMatchedByCommitLog` on a whole stored record, reading only its properties. A
+    /// record whose lengths do not check out does not match.
     pub fn matches_record(&self, record: &[u8]) -> bool {
         if !self.needs_properties() {
             return true;
         }
-        match protocol::message::record::decode(record, false) {
-            Ok(view) => self.matches_properties(&DecodedProperties::parse(view.properties())),
-            Err(_) => false,
+        let Ok(raw) = protocol::message::record::properties_of(record) else {
+            return false;
+        };
+        match self {
+            Self::All | Self::Tags { .. } => true,
+            Self::Sql(f) => f.matches_raw(raw),
+            // Rare (retry topics with filterSupportRetry): the general text path.
+            Self::Retry { .. } => {
+                std::str::from_utf8(raw).is_ok_and(|text| self.matches_properties_text(text))
+            }
         }
     }
 
-    /// `isMatchedByCommitLog` on decoded properties. Only TRUE matches; NULL and
-    /// evaluation errors (4.9's exceptions) do not.
+    /// `isMatchedByCommitLog` on the stored properties text: the one pass over it decodes
+    /// only the properties the selector names (the pull path, one selector per message).
+    /// Only TRUE matches; NULL and evaluation errors (4.9's exceptions) do not.
+    pub fn matches_properties_text(&self, text: &str) -> bool {
+        match self {
+            Self::All | Self::Tags { .. } => true,
+            Self::Sql(f) => f.matches_text(text),
+            Self::Retry {
+                group, registry, ..
+            } => {
+                // 4.9 throws on a retry message without RETRY_TOPIC; such a message
+                // has no original subscription to apply, so it passes here.
+                let Some(topic) = protocol::message::properties::find(text, RETRY_TOPIC) else {
+                    return true;
+                };
+                registry
+                    .get(topic, group)
+                    .is_none_or(|e| e.filter.matches_text(text))
+            }
+        }
+    }
+
+    /// [`Self::matches_properties_text`] on properties decoded once and shared by many
+    /// selectors (the waiters a new message may wake).
     pub fn matches_properties(&self, props: &DecodedProperties<'_>) -> bool {
         use sql92::PropertySource;
         match self {
@@ -125,8 +154,6 @@ impl MessageFilter {
             Self::Retry {
                 group, registry, ..
             } => {
-                // 4.9 throws on a retry message without RETRY_TOPIC; such a message
-                // has no original subscription to apply, so it passes here.
                 let Some(topic) = props.get(RETRY_TOPIC) else {
                     return true;
                 };
@@ -135,11 +162,6 @@ impl MessageFilter {
                     .is_none_or(|e| e.filter.matches(props))
             }
         }
-    }
-
-    /// [`Self::matches_properties`] on the stored properties text.
-    pub fn matches_properties_text(&self, text: &str) -> bool {
-        !self.needs_properties() || self.matches_properties(&DecodedProperties::parse(text))
     }
 
     fn tags(expression: &str) -> Self {

@@ -244,6 +244,31 @@ fn compressed_register_body() {
     });
 }
 
+/// A stored record's properties as the SQL92 pull filter decodes them (straight from the
+/// bytes, only the selector's names): the same result as the general text decoder.
+#[test]
+fn sql92_properties() {
+    let filter = broker::filter::sql92::Sql92Filter::compile(
+        "a > 5 AND b = 'x' OR c IN ('p','q') OR TAGS IS NULL",
+    )
+    .unwrap();
+    let seeds = vec![
+        b"a\x016\x02b\x01x\x02TAGS\x01T".to_vec(),
+        b"\x01\x02\x01a\x01\x01\x02c\x01p\x01q\x02a\x019".to_vec(),
+    ];
+    driver::run("sql92_properties", seeds, 1024, |data| {
+        let raw = filter.slots_from_raw(data);
+        match std::str::from_utf8(data) {
+            Ok(text) => {
+                let want = filter.evaluate_slots(&filter.slots_from_text(text));
+                assert_eq!(raw.map(|s| filter.evaluate_slots(&s)), Some(want));
+                true
+            }
+            Err(_) => raw.is_some(),
+        }
+    });
+}
+
 #[test]
 fn properties_config() {
     let seeds = vec![

@@ -355,9 +355,80 @@ pub struct RecordView<'a> {
     properties: &'a str,
 }
 
+/// Where the variable-length fields of a record lie, every length checked against the
+/// record's TOTALSIZE; nothing inside them is validated yet.
+struct Located<'a> {
+    bytes: &'a [u8],
+    sys_flag: MessageSysFlag,
+    layout: RecordLayout,
+    body_pos: usize,
+    body_len: usize,
+    topic_pos: usize,
+    props_len_pos: usize,
+    props_pos: usize,
+}
+
 /// Validates the record at the start of `buf` (see the module docs for the outcomes).
 /// `check_crc` recomputes the body CRC, as recovery does with `checkCRCOnRecover`.
 pub fn decode(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, RecordError> {
+    let Located {
+        bytes,
+        sys_flag,
+        layout,
+        body_pos,
+        body_len,
+        topic_pos,
+        props_len_pos,
+        props_pos,
+    } = locate(buf)?;
+    let total = bytes.len();
+    let topic = std::str::from_utf8(&bytes[topic_pos..props_len_pos])
+        .map_err(|_| RecordError::InvalidUtf8("topic"))?;
+    let properties = std::str::from_utf8(&bytes[props_pos..total])
+        .map_err(|_| RecordError::InvalidUtf8("properties"))?;
+    for (pos, v6, field) in [
+        (POS_BORN_HOST, sys_flag.born_host_v6(), "bornHost port"),
+        (
+            layout.store_host(),
+            sys_flag.store_host_v6(),
+            "storeHost port",
+        ),
+    ] {
+        let port = read_i32(bytes, pos + if v6 { 16 } else { 4 });
+        if u16::try_from(port).is_err() {
+            return Err(RecordError::InvalidField {
+                field,
+                value: port.into(),
+            });
+        }
+    }
+    let view = RecordView {
+        bytes,
+        sys_flag,
+        body_pos,
+        body_len,
+        topic,
+        properties,
+    };
+    if check_crc {
+        let computed = body_crc(view.body());
+        let stored = view.body_crc();
+        if computed != stored {
+            return Err(RecordError::BadCrc { stored, computed });
+        }
+    }
+    Ok(view)
+}
+
+/// The raw properties of the record at the start of `buf`, found with the same length
+/// checks as [`decode`] but without its UTF-8 and host checks: the SQL92 pull filter reads
+/// properties of every scanned record and decodes only the few values its selector names.
+pub fn properties_of(buf: &[u8]) -> Result<&[u8], RecordError> {
+    let located = locate(buf)?;
+    Ok(&located.bytes[located.props_pos..])
+}
+
+fn locate(buf: &[u8]) -> Result<Located<'_>, RecordError> {
     let available = buf.len();
     if available < 4 {
         return Err(RecordError::Truncated {
@@ -454,43 +525,16 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, RecordError
     if computed != total {
         return Err(inconsistent(computed));
     }
-    let props_pos = props_len_pos + 2;
-    let topic = std::str::from_utf8(&bytes[topic_pos..props_len_pos])
-        .map_err(|_| RecordError::InvalidUtf8("topic"))?;
-    let properties = std::str::from_utf8(&bytes[props_pos..total])
-        .map_err(|_| RecordError::InvalidUtf8("properties"))?;
-    for (pos, v6, field) in [
-        (POS_BORN_HOST, sys_flag.born_host_v6(), "bornHost port"),
-        (
-            layout.store_host(),
-            sys_flag.store_host_v6(),
-            "storeHost port",
-        ),
-    ] {
-        let port = read_i32(bytes, pos + if v6 { 16 } else { 4 });
-        if u16::try_from(port).is_err() {
-            return Err(RecordError::InvalidField {
-                field,
-                value: port.into(),
-            });
-        }
-    }
-    let view = RecordView {
+    Ok(Located {
         bytes,
         sys_flag,
+        layout,
         body_pos,
         body_len,
-        topic,
-        properties,
-    };
-    if check_crc {
-        let computed = body_crc(view.body());
-        let stored = view.body_crc();
-        if computed != stored {
-            return Err(RecordError::BadCrc { stored, computed });
-        }
-    }
-    Ok(view)
+        topic_pos,
+        props_len_pos,
+        props_pos: props_len_pos + 2,
+    })
 }
 
 impl<'a> RecordView<'a> {

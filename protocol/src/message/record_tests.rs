@@ -290,5 +290,6 @@ proptest! {
         let v = decode(&bytes, true).unwrap();
         prop_assert_eq!(v.to_message_record(), MessageRecord { body_crc: Some(body_crc(&body)), ..rec });
         prop_assert_eq!(v.store_stamp(), st);
+        prop_assert_eq!(properties_of(&bytes), Ok(props.as_bytes()));
     }
 }

@@ -22,11 +22,17 @@ pub enum CmpOp {
     Le,
 }
 
+/// A property reference resolved at compile time: the index of its name in the
+/// selector's name table, and so of its value in the [`Slots`](super::Slots) a message's
+/// properties are decoded into. Evaluation never compares property names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot(pub u16);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     Const(Const),
-    /// A property looked up by its exact name; `TAGS` is the message's tag.
-    Prop(Box<str>),
+    /// A property, by its exact name's slot; `TAGS` is the message's tag.
+    Prop(Slot),
     /// Unary minus: numbers are negated, anything else is NULL.
     Neg(Box<Expr>),
     Not(Box<Expr>),
@@ -40,7 +46,7 @@ pub enum Expr {
     IsNull(Box<Expr>),
     Cmp(CmpOp, Box<Expr>, Box<Expr>),
     In {
-        prop: Box<str>,
+        prop: Slot,
         items: Vec<Box<str>>,
         negated: bool,
     },

@@ -3,8 +3,7 @@
 //! reached depends on order; `=` is asymmetric about NULL; `IN` is exact string
 //! membership.
 
-use super::PropertySource;
-use super::ast::{CmpOp, Const, Expr};
+use super::ast::{CmpOp, Const, Expr, Slot};
 use super::value::{EvalError, Value, compare, java_double};
 
 fn constant(c: &Const) -> Value<'_> {
@@ -31,13 +30,16 @@ fn of(t: Option<bool>) -> Value<'static> {
     t.map_or(Value::Null, Value::Bool)
 }
 
-pub(super) fn eval<'a, P: PropertySource + ?Sized>(
-    e: &'a Expr,
-    props: &'a P,
-) -> Result<Value<'a>, EvalError> {
+/// A property's value from the decoded slots; NULL when the message lacks it.
+fn property<'a>(slots: &[Option<&'a str>], slot: Slot) -> Option<&'a str> {
+    slots.get(usize::from(slot.0)).copied().flatten()
+}
+
+/// `props` holds one value per name of the selector's table, by slot.
+pub(super) fn eval<'a>(e: &'a Expr, props: &[Option<&'a str>]) -> Result<Value<'a>, EvalError> {
     Ok(match e {
         Expr::Const(c) => constant(c),
-        Expr::Prop(name) => props.get(name).map_or(Value::Null, Value::Str),
+        Expr::Prop(slot) => property(props, *slot).map_or(Value::Null, Value::Str),
         Expr::Neg(inner) => match eval(inner, props)? {
             Value::Int(i) => Value::Int(i.wrapping_neg()),
             Value::Long(l) => Value::Long(l.wrapping_neg()),
@@ -113,7 +115,7 @@ pub(super) fn eval<'a, P: PropertySource + ?Sized>(
             prop,
             items,
             negated,
-        } => match props.get(prop) {
+        } => match property(props, *prop) {
             None => Value::Null,
             Some(v) => Value::Bool(items.iter().any(|i| **i == *v) ^ negated),
         },

@@ -3,11 +3,17 @@
 //! which the broker always sees as strings (a missing one is NULL). A message matches only
 //! when the selector is TRUE; NULL and evaluation errors (4.9's exceptions, such as
 //! `a > 5` with `a = '5.5'`) do not match.
+//!
+//! Compiling resolves every property reference to a slot of the selector's name table, so
+//! a message is decoded once into [`Slots`] — only the properties the selector names, in
+//! one pass over the stored text, without allocating — and evaluation then indexes slots
+//! instead of comparing names.
 
 mod ast;
 mod eval;
 mod lexer;
 mod parser;
+mod slots;
 mod value;
 
 #[cfg(test)]
@@ -17,6 +23,8 @@ mod tests_prop;
 
 use std::fmt;
 
+use slots::Name;
+pub use slots::Slots;
 pub use value::{EvalError, Value};
 
 /// A selector that does not compile; `line`/`column` point at the offending token.
@@ -85,6 +93,8 @@ impl PropertySource for std::collections::HashMap<String, String> {
 pub struct Sql92Filter {
     source: Box<str>,
     expr: ast::Expr,
+    /// The property names the selector reads; `names[i]` fills slot `i`.
+    names: Box<[Name]>,
 }
 
 impl fmt::Debug for Sql92Filter {
@@ -103,8 +113,10 @@ impl Eq for Sql92Filter {}
 
 impl Sql92Filter {
     pub fn compile(source: &str) -> Result<Self, CompileError> {
+        let (expr, names) = parser::parse(source)?;
         Ok(Self {
-            expr: parser::parse(source)?,
+            expr,
+            names: names.into_iter().map(Name::new).collect(),
             source: source.into(),
         })
     }
@@ -113,12 +125,28 @@ impl Sql92Filter {
         &self.source
     }
 
-    /// The selector's three-valued result: `Ok(None)` is NULL, `Err` is what 4.9 throws.
-    pub fn evaluate<P: PropertySource + ?Sized>(
-        &self,
-        props: &P,
-    ) -> Result<Option<bool>, EvalError> {
-        match eval::eval(&self.expr, props)? {
+    /// Decodes the properties this selector names from the stored `name U+0001 value
+    /// U+0002 ...` text in one pass; a repeated name keeps its last value, as Java's
+    /// `HashMap`-based `decodeProperties` does.
+    pub fn slots_from_text<'a>(&self, text: &'a str) -> Slots<'a> {
+        Slots::from_text(&self.names, text)
+    }
+
+    /// [`Self::slots_from_text`] on the raw stored bytes, validating as UTF-8 only the
+    /// values it keeps; `None` when one of those is not UTF-8.
+    pub fn slots_from_raw<'a>(&self, raw: &'a [u8]) -> Option<Slots<'a>> {
+        Slots::from_raw(&self.names, raw)
+    }
+
+    /// Looks up the properties this selector names in an already decoded set.
+    pub fn slots_from<'a, P: PropertySource + ?Sized>(&self, props: &'a P) -> Slots<'a> {
+        Slots::from_source(&self.names, props)
+    }
+
+    /// The selector's three-valued result on decoded slots: `Ok(None)` is NULL, `Err` is
+    /// what 4.9 throws. `slots` must come from this selector.
+    pub fn evaluate_slots(&self, slots: &Slots<'_>) -> Result<Option<bool>, EvalError> {
+        match eval::eval(&self.expr, slots.values())? {
             Value::Null => Ok(None),
             Value::Bool(b) => Ok(Some(b)),
             // The top level is always boolean (checked at compile time).
@@ -126,8 +154,33 @@ impl Sql92Filter {
         }
     }
 
+    /// [`Self::evaluate_slots`] on any property source.
+    pub fn evaluate<P: PropertySource + ?Sized>(
+        &self,
+        props: &P,
+    ) -> Result<Option<bool>, EvalError> {
+        self.evaluate_slots(&self.slots_from(props))
+    }
+
     /// `isMatchedByCommitLog`: only TRUE matches.
     pub fn matches<P: PropertySource + ?Sized>(&self, props: &P) -> bool {
         self.evaluate(props) == Ok(Some(true))
+    }
+
+    /// [`Self::matches`] on decoded slots.
+    pub fn matches_slots(&self, slots: &Slots<'_>) -> bool {
+        self.evaluate_slots(slots) == Ok(Some(true))
+    }
+
+    /// [`Self::matches`] on the stored properties text, decoding only what it names.
+    pub fn matches_text(&self, text: &str) -> bool {
+        self.matches_slots(&self.slots_from_text(text))
+    }
+
+    /// [`Self::matches`] on the raw stored properties; a named value that is not UTF-8
+    /// does not match (the record is corrupt).
+    pub fn matches_raw(&self, raw: &[u8]) -> bool {
+        self.slots_from_raw(raw)
+            .is_some_and(|slots| self.matches_slots(&slots))
     }
 }

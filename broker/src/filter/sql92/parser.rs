@@ -20,27 +20,34 @@
 //! subscription time instead of silently filtering out everything.
 
 use super::CompileError;
-use super::ast::{CmpOp, Const, Expr};
+use super::ast::{CmpOp, Const, Expr, Slot};
 use super::lexer::{Keyword, Lexer, Spanned, Tok};
 use super::value::{Value, compare};
 
-pub(super) fn parse(src: &str) -> Result<Expr, CompileError> {
+/// The tree and its property-name table: `Expr::Prop(Slot(i))` names `names[i]`.
+pub(super) fn parse(src: &str) -> Result<(Expr, Vec<Box<str>>), CompileError> {
     if src.trim().is_empty() {
         return Err(CompileError::new("the expression is empty".into(), 1, 1));
     }
     let mut lexer = Lexer::new(src);
     let current = lexer.next_token()?;
-    let mut p = Parser { lexer, current };
+    let mut p = Parser {
+        lexer,
+        current,
+        names: Vec::new(),
+    };
     let expr = p.or_expr()?;
     if p.current.tok != Tok::Eof {
         return Err(p.unexpected());
     }
-    as_boolean(expr, &p.current)
+    Ok((as_boolean(expr, &p.current)?, p.names))
 }
 
 struct Parser<'a> {
     lexer: Lexer<'a>,
     current: Spanned,
+    /// Distinct property names in order of first use.
+    names: Vec<Box<str>>,
 }
 
 fn error_at(at: &Spanned, message: String) -> CompileError {
@@ -150,6 +157,17 @@ fn between(
 }
 
 impl Parser<'_> {
+    /// The slot of `name`, shared by every reference to it.
+    fn slot(&mut self, name: &str, at: &Spanned) -> Result<Slot, CompileError> {
+        if let Some(i) = self.names.iter().position(|n| **n == *name) {
+            return Ok(Slot(i as u16));
+        }
+        let i = u16::try_from(self.names.len())
+            .map_err(|_| error_at(at, "too many distinct properties".into()))?;
+        self.names.push(name.into());
+        Ok(Slot(i))
+    }
+
     fn advance(&mut self) -> Result<Spanned, CompileError> {
         let next = self.lexer.next_token()?;
         Ok(std::mem::replace(&mut self.current, next))
@@ -325,7 +343,7 @@ impl Parser<'_> {
             Tok::Kw(Keyword::True) => Const::Bool(true),
             Tok::Kw(Keyword::False) => Const::Bool(false),
             Tok::Kw(Keyword::Null) => Const::Null,
-            Tok::Ident(ref name) => return Ok(Expr::Prop(name.as_str().into())),
+            Tok::Ident(ref name) => return Ok(Expr::Prop(self.slot(name, &tok)?)),
             Tok::LParen => {
                 let inner = self.or_expr()?;
                 self.expect(&Tok::RParen)?;

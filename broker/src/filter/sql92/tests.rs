@@ -219,3 +219,54 @@ fn decoded_properties_from_the_stored_text() {
     let f = Sql92Filter::compile("a > 5 AND b = 'x' AND TAGS = 'T1'").unwrap();
     assert!(f.matches(&p));
 }
+
+#[test]
+fn slots_hold_only_named_properties_and_the_last_repeated_value() {
+    let f = Sql92Filter::compile("a > 5 AND (b = 'x' OR a < 0)").unwrap();
+    // `a` appears twice in the text; the last value counts, as in 4.9's HashMap decode.
+    assert!(f.matches_text("a\u{1}1\u{2}z\u{1}q\u{2}b\u{1}x\u{2}a\u{1}6"));
+    assert!(!f.matches_text("a\u{1}6\u{2}b\u{1}x\u{2}a\u{1}1"));
+    assert!(!f.matches_text("b\u{1}x"));
+    assert!(!f.matches_text(""));
+}
+
+#[test]
+fn selectors_naming_more_properties_than_fit_inline_spill() {
+    let names: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
+    let expr = names
+        .iter()
+        .map(|n| format!("{n} = '{n}'"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let f = Sql92Filter::compile(&expr).unwrap();
+    let all: String = names
+        .iter()
+        .map(|n| format!("{n}\u{1}{n}"))
+        .collect::<Vec<_>>()
+        .join("\u{2}");
+    assert!(f.matches_text(&all));
+    assert!(f.matches(&DecodedProperties::parse(&all)));
+    let missing_last = all.replace("p11\u{1}p11", "p11\u{1}no");
+    assert!(!f.matches_text(&missing_last));
+}
+
+#[test]
+fn raw_properties_decode_as_the_text_does() {
+    let f = Sql92Filter::compile("a = 'v' AND ab IS NULL").unwrap();
+    let cases: &[(&str, bool)] = &[
+        ("a\u{1}v", true),                // first segment
+        ("a\u{1}w\u{2}a\u{1}v", true),    // a later duplicate wins
+        ("a\u{1}v\u{2}a\u{1}", true),     // ... unless its value is empty
+        ("a\u{1}v\u{2}ab\u{1}x", false),  // `ab` is another name, not `a`
+        ("ab\u{1}v", false),              // `a` is not a prefix match
+        ("a\u{1}v\u{1}x", false),         // the value runs to U+0002: "v\u{1}x"
+        ("\u{2}\u{2}a\u{1}v\u{2}", true), // empty segments
+        ("x\u{1}a\u{1}v", false),         // `a` inside a value
+    ];
+    for (text, want) in cases {
+        assert_eq!(f.matches_text(text), *want, "text path {text:?}");
+        assert_eq!(f.matches_raw(text.as_bytes()), *want, "raw path {text:?}");
+    }
+    // A kept value that is not UTF-8 makes the record unmatched, never a panic.
+    assert!(!f.matches_raw(b"a\x01\xff"));
+}

@@ -229,5 +229,15 @@ proptest! {
             .map_err(|err| TestCaseError::fail(format!("{text}: {err}")))?;
         let got = compiled.evaluate(&props).map_err(|_| ());
         prop_assert_eq!(got, reference(&e, &props), "{}", text);
+        // The pull path decodes the stored text straight into slots; noise around the
+        // named properties must not change the result.
+        let mut stored = String::from("UNIQ_KEY\u{1}u\u{2}KEYS\u{1}k");
+        for (name, value) in &props {
+            stored.push_str(&format!("\u{2}{name}\u{1}{value}"));
+        }
+        let from_text = compiled.evaluate_slots(&compiled.slots_from_text(&stored)).map_err(|_| ());
+        prop_assert_eq!(from_text, got, "{} on {:?}", text, stored);
+        let raw = compiled.slots_from_raw(stored.as_bytes()).expect("UTF-8 values");
+        prop_assert_eq!(compiled.evaluate_slots(&raw).map_err(|_| ()), got, "raw {}", text);
     }
 }

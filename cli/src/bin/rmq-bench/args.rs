@@ -106,6 +106,11 @@ pub struct ProducerArgs {
     /// Tag of every message.
     #[arg(long)]
     pub tags: Option<String>,
+    /// A user property on every message, `NAME=VALUE` (repeatable). `NAME=%N` gives the
+    /// i-th message the value i mod N, so that a consumer's `--sql "NAME = 3"` matches
+    /// one message in N.
+    #[arg(long = "property", value_name = "NAME=VALUE", value_parser = parse_property)]
+    pub properties: Vec<BenchProperty>,
     /// Delay level of every message (scheduled delivery).
     #[arg(long)]
     pub delay_level: Option<i32>,
@@ -121,6 +126,49 @@ pub struct ProducerArgs {
     /// the broker creates the topic (as the Java producer does).
     #[arg(long)]
     pub no_auto_create: bool,
+}
+
+/// One `--property` of the producer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchProperty {
+    pub name: String,
+    pub value: PropertyValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropertyValue {
+    Fixed(String),
+    /// The message's sequence number modulo this.
+    Cycle(u64),
+}
+
+impl BenchProperty {
+    pub fn value_for(&self, seq: u64) -> String {
+        match &self.value {
+            PropertyValue::Fixed(v) => v.clone(),
+            PropertyValue::Cycle(n) => (seq % n).to_string(),
+        }
+    }
+}
+
+fn parse_property(arg: &str) -> Result<BenchProperty, String> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got {arg:?}"))?;
+    if name.is_empty() || value.is_empty() {
+        return Err(format!("expected a non-empty NAME and VALUE, got {arg:?}"));
+    }
+    let value = match value.strip_prefix('%') {
+        Some(n) => match n.parse::<u64>() {
+            Ok(n) if n > 0 => PropertyValue::Cycle(n),
+            _ => return Err(format!("%N needs a positive whole N, got {value:?}")),
+        },
+        None => PropertyValue::Fixed(value.to_owned()),
+    };
+    Ok(BenchProperty {
+        name: name.to_owned(),
+        value,
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -162,4 +210,23 @@ pub struct ConsumerArgs {
     /// it needs enablePropertyFilter=true) instead of all messages.
     #[arg(long)]
     pub sql: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_are_fixed_or_cycle_by_sequence() {
+        let fixed = parse_property("region=eu").unwrap();
+        assert_eq!(fixed.value_for(7), "eu");
+        let cycle = parse_property("a=%10").unwrap();
+        assert_eq!(
+            (cycle.value_for(3), cycle.value_for(13)),
+            ("3".into(), "3".into())
+        );
+        for bad in ["a", "=x", "a=", "a=%0", "a=%x"] {
+            assert!(parse_property(bad).is_err(), "{bad}");
+        }
+    }
 }

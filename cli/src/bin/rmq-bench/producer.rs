@@ -84,6 +84,12 @@ impl Ctx {
             m.keys = vec![format!("bench-{}-{seq}", self.plan.start_epoch_us)];
         }
         m.delay_level = self.args.delay_level;
+        m.user_properties = self
+            .args
+            .properties
+            .iter()
+            .map(|p| (p.name.clone(), p.value_for(seq)))
+            .collect();
         m
     }
 
