@@ -54,11 +54,21 @@ export_rev() {
   echo "$commit"
 }
 
-# Builds the release benches of side $1 (dir name) with target dir $2; prints
-# "name<TAB>executable" lines.
+# Builds the release benches of side $1 (dir name) with target dir $2, copies the
+# executables to $WORK/bin-$1 and prints "name<TAB>executable" lines. Cargo names a
+# workspace crate's artifacts the same whatever directory the workspace sits in, so with
+# one target dir for both sides the second build would reuse the first one's binaries:
+# the store crate is cleaned first to force its rebuild from this side's sources.
 build_side() {
+  if [[ "$(cat "$WORK/bin-$1/.commit" 2>/dev/null)" == "$3" ]]; then
+    for name in ${BENCHES//,/ }; do printf '%s\t%s\n' "$name" "$WORK/bin-$1/$name"; done
+    return
+  fi
+  (cd "$WORK/$1" && CARGO_TARGET_DIR="$2" cargo clean --release -p rmq-store >&2)
+  rm -rf "${WORK:?}/bin-$1"
+  mkdir -p "$WORK/bin-$1"
   (cd "$WORK/$1" && CARGO_TARGET_DIR="$2" cargo bench -p rmq-store --no-run --message-format=json \
-      $(printf -- '--bench %s ' ${BENCHES//,/ }) 2>/dev/null) |
+      $(printf -- '--bench %s ' ${BENCHES//,/ })) |
     python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -68,16 +78,20 @@ for line in sys.stdin:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
         print(m["target"]["name"] + "\t" + m["executable"])
-'
+' | while IFS=$'\t' read -r name exe; do
+      cp "$exe" "$WORK/bin-$1/$name"
+      printf '%s\t%s\n' "$name" "$WORK/bin-$1/$name"
+    done
+  echo "$3" >"$WORK/bin-$1/.commit"
 }
 
 COMMIT_A="$(export_rev "$REV_A" a)"
 COMMIT_B="$(export_rev "$REV_B" b)"
 echo "A = $REV_A ($COMMIT_A), B = $REV_B ($COMMIT_B)" >&2
 echo "building A (target $A_TARGET) ..." >&2
-EXES_A="$(build_side a "$A_TARGET")"
+EXES_A="$(build_side a "$A_TARGET" "$COMMIT_A")"
 echo "building B (target $B_TARGET) ..." >&2
-EXES_B="$(build_side b "$B_TARGET")"
+EXES_B="$(build_side b "$B_TARGET" "$COMMIT_B")"
 
 exe_of() { awk -F'\t' -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
