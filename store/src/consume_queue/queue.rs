@@ -111,7 +111,12 @@ impl ConsumeQueue {
                 paths.sort();
                 let newest = paths.len().saturating_sub(1);
                 for (i, path) in paths.iter().enumerate() {
-                    files.push(Arc::new(CqFile::open(path, file_size, i == newest)?));
+                    files.push(Arc::new(CqFile::open(
+                        fs.as_ref(),
+                        path,
+                        file_size,
+                        i == newest,
+                    )?));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -223,7 +228,7 @@ impl ConsumeQueue {
             if last.from() <= end {
                 break;
             }
-            last.delete()?;
+            last.delete(self.fs.as_ref())?;
             files.pop();
             deleted = true;
         }
@@ -501,7 +506,7 @@ impl ConsumeQueue {
                 if !expired {
                     break;
                 }
-                first.delete()?;
+                first.delete(self.fs.as_ref())?;
                 files.remove(0);
                 deleted += 1;
             }
@@ -511,9 +516,17 @@ impl ConsumeQueue {
     }
 
     /// Flushes files with at least `least_pages` dirty 4 KiB pages (0 = everything dirty).
+    /// A fenced file fails every flush, dirty or not: the checkpoint must not advance past
+    /// units whose durability is unknown.
     pub fn flush(&self, least_pages: usize) -> Result<(), CqError> {
         let files = self.files.read().clone();
-        for file in files.iter().filter(|f| f.dirty_bytes() > 0) {
+        for file in files.iter() {
+            if file.is_fenced() {
+                return file.flush(self.fs.as_ref());
+            }
+            if file.dirty_bytes() == 0 {
+                continue;
+            }
             if least_pages == 0 || file.is_full() || file.dirty_bytes() >= least_pages * 4096 {
                 file.flush(self.fs.as_ref())?;
             }
@@ -525,7 +538,7 @@ impl ConsumeQueue {
     pub fn destroy(&self) -> Result<(), CqError> {
         let mut files = self.files.write();
         for file in files.drain(..) {
-            file.delete()?;
+            file.delete(self.fs.as_ref())?;
         }
         self.max_physic_offset.store(-1, Ordering::Release);
         self.min_logic_offset.store(0, Ordering::Release);

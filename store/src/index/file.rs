@@ -1,19 +1,21 @@
 //! One IndexFile (`IndexFile.java`, `IndexHeader.java`, store-format.md §5): a 40-byte
 //! header, `slot_num` 4-byte hash slots and `index_num` 20-byte entries, all big-endian.
+//! This is only that encoding: the file itself is a [`MappedFile`] of the fixed-layout
+//! kind [`INDEX`], which owns allocation, flushing (and its fence) and deletion.
 //!
 //! Concurrency contract: one writer (the reput thread) fills an entry, then publishes it by
 //! storing the slot with `Release`; queries load slots with `Acquire` and only follow entry
 //! numbers below the published index count, so every entry they read is complete and never
 //! changes afterwards. Header values live in atomics (mirrored into the mapping for disk).
 
-use std::fs::{self, OpenOptions};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 
-use memmap2::MmapRaw;
 use protocol::message::PhysicalOffset;
 
 use super::IndexError;
+use crate::fs::StoreFs;
+use crate::mapped_file::{INDEX, MappedFile, OpenError};
 
 pub const HEADER_SIZE: usize = 40;
 pub const SLOT_SIZE: usize = 4;
@@ -25,8 +27,7 @@ pub fn index_file_size(slot_num: usize, index_num: usize) -> usize {
 }
 
 pub struct IndexFile {
-    path: PathBuf,
-    map: MmapRaw,
+    file: MappedFile,
     slot_num: usize,
     index_num: usize,
     begin_timestamp: AtomicI64,
@@ -37,22 +38,41 @@ pub struct IndexFile {
     /// Next entry number; entry 0 is never used. Single writer: `put` is only called by
     /// the reput thread (or recovery), never concurrently.
     index_count: AtomicI32,
-    deleted: AtomicBool,
+}
+
+impl From<OpenError> for IndexError {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::Io { path, source } => IndexError::Io { path, source },
+            OpenError::FileSize {
+                path,
+                expected,
+                actual,
+            } => IndexError::FileSize {
+                path,
+                expected,
+                actual,
+            },
+            // Index files are not named by offset, so their names are never parsed.
+            OpenError::BadName(path) => {
+                IndexError::io(&path)(std::io::ErrorKind::InvalidInput.into())
+            }
+        }
+    }
 }
 
 impl IndexFile {
     /// Creates a new file whose header starts at the previous file's end
     /// (`IndexService.getAndCreateLastIndexFile`).
     pub fn create(
-        fs: &dyn crate::fs::StoreFs,
+        fs: &dyn StoreFs,
         path: &Path,
         slot_num: usize,
         index_num: usize,
         end_phy_offset: PhysicalOffset,
         end_timestamp: i64,
     ) -> Result<Self, IndexError> {
-        check_dimensions(slot_num, index_num)?;
-        let size = index_file_size(slot_num, index_num);
+        let size = checked_size(slot_num, index_num)?;
         let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
             (Some(dir), Some(name)) => (dir, name),
             _ => {
@@ -61,10 +81,9 @@ impl IndexFile {
                 ));
             }
         };
-        let (_, file) = crate::fs::create_allocated_named(fs, dir, name, size as u64)
-            .map_err(IndexError::io(path))?;
-        let map = MmapRaw::map_raw(&file).map_err(IndexError::io(path))?;
-        let f = Self::new(path, map, slot_num, index_num);
+        let file =
+            MappedFile::create(fs, INDEX, dir, name, 0, size).map_err(IndexError::io(path))?;
+        let f = Self::new(file, slot_num, index_num);
         for v in [&f.begin_phy_offset, &f.end_phy_offset] {
             v.store(end_phy_offset.0, Ordering::Relaxed);
         }
@@ -76,25 +95,19 @@ impl IndexFile {
     }
 
     /// Maps an existing file, which must have exactly the configured size.
-    pub fn open(path: &Path, slot_num: usize, index_num: usize) -> Result<Self, IndexError> {
-        check_dimensions(slot_num, index_num)?;
-        let size = index_file_size(slot_num, index_num);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(IndexError::io(path))?;
-        let len = file.metadata().map_err(IndexError::io(path))?.len();
-        if len != size as u64 {
-            return Err(IndexError::FileSize {
-                path: path.to_path_buf(),
-                expected: size as u64,
-                actual: len,
-            });
-        }
-        let map = MmapRaw::map_raw(&file).map_err(IndexError::io(path))?;
-        let f = Self::new(path, map, slot_num, index_num);
-        let h = f.read_bytes::<HEADER_SIZE>(0);
+    pub fn open(
+        fs: &dyn StoreFs,
+        path: &Path,
+        slot_num: usize,
+        index_num: usize,
+    ) -> Result<Self, IndexError> {
+        let size = checked_size(slot_num, index_num)?;
+        let f = Self::new(
+            MappedFile::open(fs, INDEX, path, size, false)?,
+            slot_num,
+            index_num,
+        );
+        let h = f.file.read_array::<HEADER_SIZE>(0);
         let i64_at = |p: usize| i64::from_be_bytes(h[p..p + 8].try_into().unwrap_or([0; 8]));
         let i32_at = |p: usize| i32::from_be_bytes(h[p..p + 4].try_into().unwrap_or([0; 4]));
         f.begin_timestamp.store(i64_at(0), Ordering::Relaxed);
@@ -107,10 +120,9 @@ impl IndexFile {
         Ok(f)
     }
 
-    fn new(path: &Path, map: MmapRaw, slot_num: usize, index_num: usize) -> Self {
+    fn new(file: MappedFile, slot_num: usize, index_num: usize) -> Self {
         Self {
-            path: path.to_path_buf(),
-            map,
+            file,
             slot_num,
             index_num,
             begin_timestamp: AtomicI64::new(0),
@@ -119,12 +131,16 @@ impl IndexFile {
             end_phy_offset: AtomicI64::new(0),
             hash_slot_count: AtomicI32::new(0),
             index_count: AtomicI32::new(1),
-            deleted: AtomicBool::new(false),
         }
     }
 
+    /// The shared mapped-file base.
+    pub fn mapped(&self) -> &MappedFile {
+        &self.file
+    }
+
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     pub fn begin_timestamp(&self) -> i64 {
@@ -239,29 +255,24 @@ impl IndexFile {
         }
     }
 
-    pub fn flush(&self, fs: &dyn crate::fs::StoreFs) -> Result<(), IndexError> {
-        fs.sync_range(&self.path, &self.map, 0, self.map.len())
-            .map_err(IndexError::io(&self.path))
+    /// msync of the whole file (slots and header change in place). The first failure
+    /// fences the file: every later flush fails too.
+    pub fn flush(&self, fs: &dyn StoreFs) -> Result<(), IndexError> {
+        self.file
+            .flush(fs)
+            .map(drop)
+            .map_err(IndexError::io(self.path()))
     }
 
-    pub fn delete(&self) -> Result<(), IndexError> {
-        if self.deleted.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        match fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(IndexError::io(&self.path)(e)),
-        }
+    pub fn delete(&self, fs: &dyn StoreFs) -> Result<(), IndexError> {
+        self.file.delete(fs).map_err(IndexError::io(self.path()))
     }
 
     fn slot(&self, key_hash: i32) -> &AtomicI32 {
         let index = key_hash.unsigned_abs() as usize % self.slot_num;
-        let pos = HEADER_SIZE + index * SLOT_SIZE;
-        // SAFETY: pos + 4 <= file size; the mapping is page-aligned so `pos` (a multiple of
-        // 4) is suitably aligned for an AtomicI32, and it lives as long as `self`. All
-        // accesses to slot memory go through atomics.
-        unsafe { &*(self.map.as_ptr().add(pos) as *const AtomicI32) }
+        // In bounds and a multiple of 4: the size was checked to fit a u32 at creation.
+        self.file
+            .atomic_i32_at((HEADER_SIZE + index * SLOT_SIZE) as u32)
     }
 
     fn entry_pos(&self, number: i32) -> usize {
@@ -282,38 +293,26 @@ impl IndexFile {
     /// Single-writer raw write: header bytes (only read back at load) or an entry that is not
     /// yet published.
     fn write_bytes(&self, pos: usize, bytes: &[u8]) {
-        assert!(
-            pos + bytes.len() <= self.map.len(),
-            "index write out of bounds"
-        );
-        // SAFETY: bounds checked above; no reader reads these bytes concurrently (see the
-        // module's concurrency contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.map.as_mut_ptr().add(pos),
-                bytes.len(),
-            );
-        }
+        self.file.write_fixed(pos as u32, bytes);
     }
 
     fn read_bytes<const N: usize>(&self, pos: usize) -> [u8; N] {
-        let mut out = [0u8; N];
-        if pos + N <= self.map.len() {
-            // SAFETY: bounds checked; published entries and the header at load are immutable.
-            unsafe {
-                std::ptr::copy_nonoverlapping(self.map.as_ptr().add(pos), out.as_mut_ptr(), N);
-            }
-        }
-        out
+        self.file
+            .read_array::<N>(u32::try_from(pos).unwrap_or(u32::MAX))
     }
 }
 
-fn check_dimensions(slot_num: usize, index_num: usize) -> Result<(), IndexError> {
-    if slot_num == 0 || index_num < 2 || index_num > i32::MAX as usize {
-        return Err(IndexError::BadConfig(format!(
+/// The file size of valid dimensions; the base maps files of up to `u32::MAX` bytes.
+fn checked_size(slot_num: usize, index_num: usize) -> Result<u32, IndexError> {
+    let size = slot_num
+        .checked_mul(SLOT_SIZE)
+        .zip(index_num.checked_mul(ENTRY_SIZE))
+        .and_then(|(slots, entries)| slots.checked_add(entries)?.checked_add(HEADER_SIZE))
+        .and_then(|size| u32::try_from(size).ok());
+    match size {
+        Some(size) if slot_num > 0 && index_num >= 2 && index_num <= i32::MAX as usize => Ok(size),
+        _ => Err(IndexError::BadConfig(format!(
             "index dimensions slots={slot_num} entries={index_num}"
-        )));
+        ))),
     }
-    Ok(())
 }

@@ -92,20 +92,25 @@ impl IndexService {
                 paths.sort();
                 let newest = paths.len().saturating_sub(1);
                 for (i, path) in paths.into_iter().enumerate() {
-                    let file = match IndexFile::open(&path, config.slot_num, config.index_num) {
+                    let file = match IndexFile::open(
+                        store_fs.as_ref(),
+                        &path,
+                        config.slot_num,
+                        config.index_num,
+                    ) {
                         // A wrong-sized newest file was cut while being created (by a
                         // version that did not create files atomically): nothing in it was
                         // ever persisted, and dispatch rebuilds what it should hold.
                         Err(IndexError::FileSize { .. }) if i == newest => {
                             tracing::warn!(path = %path.display(), "removing a wrong-sized newest index file");
-                            fs::remove_file(&path).map_err(IndexError::io(&path))?;
+                            store_fs.remove_file(&path).map_err(IndexError::io(&path))?;
                             continue;
                         }
                         other => other?,
                     };
                     if !last_exit_ok && file.end_timestamp() > checkpoint_index_timestamp {
                         tracing::info!(path = %path.display(), "deleting index file newer than the checkpoint");
-                        file.delete()?;
+                        file.delete(store_fs.as_ref())?;
                         continue;
                     }
                     files.push(Arc::new(file));
@@ -260,7 +265,7 @@ impl IndexService {
         let mut files = self.files.write();
         let mut deleted = 0;
         while files.len() > 1 && files[0].end_phy_offset() < commitlog_min {
-            files[0].delete()?;
+            files[0].delete(self.fs.as_ref())?;
             files.remove(0);
             deleted += 1;
         }
@@ -287,7 +292,7 @@ impl IndexService {
         for file in files.drain(..) {
             if file.end_timestamp() > checkpoint_index_timestamp {
                 tracing::info!(path = %file.path().display(), "deleting index file newer than the checkpoint");
-                file.delete()?;
+                file.delete(self.fs.as_ref())?;
             } else {
                 kept.push(file);
             }
@@ -311,7 +316,7 @@ impl IndexService {
                 break;
             }
             rebuild = Some(last.begin_phy_offset());
-            last.delete()?;
+            last.delete(self.fs.as_ref())?;
             files.pop();
         }
         *self.last_indexed.lock() = last_indexed_of(&files);
@@ -327,7 +332,7 @@ impl IndexService {
     pub fn destroy(&self) -> Result<(), IndexError> {
         let mut files = self.files.write();
         for file in files.drain(..) {
-            file.delete()?;
+            file.delete(self.fs.as_ref())?;
         }
         *self.last_indexed.lock() = None;
         Ok(())

@@ -36,7 +36,7 @@ fn a_cyclic_hash_chain_ends_the_walk() {
         .unwrap()
         .write_all_at(&3i32.to_be_bytes(), (entry1 + 16) as u64)
         .unwrap();
-    let f = IndexFile::open(&path, slots, entries).unwrap();
+    let f = IndexFile::open(&crate::fs::OsFs, &path, slots, entries).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();

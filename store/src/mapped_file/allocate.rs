@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::MappedFile;
+use super::{COMMIT_LOG, MappedFile};
 use crate::fs::StoreFs;
 
 #[derive(Debug)]
@@ -171,7 +171,8 @@ impl Shared {
             };
             state.in_progress = Some(from);
             drop(state);
-            let result = MappedFile::create(self.fs.as_ref(), &self.dir, from, self.size);
+            let result =
+                MappedFile::create_at(self.fs.as_ref(), COMMIT_LOG, &self.dir, from, self.size);
             if let (true, Ok(file)) = (self.warm, &result) {
                 file.warm();
             }

@@ -1,79 +1,112 @@
-//! One memory-mapped segment file.
+//! One memory-mapped store file, of any [`FileKind`].
+//!
+//! Invariants every kind relies on:
+//! - The file is fully allocated before it is mapped (never sparse): a store into a hole
+//!   the file system cannot back raises SIGBUS, while a failed allocation is an error at
+//!   creation. It appears under its final name only once allocated.
+//! - Stream kinds: bytes below the write position are written and never change again
+//!   (truncation either runs with no reader, or replaces the file, see `truncate.rs`), so
+//!   readers take no lock; `write_lock` serialises writers.
+//! - The first failed sync fences the file for good: every later flush fails too. Linux
+//!   drops the dirty state of pages whose write-back failed and reports the error once, so
+//!   a retried msync "succeeds" without the data being on disk (see `crate::fence`).
 
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, Ordering};
 
 use bytes::Bytes;
-use memmap2::{Advice, MmapOptions, MmapRaw};
+use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::Mutex;
 
-use super::file_name;
+use super::kind::{FileKind, Naming, OpenError};
+use super::{file_name, parse_file_name};
 use crate::config::OS_PAGE_SIZE;
-use crate::error::{IoContext, StoreError};
-use crate::fs::{StoreFs, sync_dir};
+use crate::fs::StoreFs;
 
 #[derive(Debug)]
 pub struct MappedFile {
-    path: PathBuf,
-    from: u64,
-    size: u32,
-    map: MmapRaw,
+    pub(super) kind: FileKind,
+    pub(super) path: PathBuf,
+    pub(super) from: u64,
+    pub(super) size: u32,
+    pub(super) map: MmapRaw,
     /// Serialises writers; readers never take it.
-    write_lock: Mutex<()>,
-    /// Bytes `[0, wrote)` are written and immutable.
-    wrote: AtomicU32,
-    flushed: AtomicU32,
-    flush_lock: Mutex<()>,
+    pub(super) write_lock: Mutex<()>,
+    /// Bytes `[0, wrote)` are written and immutable (stream kinds; `size` for fixed ones).
+    pub(super) wrote: AtomicU32,
+    pub(super) flushed: AtomicU32,
+    pub(super) flush_lock: Mutex<()>,
+    /// Set by the first failed sync; see the module docs.
+    pub(super) sync_failed: AtomicBool,
     /// STORETIMESTAMP of the last record appended (for the checkpoint), published after `wrote`.
-    store_timestamp: AtomicI64,
+    pub(super) store_timestamp: AtomicI64,
     /// Pages below this were pre-faulted for writing ahead of the appends.
-    prefaulted: AtomicU32,
-    file: File,
+    pub(super) prefaulted: AtomicU32,
+    pub(super) deleted: AtomicBool,
+    pub(super) file: File,
 }
 
 impl MappedFile {
-    /// Creates a zero-filled, fully allocated file named after `from` in `dir`. The file
-    /// is allocated under a temporary name and renamed into place, so a crash never
-    /// leaves a short segment file behind (which would fail the size check at load).
-    pub fn create(fs: &dyn StoreFs, dir: &Path, from: u64, size: u32) -> io::Result<Self> {
-        let path = dir.join(file_name(from));
-        let tmp = dir.join(format!("{}.tmp", file_name(from)));
-        let file = fs.create_allocated(&tmp, u64::from(size))?;
-        fs.rename(&tmp, &path)?;
-        sync_dir(dir)?;
+    /// Creates the zero-filled, fully allocated file `dir/name` through `fs`. `from` is
+    /// its start in the logical stream (0 for kinds not named by offset).
+    pub fn create(
+        fs: &dyn StoreFs,
+        kind: FileKind,
+        dir: &Path,
+        name: &str,
+        from: u64,
+        size: u32,
+    ) -> io::Result<Self> {
+        let (path, file) = crate::fs::create_allocated_named(fs, dir, name, u64::from(size))?;
         let map = MmapOptions::new().len(size as usize).map_raw(&file)?;
-        Ok(Self::new(path, from, size, map, file, 0))
+        let wrote = if kind.is_fixed() { size } else { 0 };
+        Ok(Self::new(kind, path, from, size, map, file, wrote))
     }
 
-    /// Opens an existing segment. It must be exactly `size` bytes long, except that a
-    /// short file is extended with zeros when `repair_short` (the newest file, cut by
-    /// something outside the store: the missing tail reads as unwritten space). Positions
+    /// [`Self::create`] for kinds named by their start offset.
+    pub fn create_at(
+        fs: &dyn StoreFs,
+        kind: FileKind,
+        dir: &Path,
+        from: u64,
+        size: u32,
+    ) -> io::Result<Self> {
+        Self::create(fs, kind, dir, &file_name(from), from, size)
+    }
+
+    /// Opens an existing file. It must be exactly `size` bytes long, except that a short
+    /// file is extended with allocated zeros when `repair_short` (the newest file, cut by
+    /// something outside the store: the missing tail reads as never written). Positions
     /// start at "full" until recovery sets them.
     pub fn open(
         fs: &dyn StoreFs,
+        kind: FileKind,
         path: &Path,
-        from: u64,
         size: u32,
         repair_short: bool,
-    ) -> Result<Self, StoreError> {
-        let file = fs
-            .open_rw(path)
-            .ctx(|| format!("open {}", path.display()))?;
-        let mut actual = file
-            .metadata()
-            .ctx(|| format!("stat {}", path.display()))?
-            .len();
+    ) -> Result<Self, OpenError> {
+        let from = match kind.naming {
+            Naming::Offset => {
+                parse_file_name(path).ok_or_else(|| OpenError::BadName(path.to_owned()))?
+            }
+            Naming::Given => 0,
+        };
+        let io = |source| OpenError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = fs.open_rw(path).map_err(io)?;
+        let mut actual = file.metadata().map_err(io)?.len();
         if repair_short && actual < u64::from(size) {
-            tracing::warn!(path = %path.display(), actual, size, "extending a short last segment file with zeros");
-            fs.extend_allocated(&file, u64::from(size))
-                .ctx(|| format!("extend {}", path.display()))?;
+            tracing::warn!(path = %path.display(), kind = kind.name, actual, size, "extending a short newest file with zeros");
+            fs.extend_allocated(&file, u64::from(size)).map_err(io)?;
             actual = u64::from(size);
         }
         if actual != u64::from(size) {
-            return Err(StoreError::FileSize {
+            return Err(OpenError::FileSize {
                 path: path.to_owned(),
                 expected: u64::from(size),
                 actual,
@@ -82,12 +115,29 @@ impl MappedFile {
         let map = MmapOptions::new()
             .len(size as usize)
             .map_raw(&file)
-            .ctx(|| format!("mmap {}", path.display()))?;
-        Ok(Self::new(path.to_owned(), from, size, map, file, size))
+            .map_err(io)?;
+        Ok(Self::new(
+            kind,
+            path.to_owned(),
+            from,
+            size,
+            map,
+            file,
+            size,
+        ))
     }
 
-    fn new(path: PathBuf, from: u64, size: u32, map: MmapRaw, file: File, position: u32) -> Self {
+    pub(super) fn new(
+        kind: FileKind,
+        path: PathBuf,
+        from: u64,
+        size: u32,
+        map: MmapRaw,
+        file: File,
+        position: u32,
+    ) -> Self {
         Self {
+            kind,
             path,
             from,
             size,
@@ -96,10 +146,16 @@ impl MappedFile {
             wrote: AtomicU32::new(position),
             flushed: AtomicU32::new(position),
             flush_lock: Mutex::new(()),
+            sync_failed: AtomicBool::new(false),
             store_timestamp: AtomicI64::new(0),
             prefaulted: AtomicU32::new(0),
+            deleted: AtomicBool::new(false),
             file,
         }
+    }
+
+    pub fn kind(&self) -> FileKind {
+        self.kind
     }
 
     pub fn path(&self) -> &Path {
@@ -137,6 +193,11 @@ impl MappedFile {
 
     pub fn store_timestamp(&self) -> i64 {
         self.store_timestamp.load(Ordering::Acquire)
+    }
+
+    /// Whether a sync of this file failed (it then refuses every later flush).
+    pub fn is_fenced(&self) -> bool {
+        self.sync_failed.load(Ordering::Acquire)
     }
 
     /// Appends `len` bytes produced by `fill`, which must overwrite the whole slice it
@@ -213,9 +274,10 @@ impl MappedFile {
     }
 
     /// Borrowed view of written bytes `[pos, pos + len)`; `None` past the write position.
+    /// Stream kinds only: bytes of a fixed layout change in place.
     pub fn bytes(&self, pos: u32, len: u32) -> Option<&[u8]> {
         let end = pos.checked_add(len)?;
-        if end > self.wrote_position() {
+        if self.kind.is_fixed() || end > self.wrote_position() {
             return None;
         }
         // SAFETY: [pos, end) is below the published write position, so it is initialised
@@ -245,6 +307,59 @@ impl MappedFile {
         self.read(pos, wrote - pos)
     }
 
+    /// Copy of `N` bytes at `pos` whatever the write position (recovery scans files whose
+    /// position is not known yet; fixed layouts read published entries); zeros past the
+    /// end of the file. The caller's format must make sure no writer changes those bytes
+    /// meanwhile (stream kinds: they are below the write position or nobody writes yet).
+    pub(crate) fn read_array<const N: usize>(&self, pos: u32) -> [u8; N] {
+        let mut out = [0u8; N];
+        if (pos as usize).saturating_add(N) <= self.size as usize {
+            // SAFETY: in bounds (checked above); the mapping lives as long as `self`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.map.as_ptr().add(pos as usize),
+                    out.as_mut_ptr(),
+                    N,
+                );
+            }
+        }
+        out
+    }
+
+    /// Fixed layouts: writes `bytes` in place at `pos`. The caller is the file's single
+    /// writer and its format keeps readers off those bytes until they are published (an
+    /// entry before its slot points at it; the header is only read at load).
+    pub(crate) fn write_fixed(&self, pos: u32, bytes: &[u8]) {
+        assert!(self.kind.is_fixed(), "in-place write to a stream file");
+        assert!(
+            (pos as usize).saturating_add(bytes.len()) <= self.size as usize,
+            "write out of bounds"
+        );
+        // SAFETY: bounds checked above; no reader reads these bytes concurrently (see the
+        // contract above), and stream files, whose readers hold slices, are excluded.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.as_mut_ptr().add(pos as usize),
+                bytes.len(),
+            );
+        }
+    }
+
+    /// Fixed layouts: the 4 bytes at `pos` (a multiple of 4) as an atomic, for values that
+    /// readers and the writer share (hash slots).
+    pub(crate) fn atomic_i32_at(&self, pos: u32) -> &AtomicI32 {
+        assert!(self.kind.is_fixed(), "atomic view into a stream file");
+        assert!(
+            pos.is_multiple_of(4) && pos as usize + 4 <= self.size as usize,
+            "misplaced atomic"
+        );
+        // SAFETY: in bounds; the mapping is page-aligned, so a multiple of 4 is aligned
+        // for an AtomicI32, and it lives as long as `self`. Every access to such a range
+        // goes through this atomic.
+        unsafe { &*(self.map.as_ptr().add(pos as usize) as *const AtomicI32) }
+    }
+
     /// Whole 4 KiB pages written but not flushed (RocketMQ's `isAbleToFlush` count).
     /// Saturating: both positions are loaded separately, and a truncation may lower them.
     pub fn dirty_pages(&self) -> u32 {
@@ -252,162 +367,81 @@ impl MappedFile {
             .saturating_sub(self.flushed_position() / OS_PAGE_SIZE)
     }
 
-    /// Makes everything written so far durable (`msync(MS_SYNC)` of the dirty range,
-    /// through `fs`). Returns the new flushed position. On an error the flushed position
-    /// stays where it was; the caller must not retry and trust a later success (see
-    /// `crate::fence`).
+    /// Bytes written but not yet flushed.
+    pub fn dirty_bytes(&self) -> u32 {
+        self.wrote_position()
+            .saturating_sub(self.flushed_position())
+    }
+
+    /// Makes everything written so far durable (`msync(MS_SYNC)` through `fs` of the range
+    /// written since the last flush; the whole mapping for fixed layouts). Returns the new
+    /// flushed position. The first failure fences the file: the flushed position stays,
+    /// and this and every later call fail.
     pub fn flush(&self, fs: &dyn StoreFs) -> io::Result<u32> {
         let _flushing = self.flush_lock.lock();
         let wrote = self.wrote_position();
-        let flushed = self.flushed.load(Ordering::Acquire);
+        let flushed = if self.kind.is_fixed() {
+            0
+        } else {
+            self.flushed.load(Ordering::Acquire)
+        };
+        if self.is_fenced() {
+            return Err(self.fence_error());
+        }
         if wrote > flushed {
-            fs.sync_range(
-                &self.path,
-                &self.map,
-                flushed as usize,
-                (wrote - flushed) as usize,
-            )?;
+            self.sync(fs, flushed, wrote - flushed)?;
             self.flushed.store(wrote, Ordering::Release);
         }
         Ok(wrote)
     }
 
-    /// Recovery: declares `[0, pos)` the valid content, zeroes the rest so stale bytes
-    /// can never be mistaken for records after a later crash, and makes it durable.
-    /// Must only run while no reader or writer uses the file.
-    pub(crate) fn truncate_to(&self, fs: &dyn StoreFs, pos: u32) -> io::Result<()> {
-        let _writer = self.write_lock.lock();
-        // A concurrent flush must not publish a flushed position above the new end.
-        let _flushing = self.flush_lock.lock();
-        let pos = pos.min(self.size);
-        let tail = (self.size - pos) as usize;
-        if tail > 0 {
-            // SAFETY: [pos, size) is inside the mapping; the caller guarantees no views exist.
-            let slice = unsafe {
-                std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos as usize), tail)
-            };
-            // Skip pages that are already zero so recovering a mostly empty file does not
-            // dirty the whole of it.
-            for chunk in slice.chunks_mut(OS_PAGE_SIZE as usize) {
-                if chunk.iter().any(|b| *b != 0) {
-                    chunk.fill(0);
-                }
-            }
-            fs.sync_range(&self.path, &self.map, pos as usize, tail)?;
+    /// msync of `[offset, offset + len)` through `fs`; a failure fences the file.
+    pub(super) fn sync(&self, fs: &dyn StoreFs, offset: u32, len: u32) -> io::Result<()> {
+        if self.is_fenced() {
+            return Err(self.fence_error());
         }
-        self.wrote.store(pos, Ordering::Release);
-        self.flushed.store(pos, Ordering::Release);
-        Ok(())
+        fs.sync_range(&self.path, &self.map, offset as usize, len as usize)
+            .inspect_err(|e| {
+                tracing::error!(path = %self.path.display(), kind = self.kind.name, error = %e, "sync failed: the file refuses flushes until restart");
+                self.sync_failed.store(true, Ordering::Release);
+            })
     }
 
-    /// Live truncation: a new file under the same name holding only `[0, pos)`, which
-    /// replaces this one on disk (rename). This file's bytes never change, so views
-    /// readers still hold stay valid (they keep the unlinked inode mapped); zeroing in
-    /// place would change bytes under them. Costs one copy of the kept prefix, once per
-    /// truncation (a rare event: a former master rejoining as slave).
-    pub(crate) fn replace_with_prefix(&self, fs: &dyn StoreFs, pos: u32) -> io::Result<Self> {
-        let pos = pos.min(self.wrote_position());
-        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
-        let tmp = dir.join(format!("{}.tmp", file_name(self.from)));
-        let file = fs.create_allocated(&tmp, u64::from(self.size))?;
-        let prefix = self.bytes(0, pos).unwrap_or(&[]);
-        fs.write_at(&tmp, &file, prefix, 0)?;
-        let map = MmapOptions::new().len(self.size as usize).map_raw(&file)?;
-        fs.sync_range(&tmp, &map, 0, pos as usize)?;
-        fs.rename(&tmp, &self.path)?;
-        sync_dir(dir)?;
-        let replaced = Self::new(self.path.clone(), self.from, self.size, map, file, pos);
-        replaced.set_store_timestamp(self.store_timestamp());
-        Ok(replaced)
+    fn fence_error(&self) -> io::Error {
+        io::Error::other(format!(
+            "an earlier sync of {} failed; its durable state is unknown until restart",
+            self.path.display()
+        ))
     }
 
-    /// Recovery: remembers the store time of the last valid record.
-    pub(crate) fn set_store_timestamp(&self, ts: i64) {
-        self.store_timestamp.store(ts, Ordering::Release);
-    }
-
-    /// Hints that the file will be read front to back once (recovery scans).
-    pub(crate) fn advise_sequential(&self) {
-        let _ = self.map.advise(Advice::Sequential);
-        let _ = self.map.advise(Advice::WillNeed);
-    }
-
-    /// Whether fewer than `window / 2` bytes past the write position are pre-faulted,
-    /// in a file that is not full yet.
-    pub(crate) fn prefault_due(&self, window: u32) -> bool {
-        let wrote = self.wrote_position();
-        let want = wrote.saturating_add(window / 2).min(self.size);
-        wrote < self.size && want > self.prefaulted.load(Ordering::Relaxed)
-    }
-
-    /// Pre-faults the pages of `[write position, + window)` for writing, so appends into
-    /// them take no page fault: a first touch of an unwritten page of the file costs a
-    /// fault that zero-fills it, about a tenth of a busy broker's CPU when taken inside
-    /// the put lock. Run by the allocator thread while a writer appends; populating
-    /// changes no byte (the pages read as zeros either way), it only maps them.
-    pub(crate) fn prefault_ahead(&self, window: u32) {
-        let page = OS_PAGE_SIZE;
-        let from = self
-            .prefaulted
-            .load(Ordering::Relaxed)
-            .max(self.wrote_position() / page * page);
-        let to = self
-            .wrote_position()
-            .saturating_add(window)
-            .min(self.size)
-            .div_ceil(page)
-            .saturating_mul(page)
-            .min(self.size);
-        if to <= from {
-            return;
+    /// Removes the file through `fs` (once; a missing file counts as removed). Views
+    /// keep the mapping alive until they drop.
+    pub fn delete(&self, fs: &dyn StoreFs) -> io::Result<()> {
+        if self.deleted.swap(true, Ordering::AcqRel) {
+            return Ok(());
         }
-        // Best effort: without MADV_POPULATE_WRITE (Linux < 5.14) appends fault as before.
-        match self
-            .map
-            .advise_range(Advice::PopulateWrite, from as usize, (to - from) as usize)
-        {
-            Ok(()) => {
-                self.prefaulted.fetch_max(to, Ordering::Relaxed);
-            }
+        match fs.remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => {
-                tracing::debug!(path = %self.path.display(), error = %e, "pre-faulting is not available");
-                self.prefaulted.store(self.size, Ordering::Relaxed);
+                self.deleted.store(false, Ordering::Release);
+                Err(e)
             }
         }
     }
 
-    /// Pre-faults every page for writing (`warmMapedFileEnable`) and writes the zeros
-    /// through to disk, as `MappedFile.warmMappedFile` does: the first appends then stall
-    /// neither on page faults nor, under SYNC_FLUSH, on the file system converting
-    /// allocated-but-unwritten extents inside each sync. Only for a fresh file nobody
-    /// writes yet (run by the allocator thread).
-    ///
-    /// Written back [`WARM_CHUNK`] at a time, as RocketMQ forces every 4096 pages while
-    /// warming: one sync of the whole file queues a gigabyte of writes in front of
-    /// every SYNC_FLUSH put for as long as it takes (seen: 0.4 s stalls with 128 MiB
-    /// files); chunks let those syncs slip in between.
-    pub(crate) fn warm(&self) {
-        let size = self.size as usize;
-        for start in (0..size).step_by(WARM_CHUNK) {
-            let len = WARM_CHUNK.min(size - start);
-            if self
-                .map
-                .advise_range(Advice::PopulateWrite, start, len)
-                .is_err()
-            {
-                let base = self.map.as_mut_ptr();
-                for page in (start..start + len).step_by(OS_PAGE_SIZE as usize) {
-                    // SAFETY: inside the mapping; a fresh file is all zeros, so writing a
-                    // zero changes nothing but faults the page in.
-                    unsafe { base.add(page).write_volatile(0) };
-                }
-            }
-            if let Err(e) = self.map.flush_range(start, len) {
-                tracing::warn!(path = %self.path.display(), error = %e, "flushing a warmed file failed");
-                return;
-            }
-        }
-        self.prefaulted.store(self.size, Ordering::Relaxed);
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Last-modified time in ms since the epoch, 0 when unknown (`File.lastModified`).
+    pub fn modified_millis(&self) -> i64 {
+        self.file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 }
 
@@ -418,9 +452,6 @@ pub struct WriteThrough<'a> {
     pub buffer: &'a mut Vec<u8>,
     pub fs: &'a dyn StoreFs,
 }
-
-/// Bytes of a warmed file written back per sync (see [`MappedFile::warm`]).
-const WARM_CHUNK: usize = 4 * 1024 * 1024;
 
 /// Owner of a zero-copy view: the bytes stay mapped as long as this lives.
 #[derive(Debug)]

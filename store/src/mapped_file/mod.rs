@@ -1,18 +1,28 @@
-//! Fixed-size memory-mapped segment files (`MappedFile`) and the ordered queue of them
-//! that forms one logical byte stream (`MappedFileQueue`), mirroring RocketMQ's
-//! `MappedFile` / `MappedFileQueue` / `AllocateMappedFileService`.
+//! The store's one memory-mapped file type ([`MappedFile`]) and the ordered queue of
+//! CommitLog segments (`MappedFileQueue`), mirroring RocketMQ's `MappedFile` /
+//! `MappedFileQueue` / `AllocateMappedFileService`.
 //!
-//! Concurrency model: one writer appends at the write position while any number of
-//! readers read below it. The write position is published with `Release` after the bytes
-//! are in place, readers load it with `Acquire`, so a reader never sees a byte that is
-//! still being written and written bytes are never changed again (except by recovery
-//! truncation, which runs before readers exist).
+//! CommitLog segments, ConsumeQueue files and IndexFiles are all a `MappedFile`; what
+//! differs between them (unit size, stream or fixed layout, naming) is a [`FileKind`]
+//! value, so allocation, flushing, the sync fence and truncation exist once. ConsumeQueue
+//! and index files are thin encodings over it (`consume_queue::CqFile`,
+//! `index::IndexFile`).
+//!
+//! Concurrency model of stream kinds: one writer appends at the write position while any
+//! number of readers read below it. The write position is published with `Release` after
+//! the bytes are in place, readers load it with `Acquire`, so a reader never sees a byte
+//! that is still being written and written bytes are never changed again (recovery
+//! truncation runs before readers exist; live truncation replaces the file).
 
 mod allocate;
 mod file;
+mod kind;
+mod prefault;
 mod queue;
+mod truncate;
 
 pub use file::{MappedFile, MappedSlice, WriteThrough};
+pub use kind::{COMMIT_LOG, CONSUME_QUEUE, FileKind, INDEX, Layout, Naming, OpenError};
 pub use queue::{FlushOutcome, MappedFileQueue, QueueOptions};
 
 use std::path::Path;
@@ -33,3 +43,5 @@ pub fn parse_file_name(path: &Path) -> Option<u64> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_kinds;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 
 use super::allocate::{Allocator, PREFAULT_WINDOW};
-use super::{MappedFile, parse_file_name};
+use super::{COMMIT_LOG, MappedFile, parse_file_name};
 use crate::error::{IoContext, StoreError};
 use crate::fence::WriteFence;
 use crate::fs::StoreFs;
@@ -100,8 +100,8 @@ impl MappedFileQueue {
             }
             files.push(Arc::new(MappedFile::open(
                 fs.as_ref(),
+                COMMIT_LOG,
                 &path,
-                offset,
                 file_size,
                 repairable[i],
             )?));
@@ -212,8 +212,13 @@ impl MappedFileQueue {
             Some(Ok(file)) => file,
             // A failed preallocation is retried once here; a second failure is the answer.
             Some(Err(_)) | None => {
-                let file =
-                    MappedFile::create(self.fs.as_ref(), &self.dir, create_at, self.file_size)?;
+                let file = MappedFile::create_at(
+                    self.fs.as_ref(),
+                    COMMIT_LOG,
+                    &self.dir,
+                    create_at,
+                    self.file_size,
+                )?;
                 if self.warm {
                     file.warm();
                 }
@@ -301,11 +306,9 @@ impl MappedFileQueue {
         let mut files = self.files.write();
         while let Some(last) = files.last() {
             if last.from_offset() > offset {
-                let path = last.path().to_owned();
+                last.delete(self.fs.as_ref())
+                    .ctx(|| format!("remove {}", last.path().display()))?;
                 files.pop();
-                self.fs
-                    .remove_file(&path)
-                    .ctx(|| format!("remove {}", path.display()))?;
                 continue;
             }
             if last.end_offset() > offset {
@@ -329,11 +332,9 @@ impl MappedFileQueue {
             if last.from_offset() <= offset {
                 break;
             }
-            let path = last.path().to_owned();
+            last.delete(self.fs.as_ref())
+                .ctx(|| format!("remove {}", last.path().display()))?;
             files.pop();
-            self.fs
-                .remove_file(&path)
-                .ctx(|| format!("remove {}", path.display()))?;
             deleted = true;
         }
         if deleted {
@@ -367,7 +368,7 @@ impl MappedFileQueue {
             }
             let file = files.remove(0);
             drop(files);
-            match self.fs.remove_file(file.path()) {
+            match file.delete(self.fs.as_ref()) {
                 Ok(()) => deleted.push(file.path().to_owned()),
                 Err(e) => {
                     tracing::warn!(path = %file.path().display(), error = %e, "deleting an expired segment failed");

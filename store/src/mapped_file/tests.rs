@@ -149,7 +149,8 @@ fn flush_respects_least_pages() {
 fn prefault_ahead_maps_pages_without_changing_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let size = 64 * OS_PAGE_SIZE;
-    let file = Arc::new(MappedFile::create(fs().as_ref(), dir.path(), 0, size).unwrap());
+    let file =
+        Arc::new(MappedFile::create_at(fs().as_ref(), COMMIT_LOG, dir.path(), 0, size).unwrap());
     let window = 8 * OS_PAGE_SIZE;
     assert!(file.prefault_due(window));
     assert!(file.append(&[7u8; 5000]));
