@@ -7,7 +7,10 @@
    schemas (kubernetes-validate, strict: unknown fields are errors).
 3. Custom resources (examples, chart example) are validated against the generated CRD
    schemas, with unknown fields rejected like the API server's pruning would drop them.
-4. Policy: every pod template meets the "restricted" Pod Security Standard; RBAC has no
+4. The CRD upgrade hook (crds.upgradeHook) is a pre-install/pre-upgrade Job with its own
+   hook ServiceAccount and RBAC limited to the chart's CRDs; manifests/install.yaml
+   leaves hooks out (applying it upgrades the CRDs itself).
+5. Policy: every pod template meets the "restricted" Pod Security Standard; RBAC has no
    wildcards, Secrets only `create` (the generated HA secret; never get/list/watch, so
    the operator cannot read any Secret), no pods/exec; broker/nameserver pods do not
    mount a service-account token.
@@ -31,6 +34,8 @@ CR_GROUP = "rmq-rs.dev/"
 THIRD_PARTY = {"monitoring.coreos.com/v1"}
 
 failures = []
+# metadata.name of every CRD in --crds.
+CRD_NAMES = []
 
 
 def fail(where, message):
@@ -53,6 +58,7 @@ def load_crd_schemas(path):
     schemas = {}
     with open(path) as f:
         for crd in docs_of(f.read(), path):
+            CRD_NAMES.append(crd["metadata"]["name"])
             validate_k8s(crd, path)
             group = crd["spec"]["group"]
             kind = crd["spec"]["names"]["kind"]
@@ -251,7 +257,59 @@ def check_monitoring_labels(objs, where):
             fail(where, f"{wanted} is not rendered although the operator is scraped")
 
 
-def check_chart(chart_dir, crd_schemas, value_sets):
+HOOK = "helm.sh/hook"
+
+
+def is_hook(obj):
+    return HOOK in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def check_crd_hook(objs, where, crd_names, enabled):
+    """The CRD upgrade hook (crds.upgradeHook): a pre-install/pre-upgrade Job running
+    `rmq-operator crd apply`, whose ServiceAccount and RBAC are hooks too (at pre-install
+    nothing else of the release exists yet), allowed get/patch on exactly the chart's CRDs
+    and create, nothing else."""
+    hooks = [o for o in objs if is_hook(o)]
+    if not enabled:
+        if hooks:
+            fail(where, f"crds.upgradeHook=false still renders hooks: {[o['kind'] for o in hooks]}")
+        return
+    by_kind = {o["kind"]: o for o in hooks}
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"):
+        obj = by_kind.get(kind)
+        if obj is None:
+            fail(where, f"CRD upgrade hook: no {kind} hook")
+            continue
+        ann = obj["metadata"]["annotations"]
+        if set(ann[HOOK].split(",")) != {"pre-install", "pre-upgrade"}:
+            fail(where, f"{kind} hook runs on {ann[HOOK]!r}, not pre-install,pre-upgrade")
+        policy = set(ann.get("helm.sh/hook-delete-policy", "").split(","))
+        if policy != {"before-hook-creation", "hook-succeeded"}:
+            fail(where, f"{kind} hook delete policy {policy}")
+    job, role = by_kind.get("Job"), by_kind.get("ClusterRole")
+    if job is not None:
+        weight = lambda o: int(o["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))
+        if any(weight(o) >= weight(job) for o in hooks if o is not job):
+            fail(where, "the hook's ServiceAccount and RBAC must come before its Job (hook-weight)")
+        pod = job["spec"]["template"]["spec"]
+        args = pod["containers"][0].get("args", [])
+        if args[:2] != ["crd", "apply"]:
+            fail(where, f"the hook Job runs {args}, not `crd apply`")
+        if pod.get("serviceAccountName") != (by_kind.get("ServiceAccount") or {}).get("metadata", {}).get("name"):
+            fail(where, "the hook Job does not run as the hook's ServiceAccount")
+    if role is not None:
+        for rule in role.get("rules") or []:
+            if rule.get("apiGroups") != ["apiextensions.k8s.io"] or rule.get("resources") != ["customresourcedefinitions"]:
+                fail(where, f"hook ClusterRole grants more than customresourcedefinitions: {rule}")
+            verbs = set(rule.get("verbs") or [])
+            names = rule.get("resourceNames")
+            if verbs - {"get", "patch", "create"}:
+                fail(where, f"hook ClusterRole verbs beyond get/create/patch: {rule}")
+            if verbs & {"get", "patch"} and sorted(names or []) != sorted(crd_names):
+                fail(where, f"hook get/patch must be limited to the chart's CRDs {crd_names}: {rule}")
+
+
+def check_chart(chart_dir, crd_schemas, value_sets, crd_names):
     report = helm.lint(chart_dir, strict=True, kube_version=f"v{KUBE_VERSION}")
     for m in report.get("messages", []):
         if m.get("severity", 0) >= 2:
@@ -278,6 +336,8 @@ def check_chart(chart_dir, crd_schemas, value_sets):
                 check_monitoring(obj, f"chart[{name}] {path}")
         if name == "monitoring-labelled":
             check_monitoring_labels(objs, f"chart[{name}]")
+        hook_enabled = (values.get("crds") or {}).get("upgradeHook", True)
+        check_crd_hook(objs, f"chart[{name}]", crd_names, hook_enabled)
         for required in ("Deployment", "ServiceAccount", "Service"):
             if required not in kinds:
                 fail(f"chart[{name}]", f"renders no {required}")
@@ -304,6 +364,7 @@ def main():
         "namespaced-ha": {"replicaCount": 2, "watchNamespace": "team-a",
                           "metrics": {"serviceMonitor": {"enabled": True}}},
         "example": {"example": {"enabled": True}},
+        "no-crd-hook": {"crds": {"upgradeHook": False}},
         "monitoring": {"monitoring": {"prometheusRule": {"enabled": True},
                                       "grafanaDashboard": {"enabled": True}}},
         # The operator's own alerts (down, no leader) need its ServiceMonitor; extra labels
@@ -314,7 +375,7 @@ def main():
                            "objectLabels": {"release": "kps"}},
         },
     }
-    check_chart(args.chart, crd_schemas, value_sets)
+    check_chart(args.chart, crd_schemas, value_sets, CRD_NAMES)
 
     if args.install_out:
         chart = helm.Chart.load(args.chart)
@@ -323,8 +384,16 @@ def main():
             parts = [f.read().rstrip("\n") + "\n"]
         for path in sorted(rendered):
             text = rendered[path].strip()
-            if path.endswith((".yaml", ".yml")) and text:
-                parts.append(text + "\n")
+            if not path.endswith((".yaml", ".yml")) or not text:
+                continue
+            # Hooks are Helm's; a plain `kubectl apply --server-side` of this file
+            # upgrades the CRDs above by itself.
+            docs = docs_of(text, path)
+            if docs and all(is_hook(d) for d in docs):
+                continue
+            if any(is_hook(d) for d in docs):
+                fail(path, "mixes hooks and plain objects; keep hooks in their own template")
+            parts.append(text + "\n")
         header = ("# Plain install of rmq-operator into namespace rmq-system (CRDs, RBAC, Deployment).\n"
                   "# Generated by operator/ci.sh from charts/rmq-operator with default values.\n"
                   "# kubectl create namespace rmq-system && kubectl apply --server-side -f install.yaml\n")

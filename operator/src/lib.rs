@@ -10,6 +10,7 @@ pub mod builders;
 pub mod conditions;
 pub mod controller;
 pub mod crd;
+pub mod crd_apply;
 pub mod failover;
 pub mod leader;
 pub mod metrics;

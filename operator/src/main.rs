@@ -1,5 +1,6 @@
-//! `rmq-operator`: `run` starts the controllers, `crd` prints the CRDs, `render` prints
-//! what the operator would create for given custom resources.
+//! `rmq-operator`: `run` starts the controllers, `crd` prints the CRDs (`crd apply`
+//! applies them to the cluster), `render` prints what the operator would create for given
+//! custom resources.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,14 +26,33 @@ struct Cli {
 enum Command {
     /// Run the controllers.
     Run(RunArgs),
-    /// Print the CustomResourceDefinitions as YAML.
-    Crd,
+    /// Print the CustomResourceDefinitions as YAML (`crd apply`: apply them to the cluster).
+    Crd {
+        #[command(subcommand)]
+        action: Option<CrdCommand>,
+    },
     /// Print the objects the operator would create for the NameServer/Broker/Topic
     /// resources in a YAML file (`-` for stdin).
     Render {
         file: PathBuf,
         #[command(flatten)]
         images: ImageArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum CrdCommand {
+    /// Server-side apply the CustomResourceDefinitions (field manager `rmq-operator-crds`,
+    /// taking over conflicting fields) and wait until each is Established. What the Helm
+    /// chart's pre-install/pre-upgrade hook runs; needs get/create/patch on
+    /// customresourcedefinitions.
+    Apply {
+        /// Let the API server validate and admit the CRDs without storing them.
+        #[arg(long)]
+        dry_run: bool,
+        /// How long the CRDs may take to become Established.
+        #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
     },
 }
 
@@ -113,14 +133,41 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
     }
 }
 
+async fn apply_crds(dry_run: bool, timeout: Duration) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API (in-cluster service account or kubeconfig)")?;
+    let opts = operator::crd_apply::ApplyOptions {
+        dry_run,
+        timeout,
+        ..operator::crd_apply::ApplyOptions::default()
+    };
+    let applied = operator::crd_apply::apply_all(&client, &operator::crd::all(), &opts).await?;
+    let suffix = if dry_run { " (server dry run)" } else { "" };
+    for a in applied {
+        println!(
+            "customresourcedefinition.apiextensions.k8s.io/{} {}{suffix}",
+            a.name, a.change
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Crd => {
+        Command::Crd { action: None } => {
             print!("{}", operator::crd::render_yaml()?);
             Ok(())
         }
+        Command::Crd {
+            action:
+                Some(CrdCommand::Apply {
+                    dry_run,
+                    timeout_secs,
+                }),
+        } => apply_crds(dry_run, Duration::from_secs(timeout_secs)).await,
         Command::Render { file, images } => {
             let input = if file.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin())?

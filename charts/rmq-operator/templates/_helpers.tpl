@@ -26,3 +26,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "rmq-operator.leaderElection" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) -}}true{{- else -}}false{{- end -}}
 {{- end -}}
+
+{{/* The CRD upgrade hook's labels: not the operator's selector labels, so neither the
+operator's Service nor anything selecting the operator pods picks the hook's pod. */}}
+{{- define "rmq-operator.crdHookLabels" -}}
+app.kubernetes.io/name: rmq-operator-crds
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: crd-upgrade
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}

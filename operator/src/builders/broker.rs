@@ -9,10 +9,9 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe,
-    SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume,
-    VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, SecretKeySelector, Service,
+    ServicePort, ServiceSpec, Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
@@ -23,8 +22,8 @@ use kube::Resource;
 
 use super::Settings;
 use super::config_file::{
-    ACL_DIR, BROKER_TERMINATION_GRACE_SECS, CONFIG_DIR, DATA_DIR, LOG_DIR, TLS_DIR, broker_conf,
-    broker_conf_key, config_hash, fenced_identities, member_identities, restart_relevant,
+    BROKER_TERMINATION_GRACE_SECS, CONFIG_DIR, DATA_DIR, LOG_DIR, broker_conf, broker_conf_key,
+    config_hash, fenced_identities, member_identities, restart_relevant,
 };
 use super::listener::{Advertised, startable_replicas};
 use super::nameserver::{empty_dir, mount};
@@ -32,7 +31,8 @@ use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
     pod_labels, pod_security_context, tcp_port,
 };
-use crate::crd::{ACL_SECRET_KEY, Broker, HA_SECRET_KEY};
+use super::secrets::MountedSecrets;
+use crate::crd::{Broker, HA_SECRET_KEY};
 use crate::names::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, BROKER_HA_PORT, BROKER_PORT, BrokerNames,
     LABEL_ROLE, headless_selector, object_labels,
@@ -238,11 +238,7 @@ pub fn build_group(
                 mount("tmp", "/tmp", false),
             ]
             .into_iter()
-            .chain(
-                secret_volumes(broker)
-                    .into_iter()
-                    .map(|(v, dir)| mount(&v.name, dir, true)),
-            )
+            .chain(MountedSecrets::of_broker(broker).mounts())
             .collect(),
         ),
         ..Container::default()
@@ -344,7 +340,7 @@ pub fn build_group(
                             empty_dir("tmp"),
                         ]
                         .into_iter()
-                        .chain(secret_volumes(broker).into_iter().map(|(v, _)| v))
+                        .chain(MountedSecrets::of_broker(broker).volumes())
                         .collect(),
                     ),
                     ..PodSpec::default()
@@ -437,46 +433,6 @@ fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
         ));
     }
     env
-}
-
-/// The ACL and TLS Secrets as read-only volumes with their mount directories. Mounted,
-/// never copied: the kubelet updates the files when the Secret changes, and the broker
-/// hot-reloads both.
-fn secret_volumes(broker: &Broker) -> Vec<(Volume, &'static str)> {
-    let security = &broker.spec.security;
-    let volume = |name: &str, secret: &str, keys: &[&str]| Volume {
-        name: name.to_owned(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret.to_owned()),
-            items: Some(
-                keys.iter()
-                    .map(|k| KeyToPath {
-                        key: (*k).to_owned(),
-                        path: (*k).to_owned(),
-                        mode: None,
-                    })
-                    .collect(),
-            ),
-            // Owner read, group read (the pods' fsGroup), nobody else.
-            default_mode: Some(0o440),
-            optional: Some(false),
-        }),
-        ..Volume::default()
-    };
-    let mut out = Vec::new();
-    if let Some(acl) = &security.acl {
-        out.push((
-            volume("acl", &acl.name, &[acl.key_or(ACL_SECRET_KEY)]),
-            ACL_DIR,
-        ));
-    }
-    if let Some(tls) = &security.tls {
-        out.push((
-            volume("tls", &tls.secret_name, &["tls.crt", "tls.key", "ca.crt"]),
-            TLS_DIR,
-        ));
-    }
-    out
 }
 
 fn secret_env(var: &str, secret: &str, key: &str) -> EnvVar {

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::listener::Advertised;
-use crate::crd::{ACL_SECRET_KEY, AckMode, Broker, NameServer};
+use super::secrets::{MountedSecrets, TLS_DIR};
+use crate::crd::{AckMode, Broker, NameServer};
 use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
 
 /// Where the ConfigMap is mounted and the stores live inside the pods.
@@ -19,9 +20,6 @@ pub const NAMESERVER_CONF: &str = "namesrv.conf";
 pub const SHUTDOWN_UNREGISTER_WAIT_SECS: i64 = 30;
 /// Termination grace of broker pods: the unregister wait plus time to flush and stop.
 pub const BROKER_TERMINATION_GRACE_SECS: i64 = SHUTDOWN_UNREGISTER_WAIT_SECS + 60;
-/// Where the ACL and TLS Secrets are mounted (read-only) in broker pods.
-pub const ACL_DIR: &str = "/etc/rocketmq-acl";
-pub const TLS_DIR: &str = "/etc/rocketmq-tls";
 
 /// One broker's identity inside its group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +111,7 @@ pub fn nameserver_conf(ns: &NameServer) -> String {
         "kvConfigPath".to_owned(),
         format!("{DATA_DIR}/namesrv/kvConfig.json"),
     );
+    MountedSecrets::of_nameserver(ns).insert_server_props(&mut props);
     render_properties(&props)
 }
 
@@ -192,36 +191,16 @@ pub fn broker_conf(
         .entry("shutdownUnregisterWaitMs".to_owned())
         .or_insert_with(|| (wait_secs * 1000).to_string());
     // Secrets are mounted; broker.conf names only their paths.
-    let security = &broker.spec.security;
-    if let Some(acl) = &security.acl {
-        props.insert("aclEnable".to_owned(), "true".to_owned());
-        props.insert(
-            "aclFile".to_owned(),
-            format!("{ACL_DIR}/{}", acl.key_or(ACL_SECRET_KEY)),
-        );
-    }
-    if let Some(tls) = &security.tls {
-        for (k, v) in [
-            ("tls.server.mode", "permissive".to_owned()),
-            ("tls.server.certPath", format!("{TLS_DIR}/tls.crt")),
-            ("tls.server.keyPath", format!("{TLS_DIR}/tls.key")),
-            ("tls.server.trustCertPath", format!("{TLS_DIR}/ca.crt")),
-            (
-                "tls.server.need.client.auth",
-                if tls.require_client_certificates {
-                    "require"
-                } else {
-                    "none"
-                }
-                .to_owned(),
-            ),
-            // Used when `tls.enable=true` (spec.config): slaves to their master and
-            // registrations to TLS nameservers, with the same certificate.
-            ("tls.client.trustCertPath", format!("{TLS_DIR}/ca.crt")),
-            ("tls.client.certPath", format!("{TLS_DIR}/tls.crt")),
-            ("tls.client.keyPath", format!("{TLS_DIR}/tls.key")),
+    MountedSecrets::of_broker(broker).insert_server_props(&mut props);
+    if broker.spec.security.tls.is_some() {
+        // Used when `tls.enable=true` (spec.config): slaves to their master and
+        // registrations to TLS nameservers, with the same certificate.
+        for (k, file) in [
+            ("tls.client.trustCertPath", "ca.crt"),
+            ("tls.client.certPath", "tls.crt"),
+            ("tls.client.keyPath", "tls.key"),
         ] {
-            props.insert(k.to_owned(), v);
+            props.insert(k.to_owned(), format!("{TLS_DIR}/{file}"));
         }
     }
     render_properties(&props)

@@ -9,6 +9,7 @@ pub mod monitoring;
 pub mod nameserver;
 pub mod network_policy;
 pub mod pod;
+pub mod secrets;
 
 use std::collections::BTreeMap;
 

@@ -22,6 +22,7 @@ use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
     pod_labels, pod_security_context, tcp_port,
 };
+use super::secrets::MountedSecrets;
 use crate::crd::NameServer;
 use crate::names::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, NAMESERVER_PORT, NameServerNames,
@@ -123,6 +124,7 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
     }
 
     let http_port = ns.spec.metrics.port;
+    let secrets = MountedSecrets::of_nameserver(ns);
     let container = Container {
         name: "nameserver".to_owned(),
         image: Some(image),
@@ -145,12 +147,17 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
                 .unwrap_or_else(|| super::pod::default_resources("100m", "256Mi", "512Mi")),
         ),
         security_context: Some(container_security_context()),
-        volume_mounts: Some(vec![
-            mount("config", CONFIG_DIR, true),
-            mount("data", DATA_DIR, false),
-            mount("logs", LOG_DIR, false),
-            mount("tmp", "/tmp", false),
-        ]),
+        volume_mounts: Some(
+            [
+                mount("config", CONFIG_DIR, true),
+                mount("data", DATA_DIR, false),
+                mount("logs", LOG_DIR, false),
+                mount("tmp", "/tmp", false),
+            ]
+            .into_iter()
+            .chain(secrets.mounts())
+            .collect(),
+        ),
         ..Container::default()
     };
 
@@ -190,18 +197,23 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
                     termination_grace_period_seconds: pod.termination_grace_period_seconds,
                     image_pull_secrets: non_empty_vec(ns.spec.image.pull_secrets.clone()),
                     containers: vec![container],
-                    volumes: Some(vec![
-                        Volume {
-                            name: "config".to_owned(),
-                            config_map: Some(ConfigMapVolumeSource {
-                                name: names.config_map.clone(),
-                                ..ConfigMapVolumeSource::default()
-                            }),
-                            ..Volume::default()
-                        },
-                        empty_dir("logs"),
-                        empty_dir("tmp"),
-                    ]),
+                    volumes: Some(
+                        [
+                            Volume {
+                                name: "config".to_owned(),
+                                config_map: Some(ConfigMapVolumeSource {
+                                    name: names.config_map.clone(),
+                                    ..ConfigMapVolumeSource::default()
+                                }),
+                                ..Volume::default()
+                            },
+                            empty_dir("logs"),
+                            empty_dir("tmp"),
+                        ]
+                        .into_iter()
+                        .chain(secrets.volumes())
+                        .collect(),
+                    ),
                     ..PodSpec::default()
                 }),
             },

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{ImageSpec, MetricsSpec, PdbSpec, PodOverrides, default_one};
+use super::security::{SecretKeyRef, TlsSpec};
 
 /// Desired state of a nameserver ensemble. Nameservers share no state; brokers register
 /// with every one of them.
@@ -58,6 +59,28 @@ pub struct NameServerSpec {
     /// other namespaced KV entries), so it survives restarts.
     #[serde(default)]
     pub storage: NameServerStorage,
+    /// Secrets the nameserver pods mount (never copied into a ConfigMap or the status).
+    #[serde(default)]
+    pub security: NameServerSecurity,
+}
+
+/// The nameserver's ACL and TLS, from Secrets in its namespace, mounted exactly as a
+/// Broker's are.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NameServerSecurity {
+    /// A Secret holding `plain_acl.yml` (key `plain_acl.yml` unless named): mounted
+    /// read-only and turned on with `aclEnable=true`. Every state-changing request then
+    /// needs an admin account's signature, broker registrations included: the file must
+    /// hold the account of each Broker's `spec.security.brokerCredentials` with
+    /// `admin: true`. Edits reach the pods through the kubelet and are hot-reloaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<SecretKeyRef>,
+    /// TLS on the remoting port (`permissive`: TLS and plaintext) from a
+    /// cert-manager-style Secret (`tls.crt`, `tls.key`, `ca.crt`), mounted read-only; the
+    /// nameserver re-reads rotated files by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }
 
 /// Persistent volume of a nameserver pod (its KV config).

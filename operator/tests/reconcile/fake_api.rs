@@ -7,7 +7,10 @@
 //! It is strict where the real API server is and operators get it wrong: StatefulSet
 //! fields other than replicas/template/updateStrategy/... are immutable (422), PVCs only
 //! grow and only when their StorageClass allows expansion, `resourceVersion` preconditions
-//! conflict (409), and errors can be injected for any request. Watches stream
+//! conflict (409), a server-side apply that sets a field another manager applied
+//! differently conflicts (409) unless forced, `dryRun` stores nothing, a
+//! CustomResourceDefinition becomes `Established` as the apiextensions controller would
+//! make it, and errors can be injected for any request. Watches stream
 //! `ADDED`/`MODIFIED`/`DELETED` events, so the real `kube::runtime` controller wiring runs
 //! against it.
 //!
@@ -30,6 +33,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
+
+use crate::fake_ssa;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -73,6 +78,9 @@ struct State {
     injected: Vec<Injected>,
     /// Server-side apply: what each field manager last applied, by object path.
     applied: BTreeMap<(String, String), Value>,
+    /// CustomResourceDefinitions stay unestablished (the apiextensions controller is
+    /// stuck or refuses their names).
+    hold_crds: bool,
 }
 
 #[derive(Clone, Default)]
@@ -186,6 +194,35 @@ impl FakeApi {
         let clock = st.clock;
         init_metadata(&mut value, rv, clock);
         st.put(&path, value, "ADDED");
+    }
+
+    pub fn get_cluster<K>(&self, name: &str) -> Option<K>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope> + DeserializeOwned,
+    {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .get(&format!("{}/{name}", K::url_path(&(), None)))
+            .map(|v| serde_json::from_value(v.clone()).unwrap())
+    }
+
+    /// Replaces `status` of a stored cluster-scoped object.
+    pub fn set_status_cluster<K>(&self, name: &str, status: Value)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>,
+    {
+        let mut st = self.state.lock().unwrap();
+        let rv = st.next_rv();
+        let path = format!("{}/{name}", K::url_path(&(), None));
+        let mut obj = st.objects.get(&path).cloned().expect("object exists");
+        obj["status"] = status;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        st.put(&path, obj, "MODIFIED");
+    }
+
+    /// From now on CustomResourceDefinitions are never marked `Established`.
+    pub fn hold_crds_unestablished(&self) {
+        self.state.lock().unwrap().hold_crds = true;
     }
 
     pub fn get<K>(&self, ns: &str, name: &str) -> Option<K>
@@ -362,7 +399,35 @@ impl FakeApi {
         if method == Method::GET && target.name.is_none() && query_flag(&query, "watch") {
             return st.watch(target, &query);
         }
+        // A dry run is served in full and then forgotten: nothing stored, nobody told.
+        let dry_run = query_value(&query, "dryRun").is_some();
+        let saved = dry_run.then(|| {
+            (
+                st.objects.clone(),
+                st.applied.clone(),
+                st.resource_version,
+                st.mutations,
+                st.clock,
+                st.changes.len(),
+                std::mem::take(&mut st.watches),
+            )
+        });
         let (code, value) = st.serve(&method, &target, &query, &content_type, body);
+        if let Some((objects, applied, rv, mutations, clock, changes, watches)) = saved {
+            st.objects = objects;
+            st.applied = applied;
+            st.resource_version = rv;
+            st.mutations = mutations;
+            st.clock = clock;
+            st.changes.truncate(changes);
+            st.watches = watches;
+        } else if code.is_success()
+            && target.subresource.is_none()
+            && target.collection.ends_with("/customresourcedefinitions")
+            && let Some(name) = &target.name
+        {
+            st.establish_crd(&format!("{}/{name}", target.collection));
+        }
         json_response(code, &value)
     }
 }
@@ -496,6 +561,40 @@ impl State {
     fn next_rv(&mut self) -> u64 {
         self.resource_version += 1;
         self.resource_version
+    }
+
+    /// The apiextensions controller: a CRD's names are accepted and it is served.
+    fn establish_crd(&mut self, path: &str) {
+        let Some(mut crd) = self.objects.get(path).cloned() else {
+            return;
+        };
+        let established = crd["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        });
+        if self.hold_crds || established {
+            return;
+        }
+        let stored: Vec<Value> = crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["storage"] == true)
+            .map(|v| v["name"].clone())
+            .collect();
+        crd["status"] = json!({
+            "acceptedNames": crd["spec"]["names"].clone(),
+            "storedVersions": stored,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found"},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted"},
+            ],
+        });
+        let rv = self.next_rv();
+        crd["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.put(path, crd, "MODIFIED");
     }
 
     fn serve(
@@ -733,6 +832,40 @@ impl State {
                 }
             }
             if apply {
+                let contested: Vec<(String, Vec<Vec<String>>)> = self
+                    .applied
+                    .iter()
+                    .filter(|((p, m), _)| p == path && *m != manager)
+                    .map(|((_, m), theirs)| (m.clone(), fake_ssa::conflicts(&patch, theirs)))
+                    .filter(|(_, fields)| !fields.is_empty())
+                    .collect();
+                if !contested.is_empty() && !query_flag(query, "force") {
+                    let listed: Vec<String> = contested
+                        .iter()
+                        .flat_map(|(m, fields)| {
+                            fields.iter().map(move |f| {
+                                format!("conflict with \"{m}\": {}", fake_ssa::field_path(f))
+                            })
+                        })
+                        .collect();
+                    return status_error(
+                        StatusCode::CONFLICT,
+                        "Conflict",
+                        &format!(
+                            "Apply failed with {} conflict(s): {}",
+                            listed.len(),
+                            listed.join(", ")
+                        ),
+                    );
+                }
+                // Forced: the contested fields change hands.
+                for (m, fields) in contested {
+                    if let Some(theirs) = self.applied.get_mut(&(path.to_owned(), m)) {
+                        for f in &fields {
+                            fake_ssa::disown(theirs, f);
+                        }
+                    }
+                }
                 // Server-side apply: fields this manager applied before and leaves out
                 // now are removed; lists with a map key merge item by item, so other
                 // managers' items survive.

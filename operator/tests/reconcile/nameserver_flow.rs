@@ -120,3 +120,125 @@ async fn the_kv_config_moves_from_an_empty_dir_to_a_claim_without_a_stuck_reconc
     assert_ne!(sts.metadata.uid, mounts, "re-created");
     assert!(sts.spec.unwrap().volume_claim_templates.is_some());
 }
+
+/// Issue 16 for NameServers: the ACL and TLS Secrets are mounted read-only, namesrv.conf
+/// names their paths, and no value reaches a ConfigMap, a StatefulSet, the status or an
+/// Event.
+#[tokio::test]
+async fn acl_and_tls_secrets_are_mounted_and_their_values_copied_nowhere() {
+    use k8s_openapi::api::core::v1::Secret;
+
+    use crate::secret_flow::base64_of;
+
+    let api = FakeApi::new();
+    let ctx = context(&api, &FakeAdmin::new());
+    let acl_text =
+        "accounts:\n- accessKey: broker\n  secretKey: ns-acl-value-4d1e\n  admin: true\n";
+    let key_text = "-----BEGIN PRIVATE KEY-----ns-tls-key-value-c07a-----END PRIVATE KEY-----";
+    for (name, data) in [
+        (
+            "ns-acl",
+            json!({"acl.yaml": base64_of(acl_text.as_bytes())}),
+        ),
+        (
+            "ns-tls",
+            json!({"tls.key": base64_of(key_text.as_bytes()), "tls.crt": "", "ca.crt": ""}),
+        ),
+    ] {
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": NS},
+            "data": data,
+        }))
+        .unwrap();
+        api.insert(&secret);
+    }
+    let mut ns: NameServer = example("ha.yaml", "NameServer", "rmq-ha");
+    ns.spec.security = serde_json::from_value(json!({
+        "acl": {"name": "ns-acl", "key": "acl.yaml"},
+        "tls": {"secretName": "ns-tls", "requireClientCertificates": true},
+    }))
+    .unwrap();
+    let ns = seed(&api, &ns);
+    reconcile(ns.clone(), ctx).await.unwrap();
+
+    let sts = api.get::<StatefulSet>(NS, "rmq-ha-nameserver").unwrap();
+    let pod = sts.spec.as_ref().unwrap().template.spec.clone().unwrap();
+    let volume = |name: &str| {
+        pod.volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == name)
+            .and_then(|v| v.secret.clone())
+            .unwrap_or_else(|| panic!("secret volume {name}"))
+    };
+    let acl = volume("acl");
+    assert_eq!(acl.secret_name.as_deref(), Some("ns-acl"));
+    assert_eq!(acl.items.unwrap()[0].key, "acl.yaml");
+    assert_eq!(volume("tls").secret_name.as_deref(), Some("ns-tls"));
+    let mounts = pod.containers[0].volume_mounts.clone().unwrap();
+    for (name, path) in [("acl", "/etc/rocketmq-acl"), ("tls", "/etc/rocketmq-tls")] {
+        let m = mounts.iter().find(|m| m.name == name).unwrap();
+        assert_eq!((m.mount_path.as_str(), m.read_only), (path, Some(true)));
+    }
+
+    let cm = api
+        .get::<ConfigMap>(NS, "rmq-ha-nameserver-config")
+        .unwrap();
+    let conf = &cm.data.unwrap()["namesrv.conf"];
+    for line in [
+        "aclEnable=true\n",
+        "aclFile=/etc/rocketmq-acl/acl.yaml\n",
+        "tls.server.mode=permissive\n",
+        "tls.server.certPath=/etc/rocketmq-tls/tls.crt\n",
+        "tls.server.keyPath=/etc/rocketmq-tls/tls.key\n",
+        "tls.server.trustCertPath=/etc/rocketmq-tls/ca.crt\n",
+        "tls.server.need.client.auth=require\n",
+    ] {
+        assert!(conf.contains(line), "{line} in {conf}");
+    }
+    // Client-side keys are the broker's; the nameserver dials nobody.
+    assert!(!conf.contains("tls.client."), "{conf}");
+
+    let mut written = String::new();
+    for cm in api.list::<ConfigMap>(NS) {
+        written.push_str(&serde_json::to_string(&cm).unwrap());
+    }
+    for sts in api.list::<StatefulSet>(NS) {
+        written.push_str(&serde_json::to_string(&sts).unwrap());
+    }
+    written.push_str(&serde_json::to_string(&*refetch(&api, &*ns)).unwrap());
+    for (t, r, note) in api.events() {
+        written.push_str(&format!("{t} {r} {note}\n"));
+    }
+    for value in ["ns-acl-value-4d1e", "ns-tls-key-value-c07a"] {
+        assert!(!written.contains(value), "{value} leaked");
+        assert!(!written.contains(&base64_of(value.as_bytes())));
+    }
+}
+
+/// Turning TLS on changes namesrv.conf and so the pod template's config hash: the
+/// nameservers restart with the certificate instead of waiting for an unrelated change.
+#[test]
+fn security_changes_restart_the_nameservers() {
+    use operator::builders::{Settings, nameserver};
+    let hash = |ns: &NameServer| {
+        nameserver::build(ns, &Settings::default())
+            .statefulset
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()["rmq-rs.dev/config-hash"]
+            .clone()
+    };
+    let plain: NameServer = example("minimal.yaml", "NameServer", "rmq");
+    let mut tls = plain.clone();
+    tls.spec.security.tls = Some(operator::crd::TlsSpec {
+        secret_name: "ns-tls".to_owned(),
+        require_client_certificates: false,
+    });
+    assert_ne!(hash(&plain), hash(&tls));
+}
