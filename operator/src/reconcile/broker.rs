@@ -14,6 +14,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
+use super::admin_credentials::{self, admin_for};
 use super::apply::{apply, delete_if_exists, patch_status};
 use super::broker_drain::draining;
 use super::broker_failover::{
@@ -79,6 +80,17 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         }
         return Ok(Action::requeue(RESYNC));
     }
+
+    // Every admin call to this Broker's pods below goes through this client: signed with
+    // spec.security.adminCredentials when set, and none at all when they cannot be read.
+    let admin = match admin_for(&ctx, &broker).await {
+        Ok(admin) => admin,
+        Err(Error::Credentials(problem)) => {
+            return Err(admin_credentials::report(&ctx, &broker, &stored, problem).await);
+        }
+        Err(e) => return Err(e),
+    };
+    let admin = admin.as_ref();
 
     // The nameserver list comes from the referenced NameServer's stable DNS names.
     let ns_api: Api<NameServer> = Api::namespaced(ctx.client.clone(), namespace);
@@ -184,7 +196,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         let prev = previous.groups.get(g as usize);
         let state = status::from_status(prev, &names.pod(g, master_ordinal(prev)));
         let start = if prev.is_none() || waiting_for_epochs(&state) {
-            match recover_group(&ctx, &broker, &names, g).await? {
+            match recover_group(&ctx, admin, &broker, &names, g).await? {
                 Recovery::Fresh => state,
                 Recovery::Adopted(s) => {
                     ctx.events
@@ -255,7 +267,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         }
         if broker.spec.replicas_per_group < 2 && state.phase.at_rest() {
             // Nothing to fail over to; the single member's own epoch is still recorded.
-            let ha = single_member_ha(&ctx, &names, g).await;
+            let ha = single_member_ha(&ctx, admin, &names, g).await;
             if let Some(h) = ha.get(&state.master) {
                 state.epoch = state.epoch.max(h.epoch);
             }
@@ -269,6 +281,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         runs.push(
             drive_group(
                 &ctx,
+                admin,
                 &broker,
                 &names,
                 &namesrv_addr,
@@ -388,6 +401,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
 
     let mut rollout = roll(
         &ctx,
+        admin,
         &broker,
         &names,
         &namesrv_addr,
@@ -403,12 +417,12 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
     let mut recorded_namesrv_addr = previous.namesrv_addr.clone();
     if previous.namesrv_addr.as_deref() != Some(namesrv_addr.as_str()) {
         if previous.namesrv_addr.is_some() {
-            push_namesrv_addr(&ctx, &broker, &names, &observed, &namesrv_addr).await?;
+            push_namesrv_addr(&ctx, admin, &broker, &names, &observed, &namesrv_addr).await?;
         }
         recorded_namesrv_addr = Some(namesrv_addr.clone());
     }
 
-    let runtime = collect_runtime_info(&ctx, &names, &observed).await;
+    let runtime = collect_runtime_info(&ctx, admin, &names, &observed).await;
     let group_statuses: Vec<_> = (0..groups)
         .map(|g| {
             let pods: Vec<ObservedPod> =

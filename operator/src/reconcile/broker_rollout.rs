@@ -12,6 +12,7 @@ use super::broker::KIND;
 use super::broker_failover::{GroupRun, drive_group};
 use super::broker_status::{ObservedPod, Rollout, pod_ordinal};
 use super::{Context, Error};
+use crate::admin::Admin;
 use crate::crd::{Broker, FailoverTrigger, GroupStatus};
 use crate::failover::Request;
 use crate::metrics::MemberLabels;
@@ -23,6 +24,7 @@ use crate::restart_plan::{PodView, RestartStep, next_step};
 #[allow(clippy::too_many_arguments)]
 pub async fn roll(
     ctx: &Context,
+    admin: &dyn Admin,
     broker: &Broker,
     names: &BrokerNames,
     namesrv_addr: &str,
@@ -93,6 +95,7 @@ pub async fn roll(
                 let state = runs[g].state.clone();
                 let run = drive_group(
                     ctx,
+                    admin,
                     broker,
                     names,
                     namesrv_addr,

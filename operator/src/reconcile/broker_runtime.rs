@@ -8,12 +8,13 @@ use kube::Resource;
 use super::broker::KIND;
 use super::broker_status::ObservedPod;
 use super::{Context, Error};
-use crate::admin::RuntimeInfo;
+use crate::admin::{Admin, RuntimeInfo};
 use crate::crd::Broker;
 use crate::names::{BROKER_PORT, BrokerNames};
 
 pub async fn push_namesrv_addr(
     ctx: &Context,
+    admin: &dyn Admin,
     broker: &Broker,
     names: &BrokerNames,
     pods: &[ObservedPod],
@@ -25,7 +26,7 @@ pub async fn push_namesrv_addr(
             "{}:{BROKER_PORT}",
             names.pod_host(pod.group, pod.ordinal, &ctx.settings.cluster_domain)
         );
-        ctx.admin.update_broker_config(&addr, &props).await?;
+        admin.update_broker_config(&addr, &props).await?;
     }
     ctx.events
         .publish(
@@ -44,6 +45,7 @@ pub async fn push_namesrv_addr(
 /// no lag figures) rather than failing the reconcile.
 pub async fn collect_runtime_info(
     ctx: &Context,
+    admin: &dyn Admin,
     names: &BrokerNames,
     pods: &[ObservedPod],
 ) -> BTreeMap<String, RuntimeInfo> {
@@ -53,7 +55,7 @@ pub async fn collect_runtime_info(
             "{}:{BROKER_PORT}",
             names.pod_host(pod.group, pod.ordinal, &ctx.settings.cluster_domain)
         );
-        match ctx.admin.runtime_info(&addr).await {
+        match admin.runtime_info(&addr).await {
             Ok(info) => {
                 out.insert(pod.name.clone(), info);
             }

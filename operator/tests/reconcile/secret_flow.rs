@@ -135,7 +135,7 @@ async fn a_named_ha_secret_is_referenced_and_none_is_generated() {
     );
 }
 
-fn base64_of(bytes: &[u8]) -> String {
+pub fn base64_of(bytes: &[u8]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
