@@ -94,7 +94,7 @@ async fn every_admin_call_to_the_brokers_pods_is_signed_with_its_credentials() {
     );
     c.reconcile().await;
     c.api
-        .edit::<NameServer>(NS, "rmq-ha", json!({"spec": {"replicas": 3}}));
+        .edit::<NameServer>(NS, "rmq-ha", json!({"spec": {"replicas": 4}}));
     c.reconcile().await;
 
     let calls = c.admin.signed_calls();
@@ -217,7 +217,7 @@ async fn a_topic_signs_its_calls_to_the_masters_with_its_brokers_credentials() {
     assert!(cond.message.contains(SECRET_NAME));
 
     admin_secret(&api, &["accessKey", "secretKey"]);
-    operator::reconcile::topic::reconcile(topic.clone(), ctx.clone())
+    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx.clone())
         .await
         .unwrap();
     let calls = broker_calls(&admin);
