@@ -205,8 +205,10 @@ def check_rbac(obj, name):
         resources = rule.get("resources") or []
         if "secrets" in resources:
             verbs = set(rule.get("verbs") or [])
-            if resources != ["secrets"] or verbs != {"create"}:
-                fail(name, f"Secrets may only be created (never read or changed): {rule}")
+            # create: the generated HA secret; get: adminCredentials, read by name. Never
+            # list/watch (every Secret's value) nor change or delete one.
+            if resources != ["secrets"] or not verbs <= {"create", "get"}:
+                fail(name, f"Secrets may only be created or read by name: {rule}")
         if "pods/exec" in resources or "pods/attach" in resources:
             fail(name, "pods/exec and pods/attach are forbidden")
         if cluster_wide and "secrets" in resources and {"list", "watch"} & set(rule.get("verbs") or []):

@@ -109,6 +109,8 @@ pub async fn run(config: RunConfig) -> Result<(), RunError> {
         .list_api_group_resources("monitoring.coreos.com/v1")
         .await
         .is_ok_and(|r| r.resources.iter().any(|r| r.kind == "ServiceMonitor"));
+    // Unsigned: nameservers enforce no ACL; a Broker with adminCredentials gets a signing
+    // client derived from this one at each reconcile (reconcile::admin_credentials).
     let admin = Arc::new(RemotingAdmin::new(config.admin_timeout));
     let ctx = Arc::new(Context::new(
         client.clone(),

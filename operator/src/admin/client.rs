@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -106,6 +107,10 @@ fn wire_topic(config: &TopicConfig) -> WireTopicConfig {
 }
 
 impl Admin for RemotingAdmin {
+    fn signed(&self, credentials: Option<Credentials>) -> Arc<dyn Admin> {
+        Arc::new(Self::with_credentials(self.timeout, credentials))
+    }
+
     fn cluster_info<'a>(
         &'a self,
         namesrv: &'a str,

@@ -227,3 +227,23 @@ async fn credentials_sign_every_request_and_each_call_has_its_own_connection() {
             .is_none()
     );
 }
+
+/// What a Broker's reconcile does: derive a signing client from the shared unsigned one;
+/// the shared one stays unsigned.
+#[tokio::test]
+async fn a_client_derived_with_credentials_signs_and_the_shared_one_does_not() {
+    let (addr, seen) = peer(|req| Some(RemotingCommand::response_to(req, response::SUCCESS))).await;
+    let shared = client();
+    let creds = security::sign::Credentials::new("operator-ak", "operator-sk");
+    let signed = shared.signed(Some(creds));
+    signed.delete_topic_in_broker(&addr, "T").await.unwrap();
+    shared.delete_topic_in_broker(&addr, "T").await.unwrap();
+    let reqs = seen.lock().unwrap().clone();
+    assert_eq!(reqs[0].ext_fields.get("AccessKey"), Some("operator-ak"));
+    assert!(
+        security::sign::verify(&reqs[0], "operator-sk"),
+        "{:?}",
+        reqs[0]
+    );
+    assert!(reqs[1].ext_fields.get("AccessKey").is_none());
+}

@@ -7,8 +7,10 @@ pub mod client;
 pub mod ha;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use security::sign::Credentials;
 use thiserror::Error;
 
 pub use client::RemotingAdmin;
@@ -144,6 +146,10 @@ impl RuntimeInfo {
 
 /// Admin operations against brokers and nameservers, addressed as `host:port`.
 pub trait Admin: Send + Sync {
+    /// This client signing every request with `credentials` (RocketMQ ACL 1.0), or
+    /// unsigned with `None`; timeouts and the rest are shared. A Broker's reconcile calls
+    /// its pods through the one built from that Broker's `adminCredentials`.
+    fn signed(&self, credentials: Option<Credentials>) -> Arc<dyn Admin>;
     fn cluster_info<'a>(
         &'a self,
         namesrv: &'a str,

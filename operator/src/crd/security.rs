@@ -32,6 +32,15 @@ pub struct BrokerSecurity {
     /// environment variables from the Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker_credentials: Option<SecretRef>,
+    /// The account the operator signs its own admin requests to this Broker's pods with
+    /// (failover, status probes, config pushes, and the Topic reconcile's writes): a
+    /// Secret with keys `accessKey` and `secretKey`, which the operator reads (GET, in
+    /// this namespace) at every reconcile. Needed when `acl` is set, since brokers with
+    /// ACL refuse unsigned admin requests; the account needs admin rights in
+    /// `plain_acl.yml`. A missing Secret or key stops the reconcile with a condition
+    /// naming it; no unsigned request is sent meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_credentials: Option<SecretRef>,
     /// A NetworkPolicy per Broker: the HA port only from pods of the same group, the
     /// remoting and HTTP ports from the peers listed here (everyone when unset).
     #[serde(default)]

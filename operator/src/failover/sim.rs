@@ -297,6 +297,10 @@ impl World {
 }
 
 impl Admin for Sim {
+    /// The simulation models no ACL: signed or not, calls reach the same world.
+    fn signed(&self, _: Option<security::sign::Credentials>) -> Arc<dyn Admin> {
+        Arc::new(self.clone())
+    }
     fn cluster_info<'a>(&'a self, a: &'a str) -> BoxFuture<'a, Result<ClusterInfo, AdminError>> {
         Box::pin(async move { Err(refuse(a, "GET_BROKER_CLUSTER_INFO")) })
     }

@@ -9,46 +9,39 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::Resource;
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::apply::{
-    apply, apply_dynamic, delete_dynamic_if_exists, delete_if_exists, patch_metadata, patch_status,
-};
+use super::admin_credentials::{self, admin_for};
+use super::apply::{apply, delete_if_exists, patch_status};
 use super::broker_drain::draining;
 use super::broker_failover::{
     GroupRun, clear_switchover_annotation, drive_group, switchover_target,
 };
 use super::broker_listener::{awaiting_addresses, reconcile_listener};
 use super::broker_live::write_due;
+use super::broker_monitoring::{apply_monitoring, record_member_metrics};
+use super::broker_pods::{label_roles, list_pods};
 use super::broker_recovery::{
     Recovery, recover_group, shrink_guard, single_member_ha, waiting_for_epochs,
 };
+use super::broker_rollout::roll;
+use super::broker_runtime::{collect_runtime_info, push_namesrv_addr};
 use super::broker_secret::ensure_ha_secret;
 use super::broker_status::{
-    GroupObservation, ObservedPod, Rollout, broker_conditions, group_status, master_fenced,
-    master_ordinal, pod_ordinal,
+    GroupObservation, ObservedPod, broker_conditions, group_status, master_fenced, master_ordinal,
+    pod_ordinal,
 };
 use super::broker_storage::{self, StorageStep};
 use super::{Context, Error, FAILOVER_POLL, PROGRESS_POLL, RESYNC};
-use crate::admin::RuntimeInfo;
-use crate::builders::broker::{BrokerInputs, ROLE_MASTER, ROLE_SLAVE, build};
-use crate::builders::monitoring::{
-    broker_rules, monitoring_labels, prometheus_rule_resource, service_monitor,
-    service_monitor_resource,
-};
+use crate::builders::broker::{BrokerInputs, build};
 use crate::conditions::{self, Desired};
 use crate::crd::GroupStatus;
 use crate::crd::{Broker, BrokerStatus, FailoverTrigger, NameServer};
 use crate::failover::{Phase, Request, State, status};
-use crate::metrics::MemberLabels;
-use crate::names::{
-    ANNOTATION_PAUSE, BROKER_PORT, BrokerNames, LABEL_ROLE, NameServerNames, annotation_is,
-    headless_selector, object_labels, selector_string,
-};
-use crate::restart_plan::{PodView, RestartStep, next_step};
+use crate::names::{ANNOTATION_PAUSE, BrokerNames, NameServerNames, annotation_is};
 
 pub const KIND: &str = "Broker";
 
@@ -87,6 +80,17 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         }
         return Ok(Action::requeue(RESYNC));
     }
+
+    // Every admin call to this Broker's pods below goes through this client: signed with
+    // spec.security.adminCredentials when set, and none at all when they cannot be read.
+    let admin = match admin_for(&ctx, &broker).await {
+        Ok(admin) => admin,
+        Err(Error::Credentials(problem)) => {
+            return Err(admin_credentials::report(&ctx, &broker, &stored, problem).await);
+        }
+        Err(e) => return Err(e),
+    };
+    let admin = admin.as_ref();
 
     // The nameserver list comes from the referenced NameServer's stable DNS names.
     let ns_api: Api<NameServer> = Api::namespaced(ctx.client.clone(), namespace);
@@ -192,7 +196,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         let prev = previous.groups.get(g as usize);
         let state = status::from_status(prev, &names.pod(g, master_ordinal(prev)));
         let start = if prev.is_none() || waiting_for_epochs(&state) {
-            match recover_group(&ctx, &broker, &names, g).await? {
+            match recover_group(&ctx, admin, &broker, &names, g).await? {
                 Recovery::Fresh => state,
                 Recovery::Adopted(s) => {
                     ctx.events
@@ -263,7 +267,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         }
         if broker.spec.replicas_per_group < 2 && state.phase.at_rest() {
             // Nothing to fail over to; the single member's own epoch is still recorded.
-            let ha = single_member_ha(&ctx, &names, g).await;
+            let ha = single_member_ha(&ctx, admin, &names, g).await;
             if let Some(h) = ha.get(&state.master) {
                 state.epoch = state.epoch.max(h.epoch);
             }
@@ -277,6 +281,7 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         runs.push(
             drive_group(
                 &ctx,
+                admin,
                 &broker,
                 &names,
                 &namesrv_addr,
@@ -394,111 +399,30 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
         &observed.iter().map(|p| p.name.clone()).collect(),
     );
 
-    // Rolling restart: at most one pod of the whole cluster per reconcile; never in a
-    // group whose failover is running; a master hands over to a slave first.
-    let mut rollout = Rollout::default();
-    for (g, sts) in statefulsets.iter().enumerate() {
-        let in_sync = group_in_sync(g as i32, &observed, &runs[g], previous.groups.get(g));
-        let group_pods: Vec<_> = observed
-            .iter()
-            .filter(|p| p.group == g as i32)
-            .map(|p| PodView {
-                in_sync: in_sync
-                    .as_ref()
-                    .map(|s| s.get(&p.name).copied().unwrap_or(false)),
-                ..p.view()
-            })
-            .collect();
-        let update_revision = sts
-            .status
-            .as_ref()
-            .and_then(|s| s.update_revision.as_deref());
-        if let Some(rev) = update_revision {
-            rollout.outdated.extend(
-                group_pods
-                    .iter()
-                    .filter(|p| p.revision.as_deref().is_some_and(|r| r != rev))
-                    .map(|p| p.name.clone()),
-            );
-        }
-        if rollout.restarted.is_some() {
-            continue;
-        }
-        if !runs[g].state.phase.at_rest() {
-            rollout.waiting.get_or_insert(format!(
-                "failover of {} in progress",
-                names.broker_name(g as i32)
-            ));
-            continue;
-        }
-        let master = pod_ordinal(&runs[g].state.master);
-        match next_step(
-            &group_pods,
-            broker.spec.replicas_per_group,
-            update_revision,
-            master,
-        ) {
-            RestartStep::UpToDate => {}
-            RestartStep::Wait { reason } => {
-                rollout.waiting.get_or_insert(reason);
-            }
-            RestartStep::Restart { pod, reason } => {
-                restart_pod(&ctx, &broker, &pod_api, &pod, &reason).await?;
-                rollout.restarted = Some(pod);
-            }
-            RestartStep::Switchover { master: pod } => {
-                let prev = previous.groups.get(g);
-                let request = Some(Request {
-                    trigger: FailoverTrigger::RollingRestart,
-                    target: None,
-                });
-                let state = runs[g].state.clone();
-                let run = drive_group(
-                    &ctx,
-                    &broker,
-                    &names,
-                    &namesrv_addr,
-                    g as i32,
-                    prev,
-                    state,
-                    request,
-                )
-                .await;
-                let handed_over = run.state.master != pod;
-                let settled = run.state.phase.at_rest();
-                runs[g] = run;
-                // A master that answers for its replication waits for a slave to catch
-                // up; only brokers without HA status are restarted in place.
-                let replicating = runs[g].ha.get(&pod).is_some_and(|h| h.master);
-                if settled && !handed_over && runs[g].error.is_none() && !replicating {
-                    restart_pod(
-                        &ctx,
-                        &broker,
-                        &pod_api,
-                        &pod,
-                        "no in-sync slave to hand over to; master restarted in place",
-                    )
-                    .await?;
-                    rollout.restarted = Some(pod);
-                } else {
-                    rollout
-                        .waiting
-                        .get_or_insert(format!("{pod} hands over to a slave before it restarts"));
-                }
-            }
-        }
-    }
+    let mut rollout = roll(
+        &ctx,
+        admin,
+        &broker,
+        &names,
+        &namesrv_addr,
+        &pod_api,
+        &statefulsets,
+        &observed,
+        &mut runs,
+        &previous.groups,
+    )
+    .await?;
 
     // A changed nameserver list is pushed to running brokers instead of restarting them.
     let mut recorded_namesrv_addr = previous.namesrv_addr.clone();
     if previous.namesrv_addr.as_deref() != Some(namesrv_addr.as_str()) {
         if previous.namesrv_addr.is_some() {
-            push_namesrv_addr(&ctx, &broker, &names, &observed, &namesrv_addr).await?;
+            push_namesrv_addr(&ctx, admin, &broker, &names, &observed, &namesrv_addr).await?;
         }
         recorded_namesrv_addr = Some(namesrv_addr.clone());
     }
 
-    let runtime = collect_runtime_info(&ctx, &names, &observed).await;
+    let runtime = collect_runtime_info(&ctx, admin, &names, &observed).await;
     let group_statuses: Vec<_> = (0..groups)
         .map(|g| {
             let pods: Vec<ObservedPod> =
@@ -628,45 +552,6 @@ async fn write_skeleton(
     Ok(())
 }
 
-async fn list_pods(pod_api: &Api<Pod>, names: &BrokerNames) -> Result<Vec<ObservedPod>, Error> {
-    let pods = pod_api
-        .list(&ListParams::default().labels(&selector_string(&names.selector())))
-        .await?;
-    Ok(pods
-        .items
-        .iter()
-        .filter_map(|p| ObservedPod::from_pod(p, names))
-        .collect())
-}
-
-/// In-sync flag of each member, as the group's master reports it; `None` when the master
-/// does not answer GET_BROKER_HA_STATUS (nothing known: readiness alone decides).
-fn group_in_sync(
-    group: i32,
-    pods: &[ObservedPod],
-    run: &GroupRun,
-    previous: Option<&GroupStatus>,
-) -> Option<BTreeMap<String, bool>> {
-    run.ha.get(&run.state.master).filter(|h| h.master)?;
-    let facts: Vec<crate::failover::observe::PodFacts> = pods
-        .iter()
-        .filter(|p| p.group == group)
-        .map(|p| crate::failover::observe::PodFacts {
-            pod: p.name.clone(),
-            broker_id: 0,
-            exists: true,
-            terminating: false,
-            ready: p.ready,
-            unready_since_ms: None,
-            ip: p.ip.clone(),
-        })
-        .collect();
-    let mut set =
-        crate::failover::observe::in_sync_set(&run.state.master, &facts, &run.ha, previous);
-    set.insert(run.state.master.clone(), true);
-    Some(set)
-}
-
 fn master_unready(state: &State, pods: &[ObservedPod]) -> bool {
     !pods.iter().any(|p| p.name == state.master && p.ready)
 }
@@ -679,229 +564,4 @@ fn inputs_for(namesrv_addr: &str, runs: &[GroupRun]) -> BrokerInputs {
         fenced: runs.iter().map(|r| master_fenced(&r.state)).collect(),
         ..BrokerInputs::default()
     }
-}
-
-/// Keeps the role labels (which the group Services select) on the recorded masters. A
-/// fenced master loses its label at once, so the Service stops sending it clients.
-async fn label_roles(
-    ctx: &Context,
-    namespace: &str,
-    pods: &[ObservedPod],
-    runs: &[GroupRun],
-) -> Result<(), Error> {
-    for pod in pods {
-        let Some(run) = runs.get(pod.group as usize) else {
-            continue;
-        };
-        let role = if pod.name == run.state.master && !master_fenced(&run.state) {
-            ROLE_MASTER
-        } else {
-            ROLE_SLAVE
-        };
-        if pod.labels.get(LABEL_ROLE).map(String::as_str) != Some(role) && !pod.terminating {
-            let patched = patch_metadata::<Pod>(
-                &ctx.client,
-                namespace,
-                &pod.name,
-                json!({ "labels": { LABEL_ROLE: role } }),
-            )
-            .await;
-            match patched {
-                Err(Error::Kube(kube::Error::Api(s))) if s.code == 404 => {}
-                other => other?,
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn restart_pod(
-    ctx: &Context,
-    broker: &Broker,
-    pod_api: &Api<Pod>,
-    pod: &str,
-    reason: &str,
-) -> Result<(), Error> {
-    match pod_api.delete(pod, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-        Err(e) => return Err(e.into()),
-    }
-    ctx.metrics
-        .restarts
-        .get_or_create(&MemberLabels {
-            resource_namespace: broker.namespace().unwrap_or_default(),
-            broker: broker.name_any(),
-            pod: pod.to_owned(),
-        })
-        .inc();
-    ctx.events
-        .publish(
-            KIND,
-            &broker.object_ref(&()),
-            false,
-            "RollingRestart",
-            "RestartPod",
-            format!("restarted {pod}: {reason}"),
-        )
-        .await;
-    Ok(())
-}
-
-async fn push_namesrv_addr(
-    ctx: &Context,
-    broker: &Broker,
-    names: &BrokerNames,
-    pods: &[ObservedPod],
-    namesrv_addr: &str,
-) -> Result<(), Error> {
-    let props = BTreeMap::from([("namesrvAddr".to_owned(), namesrv_addr.to_owned())]);
-    for pod in pods.iter().filter(|p| p.ready) {
-        let addr = format!(
-            "{}:{BROKER_PORT}",
-            names.pod_host(pod.group, pod.ordinal, &ctx.settings.cluster_domain)
-        );
-        ctx.admin.update_broker_config(&addr, &props).await?;
-    }
-    ctx.events
-        .publish(
-            KIND,
-            &broker.object_ref(&()),
-            false,
-            "NameServersChanged",
-            "UpdateBrokerConfig",
-            format!("pushed namesrvAddr={namesrv_addr} to running brokers"),
-        )
-        .await;
-    Ok(())
-}
-
-/// Runtime info of every ready pod; unreachable brokers are skipped (their members show
-/// no lag figures) rather than failing the reconcile.
-async fn collect_runtime_info(
-    ctx: &Context,
-    names: &BrokerNames,
-    pods: &[ObservedPod],
-) -> BTreeMap<String, RuntimeInfo> {
-    let mut out = BTreeMap::new();
-    for pod in pods.iter().filter(|p| p.ready && !p.terminating) {
-        let addr = format!(
-            "{}:{BROKER_PORT}",
-            names.pod_host(pod.group, pod.ordinal, &ctx.settings.cluster_domain)
-        );
-        match ctx.admin.runtime_info(&addr).await {
-            Ok(info) => {
-                out.insert(pod.name.clone(), info);
-            }
-            Err(e) => tracing::debug!(pod = %pod.name, error = %e, "no runtime info"),
-        }
-    }
-    out
-}
-
-fn record_member_metrics(
-    ctx: &Context,
-    names: &BrokerNames,
-    groups: &[crate::crd::GroupStatus],
-    runs: &[GroupRun],
-    runtime: &BTreeMap<String, RuntimeInfo>,
-) {
-    for (g, run) in groups.iter().zip(runs) {
-        let labels = crate::metrics::GroupLabels {
-            resource_namespace: names.namespace.clone(),
-            broker: names.cluster.clone(),
-            broker_name: g.broker_name.clone(),
-        };
-        ctx.metrics.note_group(&labels);
-        let master_ready = g
-            .members
-            .iter()
-            .any(|m| m.role == crate::crd::MemberRole::Master && m.ready);
-        ctx.metrics
-            .master_ready
-            .get_or_create(&labels)
-            .set(i64::from(master_ready));
-        ctx.metrics.epoch.get_or_create(&labels).set(g.epoch);
-        match g.master_max_offset {
-            Some(o) => {
-                ctx.metrics.master_max_offset.get_or_create(&labels).set(o);
-            }
-            None => {
-                ctx.metrics.master_max_offset.remove(&labels);
-            }
-        }
-        ctx.metrics
-            .set_failover_phase(&labels, run.state.phase.name());
-        for m in &g.members {
-            let labels = MemberLabels {
-                resource_namespace: names.namespace.clone(),
-                broker: names.cluster.clone(),
-                pod: m.pod.clone(),
-            };
-            let flush_behind = runtime
-                .get(&m.pod)
-                .and_then(RuntimeInfo::flush_behind_bytes);
-            ctx.metrics.set_member(
-                &labels,
-                m.replication_lag_bytes,
-                m.dispatch_behind_bytes,
-                flush_behind,
-            );
-        }
-    }
-}
-
-async fn apply_monitoring(
-    broker: &Broker,
-    names: &BrokerNames,
-    ctx: &Context,
-) -> Result<(), Error> {
-    if !ctx.monitoring_available {
-        return Ok(());
-    }
-    let labels = monitoring_labels(
-        &object_labels(&names.selector()),
-        &ctx.settings.monitoring_labels,
-    );
-    let owner = broker.controller_owner_ref(&());
-    let object_name = format!("{}-broker", names.cluster);
-    if broker.spec.metrics.service_monitor {
-        let sm = service_monitor(
-            &object_name,
-            &names.namespace,
-            &labels,
-            &headless_selector(names.selector()),
-            &broker.spec.metrics.interval,
-            owner.clone(),
-        );
-        apply_dynamic(&ctx.client, &service_monitor_resource(), &sm).await?;
-    } else {
-        delete_dynamic_if_exists(
-            &ctx.client,
-            &service_monitor_resource(),
-            &names.namespace,
-            &object_name,
-        )
-        .await?;
-    }
-    if !broker.spec.metrics.prometheus_rule {
-        delete_dynamic_if_exists(
-            &ctx.client,
-            &prometheus_rule_resource(),
-            &names.namespace,
-            &object_name,
-        )
-        .await?;
-    } else {
-        let rules = broker_rules(
-            &format!("{}-broker", names.cluster),
-            &names.namespace,
-            &names.headless_service,
-            &labels,
-            owner,
-            &ctx.settings.runbook_base_url,
-        );
-        apply_dynamic(&ctx.client, &prometheus_rule_resource(), &rules).await?;
-    }
-    Ok(())
 }

@@ -16,7 +16,7 @@ use super::broker::KIND;
 use super::broker_recovery::reconcile_with_brokers;
 use super::broker_status::{ObservedPod, identities, pod_ordinal};
 use super::{Context, Error};
-use crate::admin::HaStatus;
+use crate::admin::{Admin, HaStatus};
 use crate::builders::broker::{BrokerInputs, ROLE_MASTER, ROLE_SLAVE, build_group};
 use crate::crd::{Broker, FailoverTrigger, GroupStatus};
 use crate::failover::executor::{ExecError, GroupApi, Recorder, execute};
@@ -213,6 +213,7 @@ pub struct GroupRun {
 /// GET_BROKER_HA_STATUS of every running member, concurrently (one admin timeout at most).
 pub async fn collect_ha(
     ctx: &Context,
+    admin: &dyn Admin,
     names: &BrokerNames,
     pods: &[ObservedPod],
 ) -> BTreeMap<String, HaStatus> {
@@ -221,7 +222,7 @@ pub async fn collect_ha(
             "{}:{BROKER_PORT}",
             names.pod_host(p.group, p.ordinal, &ctx.settings.cluster_domain)
         );
-        let answer = ctx.admin.ha_status(&addr).await;
+        let answer = admin.ha_status(&addr).await;
         if let Err(e) = &answer {
             tracing::debug!(pod = %p.name, error = %e, "no HA status");
         }
@@ -314,6 +315,7 @@ pub async fn checkpoint(
 #[allow(clippy::too_many_arguments)]
 pub async fn drive_group(
     ctx: &Context,
+    admin: &dyn Admin,
     broker: &Broker,
     names: &BrokerNames,
     namesrv_addr: &str,
@@ -344,7 +346,7 @@ pub async fn drive_group(
             Ok(p) => p,
             Err(e) => return fail(state, ha, e),
         };
-        ha = collect_ha(ctx, names, &pods).await;
+        ha = collect_ha(ctx, admin, names, &pods).await;
         if round == 0 {
             let members: Vec<String> = (0..replicas).map(|o| names.pod(group, o)).collect();
             if let Some(adopted) = reconcile_with_brokers(&state, &members, &ha) {
@@ -415,7 +417,7 @@ pub async fn drive_group(
             persisted = true;
         }
         let (acting, telling): (Vec<_>, Vec<_>) = actions.iter().cloned().partition(|a| a.acts());
-        if let Err(e) = execute(&acting, &api, ctx.admin.as_ref(), &recorder).await {
+        if let Err(e) = execute(&acting, &api, admin, &recorder).await {
             return fail(state, ha, e.into());
         }
         let moved = next.phase != state.phase || !acting.is_empty();
@@ -426,7 +428,7 @@ pub async fn drive_group(
             persisted = true;
         }
         // Events and the outcome metric only for a transition that is on record.
-        if let Err(e) = execute(&telling, &api, ctx.admin.as_ref(), &recorder).await {
+        if let Err(e) = execute(&telling, &api, admin, &recorder).await {
             return fail(next, ha, e.into());
         }
         // A removed annotation, or a rolling restart's request once taken up, is not

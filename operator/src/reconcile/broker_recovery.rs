@@ -11,7 +11,7 @@ use kube::api::Api;
 use super::broker_failover::{collect_ha, list_group_pods};
 use super::broker_status::pod_ordinal;
 use super::{Context, Error};
-use crate::admin::HaStatus;
+use crate::admin::{Admin, HaStatus};
 use crate::crd::{Broker, BrokerStatus, FailoverPhase, FailoverTrigger};
 use crate::failover::recover::{self, Verdict};
 use crate::failover::{BlockedReason, Phase, State};
@@ -35,6 +35,7 @@ pub fn waiting_for_epochs(state: &State) -> bool {
 /// Asks the members of group `group` who is master when status has no record of it.
 pub async fn recover_group(
     ctx: &Context,
+    admin: &dyn Admin,
     broker: &Broker,
     names: &BrokerNames,
     group: i32,
@@ -42,7 +43,7 @@ pub async fn recover_group(
     let replicas = broker.spec.replicas_per_group.max(0);
     let members: Vec<String> = (0..replicas).map(|o| names.pod(group, o)).collect();
     let pods = list_group_pods(ctx, names, group).await?;
-    let ha = collect_ha(ctx, names, &pods).await;
+    let ha = collect_ha(ctx, admin, names, &pods).await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &names.namespace);
     let mut has_data = false;
     for o in 0..replicas {
@@ -115,11 +116,12 @@ pub fn reconcile_with_brokers(
 /// failover machine, still record the epoch their master reports).
 pub async fn single_member_ha(
     ctx: &Context,
+    admin: &dyn Admin,
     names: &BrokerNames,
     group: i32,
 ) -> BTreeMap<String, HaStatus> {
     match list_group_pods(ctx, names, group).await {
-        Ok(pods) => collect_ha(ctx, names, &pods).await,
+        Ok(pods) => collect_ha(ctx, admin, names, &pods).await,
         Err(_) => BTreeMap::new(),
     }
 }

@@ -2,13 +2,18 @@
 //! with server-side apply, and write status. Everything is derived from the object being
 //! reconciled, so any number of clusters in any number of namespaces coexist.
 
+pub mod admin_credentials;
 pub mod apply;
 pub mod broker;
 pub mod broker_drain;
 pub mod broker_failover;
 pub mod broker_listener;
 pub mod broker_live;
+pub mod broker_monitoring;
+pub mod broker_pods;
 pub mod broker_recovery;
+pub mod broker_rollout;
+pub mod broker_runtime;
 pub mod broker_secret;
 pub mod broker_status;
 pub mod broker_storage;
@@ -38,6 +43,8 @@ pub enum Error {
     Failover(#[from] crate::failover::executor::ExecError),
     #[error("the system random generator failed")]
     Random,
+    #[error("admin credentials: {0}")]
+    Credentials(#[from] admin_credentials::CredentialsError),
 }
 
 impl Error {
@@ -50,6 +57,7 @@ impl Error {
             Error::Serialize(_) => "serialize",
             Error::Failover(_) => "failover",
             Error::Random => "random",
+            Error::Credentials(_) => "credentials",
         }
     }
 }

@@ -11,9 +11,10 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::admin_credentials::{self, admin_for};
 use super::apply::{patch_metadata, patch_status};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
-use crate::admin::{AdminError, ClusterInfo, TopicConfig};
+use crate::admin::{Admin, AdminError, ClusterInfo, TopicConfig};
 use crate::conditions::{self, Desired};
 use crate::crd::{Broker, NameServer, Placement, Topic, TopicDrift, TopicStatus};
 use crate::metrics::TopicLabels;
@@ -142,15 +143,24 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
     }
 
     let cluster = &topic.spec.broker_ref.name;
-    let Some(namesrvs) = namesrv_addresses(&ctx, namespace, cluster).await? else {
-        let status = fail(
-            "BrokerNotFound",
-            format!("Broker {cluster} does not exist in {namespace}"),
-        );
-        write_status(&ctx, namespace, name, &previous, &status).await?;
-        return Ok(Action::requeue(PROGRESS_POLL));
+    let access = match cluster_access(&ctx, namespace, cluster).await {
+        Ok(Some(access)) => access,
+        Ok(None) => {
+            let status = fail(
+                "BrokerNotFound",
+                format!("Broker {cluster} does not exist in {namespace}"),
+            );
+            write_status(&ctx, namespace, name, &previous, &status).await?;
+            return Ok(Action::requeue(PROGRESS_POLL));
+        }
+        Err(Error::Credentials(problem)) => {
+            let status = fail(admin_credentials::REASON, problem.to_string());
+            write_status(&ctx, namespace, name, &previous, &status).await?;
+            return Err(problem.into());
+        }
+        Err(e) => return Err(e),
     };
-    let info = match cluster_info(&ctx, &namesrvs).await {
+    let info = match cluster_info(&ctx, &access.namesrvs).await {
         Ok(info) => info,
         Err(e) => {
             let status = fail("NameServerUnreachable", e.to_string());
@@ -180,7 +190,7 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
     let mut placements = Vec::with_capacity(masters.len());
     let mut drift = Vec::new();
     for (broker_name, addr) in &masters {
-        let held = match ctx.admin.topic_configs(addr).await {
+        let held = match access.admin.topic_configs(addr).await {
             Ok(mut all) => all.remove(&topic_name),
             Err(e) => {
                 let status = fail("BrokerUnreachable", format!("{broker_name}: {e}"));
@@ -189,7 +199,7 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
             }
         };
         if let Some(difference) = differences(held.as_ref(), &config) {
-            if let Err(e) = ctx.admin.create_topic(addr, &config).await {
+            if let Err(e) = access.admin.create_topic(addr, &config).await {
                 let status = fail("ApplyFailed", format!("{broker_name}: {e}"));
                 write_status(&ctx, namespace, name, &previous, &status).await?;
                 return Err(e.into());
@@ -324,11 +334,22 @@ async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Resu
     let cluster = &topic.spec.broker_ref.name;
     let other_owner = conflicting_owner(topic, ctx).await?;
     if delete_on_brokers && other_owner.is_none() {
-        match namesrv_addresses(ctx, &namespace, cluster).await? {
+        // Unreadable admin credentials hold the deletion as unreachable brokers do.
+        let deleted = match cluster_access(ctx, &namespace, cluster).await {
             // The cluster is gone (or going): nothing left to clean up.
+            Ok(None) => None,
+            Ok(Some(access)) => Some(
+                delete_everywhere(ctx, &access, cluster, &topic_name)
+                    .await
+                    .map_err(Error::from),
+            ),
+            Err(e @ Error::Credentials(_)) => Some(Err(e)),
+            Err(e) => return Err(e),
+        };
+        match deleted {
             None => {}
-            Some(namesrvs) => {
-                if let Err(e) = delete_everywhere(ctx, &namesrvs, cluster, &topic_name).await {
+            Some(deleted) => {
+                if let Err(e) = deleted {
                     let since = topic
                         .metadata
                         .deletion_timestamp
@@ -337,7 +358,7 @@ async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Resu
                     let expired =
                         since.is_some_and(|d| d.as_secs() >= FINALIZER_GRACE.as_secs() as i64);
                     if !expired {
-                        return Err(e.into());
+                        return Err(e);
                     }
                     warn(
                         ctx,
@@ -368,15 +389,15 @@ async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Resu
 
 async fn delete_everywhere(
     ctx: &Context,
-    namesrvs: &[String],
+    access: &ClusterAccess,
     cluster: &str,
     topic: &str,
 ) -> Result<(), AdminError> {
-    let info = cluster_info(ctx, namesrvs).await?;
+    let info = cluster_info(ctx, &access.namesrvs).await?;
     for (_, addr) in info.masters(cluster) {
-        ctx.admin.delete_topic_in_broker(&addr, topic).await?;
+        access.admin.delete_topic_in_broker(&addr, topic).await?;
     }
-    for ns in namesrvs {
+    for ns in &access.namesrvs {
         ctx.admin
             .delete_topic_in_namesrv(ns, topic, cluster)
             .await?;
@@ -398,13 +419,24 @@ async fn cluster_info(ctx: &Context, namesrvs: &[String]) -> Result<ClusterInfo,
     }))
 }
 
-/// Nameserver addresses of the Broker `cluster`, or `None` when the Broker (or its
-/// NameServer) does not exist or is being deleted.
-async fn namesrv_addresses(
+/// How the Topic reconcile reaches a cluster: its nameservers (asked unsigned, since
+/// nameservers enforce no ACL) and the admin client for its masters.
+struct ClusterAccess {
+    namesrvs: Vec<String>,
+    /// Signed with the Broker's `adminCredentials`. The masters a nameserver lists for
+    /// cluster `c` are all pods of the Broker `c` in this namespace (the Broker's name is
+    /// its `brokerClusterName`, and its NameServer is in its namespace), so one Broker's
+    /// credentials cover every master the reconcile writes to.
+    admin: Arc<dyn Admin>,
+}
+
+/// Nameserver addresses and admin client of the Broker `cluster`, or `None` when the
+/// Broker (or its NameServer) does not exist or is being deleted.
+async fn cluster_access(
     ctx: &Context,
     namespace: &str,
     cluster: &str,
-) -> Result<Option<Vec<String>>, Error> {
+) -> Result<Option<ClusterAccess>, Error> {
     let brokers: Api<Broker> = Api::namespaced(ctx.client.clone(), namespace);
     let Some(broker) = brokers.get_opt(cluster).await? else {
         return Ok(None);
@@ -419,9 +451,11 @@ async fn namesrv_addresses(
     else {
         return Ok(None);
     };
-    Ok(Some(
-        NameServerNames::of(&ns).addresses(ns.spec.replicas, &ctx.settings.cluster_domain),
-    ))
+    Ok(Some(ClusterAccess {
+        namesrvs: NameServerNames::of(&ns)
+            .addresses(ns.spec.replicas, &ctx.settings.cluster_domain),
+        admin: admin_for(ctx, &broker).await?,
+    }))
 }
 
 /// The name of another live Topic that claims the same topic on the same cluster and was

@@ -10,6 +10,7 @@ use operator::admin::{
     Admin, AdminError, BrokerData, ClusterInfo, EpochCache, HaStatus, RoleChange, RuntimeInfo,
     TopicConfig,
 };
+use security::sign::Credentials;
 
 #[derive(Default)]
 struct State {
@@ -26,12 +27,16 @@ struct State {
     named: BTreeMap<String, String>,
     /// NOTIFY_BROKER_ROLE_CHANGED takes this long (an operator caught mid-failover).
     role_change_delay: Option<std::time::Duration>,
-    calls: Vec<String>,
+    /// Every call, with the credentials it was signed with.
+    calls: Vec<(String, Option<Credentials>)>,
 }
 
+/// Clones (and the clients [`Admin::signed`] returns) share one state; each records the
+/// credentials it signs with on every call it makes.
 #[derive(Clone, Default)]
 pub struct FakeAdmin {
     state: Arc<Mutex<State>>,
+    credentials: Option<Credentials>,
 }
 
 impl FakeAdmin {
@@ -117,6 +122,12 @@ impl FakeAdmin {
 
     /// Calls recorded so far, without clearing them.
     pub fn calls(&self) -> Vec<String> {
+        let st = self.state.lock().unwrap();
+        st.calls.iter().map(|(call, _)| call.clone()).collect()
+    }
+
+    /// Calls recorded so far with the credentials each was signed with.
+    pub fn signed_calls(&self) -> Vec<(String, Option<Credentials>)> {
         self.state.lock().unwrap().calls.clone()
     }
 
@@ -126,6 +137,9 @@ impl FakeAdmin {
 
     pub fn take_calls(&self) -> Vec<String> {
         std::mem::take(&mut self.state.lock().unwrap().calls)
+            .into_iter()
+            .map(|(call, _)| call)
+            .collect()
     }
 
     fn enter(
@@ -134,7 +148,7 @@ impl FakeAdmin {
         addr: &str,
     ) -> Result<std::sync::MutexGuard<'_, State>, AdminError> {
         let mut st = self.state.lock().unwrap();
-        st.calls.push(call);
+        st.calls.push((call, self.credentials.clone()));
         if st.down.contains(addr) {
             return Err(AdminError::Connect {
                 addr: addr.to_owned(),
@@ -146,6 +160,13 @@ impl FakeAdmin {
 }
 
 impl Admin for FakeAdmin {
+    fn signed(&self, credentials: Option<Credentials>) -> Arc<dyn Admin> {
+        Arc::new(Self {
+            state: self.state.clone(),
+            credentials,
+        })
+    }
+
     fn cluster_info<'a>(
         &'a self,
         namesrv: &'a str,

@@ -297,6 +297,16 @@ impl FakeApi {
         std::mem::take(&mut self.state.lock().unwrap().log)
     }
 
+    /// Every stored object but the Secrets, as JSON text (to look for leaked values).
+    pub fn dump_except_secrets(&self) -> String {
+        let st = self.state.lock().unwrap();
+        st.objects
+            .iter()
+            .filter(|(k, _)| !(k.starts_with("/api/v1/namespaces/") && k.contains("/secrets/")))
+            .map(|(k, v)| format!("{k} {v}\n"))
+            .collect()
+    }
+
     /// `(type, reason, note)` of every Event created.
     pub fn events(&self) -> Vec<(String, String, String)> {
         let st = self.state.lock().unwrap();

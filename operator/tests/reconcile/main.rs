@@ -1,6 +1,7 @@
 //! Reconcile flows against an in-memory API server, builder snapshots, CEL rules and CRD
 //! drift, in one test binary (one link instead of several).
 
+mod admin_credentials_flow;
 mod alerts;
 mod broker_flow;
 mod cel;

@@ -1,0 +1,250 @@
+//! The account the operator signs its own admin requests with (issues 16 and 18):
+//! `spec.security.adminCredentials`, read from a Secret by name at each reconcile, signs
+//! every call to that Broker's pods and the Topic reconcile's calls to its masters; the
+//! value goes nowhere else.
+
+use k8s_openapi::api::core::v1::Secret;
+use operator::admin::RemotingAdmin;
+use operator::conditions;
+use operator::crd::{Broker, NameServer, Topic};
+use operator::names::ANNOTATION_SWITCHOVER;
+use operator::reconcile::admin_credentials::REASON;
+use security::sign::Credentials;
+use serde_json::json;
+
+use crate::failover_flow::replicating;
+use crate::fake_admin::FakeAdmin;
+use crate::fake_api::FakeApi;
+use crate::{NS, context, example, refetch, seed};
+
+const SECRET_NAME: &str = "rmq-admin";
+const ACCESS: &str = "operator-admin";
+/// Distinctive enough that finding it anywhere means it leaked.
+const SECRET_VALUE: &str = "admin-sk-5e81d2c0";
+
+fn credentials() -> Credentials {
+    Credentials::new(ACCESS, SECRET_VALUE)
+}
+
+/// The admin Secret with `keys` (a subset of accessKey and secretKey).
+fn admin_secret(api: &FakeApi, keys: &[&str]) {
+    let mut data = serde_json::Map::new();
+    for key in keys {
+        let value = match *key {
+            "accessKey" => ACCESS,
+            _ => SECRET_VALUE,
+        };
+        data.insert((*key).to_owned(), json!(base64(value)));
+    }
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": SECRET_NAME, "namespace": NS},
+        "data": data,
+    }))
+    .unwrap();
+    api.insert(&secret);
+}
+
+fn use_admin_credentials(api: &FakeApi) {
+    api.edit::<Broker>(
+        NS,
+        "rmq-ha",
+        json!({"spec": {"security": {"adminCredentials": {"secretName": SECRET_NAME}}}}),
+    );
+}
+
+fn base64(text: &str) -> String {
+    crate::secret_flow::base64_of(text.as_bytes())
+}
+
+/// Neither the value nor its base64 form is stored anywhere but in the Secret.
+fn assert_not_leaked(api: &FakeApi) {
+    let stored = api.dump_except_secrets();
+    assert!(!stored.contains(SECRET_VALUE), "secret value stored");
+    assert!(
+        !stored.contains(&base64(SECRET_VALUE)),
+        "secret value stored"
+    );
+}
+
+/// Every recorded call whose target is not a nameserver, with how it was signed.
+fn broker_calls(admin: &FakeAdmin) -> Vec<(String, Option<Credentials>)> {
+    admin
+        .signed_calls()
+        .into_iter()
+        .filter(|(call, _)| !call.contains(":9876"))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_admin_call_to_the_brokers_pods_is_signed_with_its_credentials() {
+    let c = replicating(7000).await;
+    admin_secret(&c.api, &["accessKey", "secretKey"]);
+    use_admin_credentials(&c.api);
+    c.api.take_log();
+    c.admin.take_calls();
+
+    // Status probes, then a switchover (role changes), then a new nameserver list
+    // (a live config push).
+    c.reconcile().await;
+    c.api.edit::<Broker>(
+        NS,
+        "rmq-ha",
+        json!({"metadata": {"annotations": {ANNOTATION_SWITCHOVER: "rmq-ha-1-1"}}}),
+    );
+    c.reconcile().await;
+    c.api
+        .edit::<NameServer>(NS, "rmq-ha", json!({"spec": {"replicas": 4}}));
+    c.reconcile().await;
+
+    let calls = c.admin.signed_calls();
+    for kind in [
+        "ha_status",
+        "runtime_info",
+        "notify_role_changed",
+        "update_broker_config",
+    ] {
+        assert!(
+            calls.iter().any(|(call, _)| call.starts_with(kind)),
+            "{kind} in {calls:?}"
+        );
+    }
+    for (call, signed) in &calls {
+        assert_eq!(signed.as_ref(), Some(&credentials()), "{call}");
+    }
+
+    // The Secret is read by name, never listed or watched (the POSTs are the generated
+    // HA secret's create-if-missing).
+    let secret_requests: Vec<String> = c
+        .api
+        .take_log()
+        .into_iter()
+        .filter(|r| r.contains("/secrets"))
+        .collect();
+    let read = format!("GET /api/v1/namespaces/{NS}/secrets/{SECRET_NAME}");
+    assert!(secret_requests.contains(&read), "{secret_requests:?}");
+    for r in &secret_requests {
+        assert!(*r == read || r.starts_with("POST "), "{r}");
+    }
+    assert_not_leaked(&c.api);
+    // Nor in the Debug output of the credentials or of a client signing with them.
+    for debug in [
+        format!("{:?}", credentials()),
+        format!(
+            "{:?}",
+            RemotingAdmin::with_credentials(std::time::Duration::from_secs(1), Some(credentials()))
+        ),
+    ] {
+        assert!(!debug.contains(SECRET_VALUE), "{debug}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_secret_or_key_stops_the_reconcile_before_any_unsigned_call() {
+    let c = replicating(7000).await;
+    use_admin_credentials(&c.api);
+    c.admin.take_calls();
+    let ctx = c.ctx();
+
+    let err = c.reconcile_in(&ctx).await.unwrap_err();
+    assert!(err.to_string().contains(SECRET_NAME), "{err}");
+    assert!(c.admin.calls().is_empty(), "{:?}", c.admin.calls());
+    let ready = |c: &crate::broker_flow::Cluster| {
+        let status = c.status();
+        let cond = conditions::find(&status.conditions, conditions::READY).unwrap();
+        (
+            cond.status.clone(),
+            cond.reason.clone(),
+            cond.message.clone(),
+        )
+    };
+    let (status, reason, message) = ready(&c);
+    assert_eq!((status.as_str(), reason.as_str()), ("False", REASON));
+    assert!(message.contains(SECRET_NAME), "{message}");
+    let warnings: Vec<_> = c
+        .api
+        .events()
+        .into_iter()
+        .filter(|(t, r, _)| t == "Warning" && r == REASON)
+        .collect();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].2.contains(SECRET_NAME));
+
+    // The Secret appears without secretKey: the condition names the key.
+    admin_secret(&c.api, &["accessKey"]);
+    let err = c.reconcile_in(&ctx).await.unwrap_err();
+    assert!(err.to_string().contains("secretKey"), "{err}");
+    assert!(c.admin.calls().is_empty());
+    let (_, reason, message) = ready(&c);
+    assert_eq!(reason, REASON);
+    assert!(message.contains(SECRET_NAME) && message.contains("secretKey"));
+
+    // Fixed: the reconcile goes on, signed.
+    admin_secret(&c.api, &["accessKey", "secretKey"]);
+    c.reconcile_in(&ctx).await.unwrap();
+    let calls = c.admin.signed_calls();
+    assert!(!calls.is_empty());
+    assert!(
+        calls
+            .iter()
+            .all(|(_, s)| s.as_ref() == Some(&credentials()))
+    );
+    assert_ne!(ready(&c).1, REASON);
+    assert_not_leaked(&c.api);
+}
+
+#[tokio::test]
+async fn a_topic_signs_its_calls_to_the_masters_with_its_brokers_credentials() {
+    let (api, admin) = crate::topic_flow::cluster();
+    let ctx = context(&api, &admin);
+    use_admin_credentials(&api);
+    let topic = seed(&api, &example::<Topic>("topics.yaml", "Topic", "payments"));
+
+    // No Secret yet: the Topic says why and no master is called.
+    assert!(
+        operator::reconcile::topic::reconcile(topic.clone(), ctx.clone())
+            .await
+            .is_err()
+    );
+    assert!(broker_calls(&admin).is_empty(), "{:?}", admin.calls());
+    let stored = refetch(&api, &*topic);
+    let cond = conditions::find(
+        &stored.status.as_ref().unwrap().conditions,
+        conditions::READY,
+    )
+    .unwrap();
+    assert_eq!(cond.reason, REASON);
+    assert!(cond.message.contains(SECRET_NAME));
+
+    admin_secret(&api, &["accessKey", "secretKey"]);
+    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx.clone())
+        .await
+        .unwrap();
+    let calls = broker_calls(&admin);
+    assert!(calls.iter().any(|(c, _)| c.starts_with("topic_configs")));
+    assert!(calls.iter().any(|(c, _)| c.starts_with("create_topic")));
+    for (call, signed) in &calls {
+        assert_eq!(signed.as_ref(), Some(&credentials()), "{call}");
+    }
+
+    // Deleting it signs the deletes on the masters too.
+    kube::Api::<Topic>::namespaced(api.client(), NS)
+        .delete("payments", &Default::default())
+        .await
+        .unwrap();
+    admin.take_calls();
+    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx)
+        .await
+        .unwrap();
+    let deletes: Vec<_> = broker_calls(&admin)
+        .into_iter()
+        .filter(|(c, _)| c.starts_with("delete_topic_in_broker"))
+        .collect();
+    assert_eq!(deletes.len(), 2);
+    assert!(
+        deletes
+            .iter()
+            .all(|(_, s)| s.as_ref() == Some(&credentials()))
+    );
+    assert_not_leaked(&api);
+}
