@@ -37,6 +37,13 @@ impl Recording {
 }
 
 impl Admin for Recording {
+    /// Not a request: the signing variant of the real client, unrecorded.
+    fn signed(
+        &self,
+        credentials: Option<security::sign::Credentials>,
+    ) -> std::sync::Arc<dyn Admin> {
+        self.inner.signed(credentials)
+    }
     fn cluster_info<'a>(
         &'a self,
         namesrv: &'a str,
