@@ -129,18 +129,10 @@ impl MessageFilter {
         match self {
             Self::All | Self::Tags { .. } => true,
             Self::Sql(f) => f.matches_text(text),
-            Self::Retry {
-                group, registry, ..
-            } => {
-                // 4.9 throws on a retry message without RETRY_TOPIC; such a message
-                // has no original subscription to apply, so it passes here.
-                let Some(topic) = protocol::message::properties::find(text, RETRY_TOPIC) else {
-                    return true;
-                };
-                registry
-                    .get(topic, group)
-                    .is_none_or(|e| e.filter.matches_text(text))
-            }
+            Self::Retry { .. } => self.retry_matches(
+                protocol::message::properties::find(text, RETRY_TOPIC),
+                |f| f.matches_text(text),
+            ),
         }
     }
 
@@ -151,17 +143,28 @@ impl MessageFilter {
         match self {
             Self::All | Self::Tags { .. } => true,
             Self::Sql(f) => f.matches(props),
-            Self::Retry {
-                group, registry, ..
-            } => {
-                let Some(topic) = props.get(RETRY_TOPIC) else {
-                    return true;
-                };
-                registry
-                    .get(topic, group)
-                    .is_none_or(|e| e.filter.matches(props))
-            }
+            Self::Retry { .. } => self.retry_matches(props.get(RETRY_TOPIC), |f| f.matches(props)),
         }
+    }
+
+    /// `%RETRY%` with `filterSupportRetry`: the group's filter for the message's original
+    /// topic. 4.9 throws on a retry message without RETRY_TOPIC; such a message has no
+    /// original subscription to apply, so it passes here, as does a topic the group does
+    /// not filter.
+    fn retry_matches(
+        &self,
+        original_topic: Option<&str>,
+        matches: impl FnOnce(&Sql92Filter) -> bool,
+    ) -> bool {
+        let Self::Retry {
+            group, registry, ..
+        } = self
+        else {
+            return true;
+        };
+        original_topic
+            .and_then(|topic| registry.get(topic, group))
+            .is_none_or(|e| matches(&e.filter))
     }
 
     fn tags(expression: &str) -> Self {

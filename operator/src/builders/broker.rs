@@ -424,12 +424,12 @@ fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
         env.push(secret_env(
             "ROCKETMQ_BROKER_ACCESS_KEY",
             &creds.secret_name,
-            "accessKey",
+            crate::crd::ACCESS_KEY_KEY,
         ));
         env.push(secret_env(
             "ROCKETMQ_BROKER_SECRET_KEY",
             &creds.secret_name,
-            "secretKey",
+            crate::crd::SECRET_KEY_KEY,
         ));
     }
     env

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub const HA_SECRET_KEY: &str = "haSecret";
 /// Default key of the ACL Secret: the file name RocketMQ 4.9 reads (`plain_acl.yml`).
 pub const ACL_SECRET_KEY: &str = "plain_acl.yml";
+/// Keys of an account Secret (`brokerCredentials`, `adminCredentials`).
+pub const ACCESS_KEY_KEY: &str = "accessKey";
+pub const SECRET_KEY_KEY: &str = "secretKey";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

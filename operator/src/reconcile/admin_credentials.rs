@@ -19,8 +19,7 @@ use crate::conditions::{self, Desired};
 use crate::crd::{Broker, BrokerStatus};
 
 /// Keys of the Secret, as for `brokerCredentials`.
-pub const ACCESS_KEY: &str = "accessKey";
-pub const SECRET_KEY: &str = "secretKey";
+pub use crate::crd::{ACCESS_KEY_KEY as ACCESS_KEY, SECRET_KEY_KEY as SECRET_KEY};
 /// Reason of the Broker's `Ready=False` condition and of its Warning Event.
 pub const REASON: &str = "AdminCredentialsUnavailable";
 
