@@ -270,3 +270,92 @@ fn every_operator_admin_request_is_served_by_real_processes() {
     let missing: Vec<_> = ALL_REQUESTS.iter().filter(|r| !seen.contains(*r)).collect();
     assert!(missing.is_empty(), "requests not exercised: {missing:?}");
 }
+
+/// A nameserver with ACL on refuses the operator's unsigned route deletion and accepts
+/// it signed with an admin account of its own file (`NameServer`
+/// `spec.security.adminCredentials`, issue 16).
+#[test]
+fn a_nameserver_with_acl_takes_route_deletions_only_signed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl,
+        "accounts:\n  - accessKey: nsAdmin\n    secretKey: nsAdminSecret\n    admin: true\n  \
+         - accessKey: brokerAcct\n    secretKey: brokerSecret\n    admin: true\n",
+    )
+    .expect("write ACL");
+    let ns = NameServer::start(
+        Options::default()
+            .config("aclEnable", "true")
+            .config("aclFile", acl.display()),
+    );
+    let b = TempBroker::start(
+        Some(ns.port),
+        &[("accessKey", "brokerAcct"), ("secretKey", "brokerSecret")],
+    );
+    let ns_addr = format!("127.0.0.1:{}", ns.port);
+    let broker = b.broker.addr();
+    let unsigned = RemotingAdmin::new(Duration::from_secs(5));
+    let signed = unsigned.signed(Some(security::sign::Credentials::new(
+        "nsAdmin",
+        "nsAdminSecret",
+    )));
+    let topic = TopicConfig {
+        topic: "RoutedTopic".into(),
+        read_queues: 2,
+        write_queues: 2,
+        perm: 6,
+        order: false,
+    };
+    runtime().block_on(async {
+        let ns_client = e2e::Client::connect(ns.port).await.expect("connect ns");
+        let route_code = || async {
+            let route = e2e::broker_harness::with_fields(
+                protocol::code::request::GET_ROUTEINFO_BY_TOPIC,
+                &[("topic", "RoutedTopic".to_owned())],
+            );
+            ns_client.request(route).await.expect("route").code
+        };
+        unsigned
+            .create_topic(&broker, &topic)
+            .await
+            .expect("create topic on a broker without ACL");
+        eventually(Duration::from_secs(15), "route registered", || async {
+            route_code().await == protocol::code::response::SUCCESS
+        })
+        .await;
+
+        // As the Topic reconcile deletes: from the brokers first, then from the routes.
+        unsigned
+            .delete_topic_in_broker(&broker, &topic.topic)
+            .await
+            .expect("delete topic in broker");
+        let refused = unsigned
+            .delete_topic_in_namesrv(&ns_addr, &topic.topic, CLUSTER)
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(AdminError::Refused {
+                    code: protocol::code::response::NO_PERMISSION,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(route_code().await, protocol::code::response::SUCCESS);
+
+        signed
+            .cluster_info(&ns_addr)
+            .await
+            .expect("signed cluster info");
+        signed
+            .delete_topic_in_namesrv(&ns_addr, &topic.topic, CLUSTER)
+            .await
+            .expect("signed route deletion");
+        assert_eq!(
+            route_code().await,
+            protocol::code::response::TOPIC_NOT_EXIST
+        );
+    });
+}

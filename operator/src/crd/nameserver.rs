@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{ImageSpec, MetricsSpec, PdbSpec, PodOverrides, default_one};
-use super::security::{SecretKeyRef, TlsSpec};
+use super::security::{SecretKeyRef, SecretRef, TlsSpec};
 
 /// Desired state of a nameserver ensemble. Nameservers share no state; brokers register
 /// with every one of them.
@@ -81,6 +81,15 @@ pub struct NameServerSecurity {
     /// nameserver re-reads rotated files by itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// The account the operator signs its requests to these nameservers with (a Topic's
+    /// cluster lookups and its deletion from the routes): a Secret with keys `accessKey`
+    /// and `secretKey`, read (GET, in this namespace) at every reconcile that calls a
+    /// nameserver. Needed when `acl` is set, since the nameserver then refuses unsigned
+    /// state-changing requests; the account needs `admin: true` in that file. A missing
+    /// Secret or key stops the Topic reconcile with a condition naming it; no unsigned
+    /// request is sent meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_credentials: Option<SecretRef>,
 }
 
 /// Persistent volume of a nameserver pod (its KV config).

@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::admin_credentials::{self, admin_for};
+use super::admin_credentials::{self, admin_for, namesrv_admin_for};
 use super::apply::{patch_metadata, patch_status};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::admin::{Admin, AdminError, ClusterInfo, TopicConfig};
@@ -160,7 +160,7 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
         }
         Err(e) => return Err(e),
     };
-    let info = match cluster_info(&ctx, &access.namesrvs).await {
+    let info = match access.cluster_info().await {
         Ok(info) => info,
         Err(e) => {
             let status = fail("NameServerUnreachable", e.to_string());
@@ -339,7 +339,8 @@ async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Resu
             // The cluster is gone (or going): nothing left to clean up.
             Ok(None) => None,
             Ok(Some(access)) => Some(
-                delete_everywhere(ctx, &access, cluster, &topic_name)
+                access
+                    .delete_everywhere(cluster, &topic_name)
                     .await
                     .map_err(Error::from),
             ),
@@ -387,47 +388,47 @@ async fn finalize(topic: &Topic, ctx: &Context, delete_on_brokers: bool) -> Resu
     Ok(Action::await_change())
 }
 
-async fn delete_everywhere(
-    ctx: &Context,
-    access: &ClusterAccess,
-    cluster: &str,
-    topic: &str,
-) -> Result<(), AdminError> {
-    let info = cluster_info(ctx, &access.namesrvs).await?;
-    for (_, addr) in info.masters(cluster) {
-        access.admin.delete_topic_in_broker(&addr, topic).await?;
-    }
-    for ns in &access.namesrvs {
-        ctx.admin
-            .delete_topic_in_namesrv(ns, topic, cluster)
-            .await?;
-    }
-    Ok(())
-}
-
-/// Cluster info from the first nameserver that answers.
-async fn cluster_info(ctx: &Context, namesrvs: &[String]) -> Result<ClusterInfo, AdminError> {
-    let mut last = None;
-    for addr in namesrvs {
-        match ctx.admin.cluster_info(addr).await {
-            Ok(info) => return Ok(info),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or(AdminError::Closed {
-        addr: "no nameserver address".to_owned(),
-    }))
-}
-
-/// How the Topic reconcile reaches a cluster: its nameservers (asked unsigned, since
-/// nameservers enforce no ACL) and the admin client for its masters.
+/// How the Topic reconcile reaches a cluster: its nameservers and the admin clients for
+/// them and for its masters.
 struct ClusterAccess {
     namesrvs: Vec<String>,
+    /// Signed with the NameServer's `adminCredentials` (its ACL file is its own).
+    namesrv_admin: Arc<dyn Admin>,
     /// Signed with the Broker's `adminCredentials`. The masters a nameserver lists for
     /// cluster `c` are all pods of the Broker `c` in this namespace (the Broker's name is
     /// its `brokerClusterName`, and its NameServer is in its namespace), so one Broker's
     /// credentials cover every master the reconcile writes to.
     admin: Arc<dyn Admin>,
+}
+
+impl ClusterAccess {
+    /// Cluster info from the first nameserver that answers.
+    async fn cluster_info(&self) -> Result<ClusterInfo, AdminError> {
+        let mut last = None;
+        for addr in &self.namesrvs {
+            match self.namesrv_admin.cluster_info(addr).await {
+                Ok(info) => return Ok(info),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(AdminError::Closed {
+            addr: "no nameserver address".to_owned(),
+        }))
+    }
+
+    /// Deletes `topic` from every master of `cluster`, then from every nameserver's routes.
+    async fn delete_everywhere(&self, cluster: &str, topic: &str) -> Result<(), AdminError> {
+        let info = self.cluster_info().await?;
+        for (_, addr) in info.masters(cluster) {
+            self.admin.delete_topic_in_broker(&addr, topic).await?;
+        }
+        for ns in &self.namesrvs {
+            self.namesrv_admin
+                .delete_topic_in_namesrv(ns, topic, cluster)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// Nameserver addresses and admin client of the Broker `cluster`, or `None` when the
@@ -454,6 +455,7 @@ async fn cluster_access(
     Ok(Some(ClusterAccess {
         namesrvs: NameServerNames::of(&ns)
             .addresses(ns.spec.replicas, &ctx.settings.cluster_domain),
+        namesrv_admin: namesrv_admin_for(ctx, &ns).await?,
         admin: admin_for(ctx, &broker).await?,
     }))
 }

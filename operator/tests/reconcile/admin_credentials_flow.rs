@@ -1,7 +1,8 @@
 //! The account the operator signs its own admin requests with (issues 16 and 18):
 //! `spec.security.adminCredentials`, read from a Secret by name at each reconcile, signs
-//! every call to that Broker's pods and the Topic reconcile's calls to its masters; the
-//! value goes nowhere else.
+//! every call to that Broker's pods and the Topic reconcile's calls to its masters; a
+//! NameServer's signs the Topic reconcile's calls to the nameservers; the values go
+//! nowhere else.
 
 use k8s_openapi::api::core::v1::Secret;
 use operator::admin::RemotingAdmin;
@@ -26,19 +27,32 @@ fn credentials() -> Credentials {
     Credentials::new(ACCESS, SECRET_VALUE)
 }
 
+const NS_SECRET_NAME: &str = "rmq-ns-admin";
+const NS_SECRET_VALUE: &str = "ns-admin-sk-9c40e7a1";
+
+/// The NameServer's own admin account: its ACL file is not the brokers'.
+fn namesrv_credentials() -> Credentials {
+    Credentials::new("namesrv-admin", NS_SECRET_VALUE)
+}
+
 /// The admin Secret with `keys` (a subset of accessKey and secretKey).
 fn admin_secret(api: &FakeApi, keys: &[&str]) {
+    account_secret(api, SECRET_NAME, &credentials(), keys);
+}
+
+/// Secret `name` holding `keys` of `account`.
+fn account_secret(api: &FakeApi, name: &str, account: &Credentials, keys: &[&str]) {
     let mut data = serde_json::Map::new();
     for key in keys {
         let value = match *key {
-            "accessKey" => ACCESS,
-            _ => SECRET_VALUE,
+            "accessKey" => account.access_key.as_str(),
+            _ => account.secret_key.expose(),
         };
         data.insert((*key).to_owned(), json!(base64(value)));
     }
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": SECRET_NAME, "namespace": NS},
+        "metadata": {"name": name, "namespace": NS},
         "data": data,
     }))
     .unwrap();
@@ -60,11 +74,10 @@ fn base64(text: &str) -> String {
 /// Neither the value nor its base64 form is stored anywhere but in the Secret.
 fn assert_not_leaked(api: &FakeApi) {
     let stored = api.dump_except_secrets();
-    assert!(!stored.contains(SECRET_VALUE), "secret value stored");
-    assert!(
-        !stored.contains(&base64(SECRET_VALUE)),
-        "secret value stored"
-    );
+    for value in [SECRET_VALUE, NS_SECRET_VALUE] {
+        assert!(!stored.contains(value), "secret value stored");
+        assert!(!stored.contains(&base64(value)), "secret value stored");
+    }
 }
 
 /// Every recorded call whose target is not a nameserver, with how it was signed.
@@ -245,6 +258,80 @@ async fn a_topic_signs_its_calls_to_the_masters_with_its_brokers_credentials() {
         deletes
             .iter()
             .all(|(_, s)| s.as_ref() == Some(&credentials()))
+    );
+    assert_not_leaked(&api);
+}
+
+#[tokio::test]
+async fn a_topic_signs_its_calls_to_the_nameservers_with_the_nameservers_credentials() {
+    let (api, admin) = crate::topic_flow::cluster();
+    let ctx = context(&api, &admin);
+    api.edit::<NameServer>(
+        NS,
+        "rmq-ha",
+        json!({"spec": {"security": {"adminCredentials": {"secretName": NS_SECRET_NAME}}}}),
+    );
+    let topic = seed(&api, &example::<Topic>("topics.yaml", "Topic", "payments"));
+    let namesrv_calls = |admin: &FakeAdmin| -> Vec<(String, Option<Credentials>)> {
+        admin
+            .signed_calls()
+            .into_iter()
+            .filter(|(call, _)| call.contains(":9876"))
+            .collect()
+    };
+
+    // No Secret yet: the Topic names it and nothing is sent, to nameservers or brokers.
+    assert!(
+        operator::reconcile::topic::reconcile(topic.clone(), ctx.clone())
+            .await
+            .is_err()
+    );
+    assert!(admin.calls().is_empty(), "{:?}", admin.calls());
+    let stored = refetch(&api, &*topic);
+    let cond = conditions::find(
+        &stored.status.as_ref().unwrap().conditions,
+        conditions::READY,
+    )
+    .unwrap();
+    assert_eq!(cond.reason, REASON);
+    assert!(cond.message.contains(NS_SECRET_NAME), "{}", cond.message);
+
+    // With it, every nameserver call is signed with the NameServer's account and the
+    // brokers' calls are not (this Broker names no adminCredentials).
+    account_secret(
+        &api,
+        NS_SECRET_NAME,
+        &namesrv_credentials(),
+        &["accessKey", "secretKey"],
+    );
+    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx.clone())
+        .await
+        .unwrap();
+    let calls = namesrv_calls(&admin);
+    assert!(calls.iter().any(|(c, _)| c.starts_with("cluster_info")));
+    for (call, signed) in &calls {
+        assert_eq!(signed.as_ref(), Some(&namesrv_credentials()), "{call}");
+    }
+    assert!(broker_calls(&admin).iter().all(|(_, s)| s.is_none()));
+
+    // Deleting it removes the topic from the nameservers' routes, signed.
+    kube::Api::<Topic>::namespaced(api.client(), NS)
+        .delete("payments", &Default::default())
+        .await
+        .unwrap();
+    admin.take_calls();
+    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx)
+        .await
+        .unwrap();
+    let deletes: Vec<_> = namesrv_calls(&admin)
+        .into_iter()
+        .filter(|(c, _)| c.starts_with("delete_topic_in_namesrv"))
+        .collect();
+    assert!(!deletes.is_empty());
+    assert!(
+        deletes
+            .iter()
+            .all(|(_, s)| s.as_ref() == Some(&namesrv_credentials()))
     );
     assert_not_leaked(&api);
 }
