@@ -6,6 +6,11 @@
 //! executor's `GroupApi`: a deleted pod is SIGKILLed and recreated (restarted with the
 //! configuration the operator last wrote for it) once the group is repointed; repointing
 //! rewrites every member's `brokerId`/`brokerRole` the way the operator's ConfigMap does.
+//!
+//! [`SimGroup::start_in_namespaces`] runs each member in a network namespace of its own
+//! (`crate::netns`), so a test can partition members from each other, from the
+//! nameserver, or from the driver; everyone else stays in the root namespace and reaches
+//! members at their namespace address.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,7 +27,8 @@ use operator::failover::{Action, Phase, Request, State, step};
 use operator::metrics::{GroupLabels, Metrics};
 use operator::reconcile::broker_status::identities;
 
-use crate::broker_harness::BrokerProcess;
+use crate::broker_harness::{BrokerProcess, Launch};
+use crate::netns::Netns;
 use crate::{http, ports};
 
 /// The group's master role (`replication.ackMode`).
@@ -42,22 +48,28 @@ fn role_for(broker_id: i64, mode: AckMode) -> &'static str {
     }
 }
 
-/// One pod of the group: a broker process with fixed ports and its own data directory.
+/// One pod of the group: a broker process with fixed ports and its own data directory,
+/// reached at `host` (its namespace's address, or 127.0.0.1).
 pub struct SimMember {
     pub pod: String,
+    pub host: String,
     pub port: u16,
     pub http_port: u16,
     pub ha_port: u16,
-    pub process: Arc<Mutex<BrokerProcess>>,
+    process: Arc<Mutex<BrokerProcess>>,
     /// Deleted and not yet recreated, or being restarted.
     pending: Arc<AtomicBool>,
     unready_since_ms: Mutex<Option<i64>>,
     _dir: tempfile::TempDir,
+    /// The member's own network namespace, if it has one; declared last so the process
+    /// is killed before its namespace goes.
+    pub netns: Option<Netns>,
 }
 
 impl SimMember {
+    /// Where clients, the driver and the other members reach it (what it advertises).
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BrokerProcess> {
@@ -78,13 +90,23 @@ impl SimMember {
         self.lock().resume();
     }
 
-    /// Starts the process again with its current configuration; blocks until ready.
-    pub fn restart(&self) {
-        let mut p = self.lock();
-        if !p.running() {
-            p.kill9();
-            p.restart();
-        }
+    /// What the kubelet or the StatefulSet controller does for a dead container or a
+    /// deleted pod: starts the process again with the configuration the reconciler last
+    /// wrote, and waits until it is ready. A deleted pod counts as recreated from then
+    /// on, even if the machine has not repointed the group yet.
+    pub async fn restart(&self) {
+        let process = Arc::clone(&self.process);
+        let pending = Arc::clone(&self.pending);
+        tokio::task::spawn_blocking(move || {
+            let mut p = process.lock().unwrap_or_else(|p| p.into_inner());
+            if !p.running() {
+                p.kill9();
+                p.restart();
+            }
+            pending.store(false, Ordering::Release);
+        })
+        .await
+        .expect("restart task");
     }
 
     /// Whether the process runs; a member being restarted (its lock held) does not.
@@ -129,11 +151,39 @@ impl SimGroup {
         extra: &[(&str, &str)],
         mode: AckMode,
     ) -> Self {
+        let nets = (0..replicas).map(|_| None).collect();
+        Self::start_members(name, namesrv_port, extra, mode, nets)
+    }
+
+    /// [`Self::start_with_mode`] with member `i` in network namespace `nets[i]`, which
+    /// must reach the others ([`Netns::route_to_peers`]). The nameserver must listen on
+    /// the root namespace's addresses (`bindAddress=0.0.0.0`): each member reaches it at
+    /// its own veth's root end.
+    pub fn start_in_namespaces(
+        name: &str,
+        nets: Vec<Netns>,
+        namesrv_port: u16,
+        extra: &[(&str, &str)],
+        mode: AckMode,
+    ) -> Self {
+        let nets = nets.into_iter().map(Some).collect();
+        Self::start_members(name, namesrv_port, extra, mode, nets)
+    }
+
+    fn start_members(
+        name: &str,
+        namesrv_port: u16,
+        extra: &[(&str, &str)],
+        mode: AckMode,
+        nets: Vec<Option<Netns>>,
+    ) -> Self {
         let master = format!("{name}-0-0");
         let state = State::idle(&master, 0);
-        let ids = identities(replicas as i32, &state);
-        let members = (0..replicas)
-            .map(|i| {
+        let ids = identities(nets.len() as i32, &state);
+        let members = nets
+            .into_iter()
+            .enumerate()
+            .map(|(i, netns)| {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let ha_port = ports::free_port();
                 let id = ids[i].broker_id.to_string();
@@ -145,10 +195,35 @@ impl SimGroup {
                     ("brokerRole", role_for(ids[i].broker_id, mode)),
                     ("haMasterRole", master_role(mode)),
                 ];
+                let namesrv = netns
+                    .as_ref()
+                    .map(|n| format!("{}:{namesrv_port}", n.root_ip));
+                if let (Some(n), Some(namesrv)) = (&netns, &namesrv) {
+                    // Advertised in routes, message ids and the HA address slaves dial.
+                    conf.extend([
+                        ("bindAddress", "0.0.0.0"),
+                        ("brokerIP1", n.ns_ip.as_str()),
+                        ("namesrvAddr", namesrv.as_str()),
+                    ]);
+                }
                 conf.extend_from_slice(extra);
-                let broker = BrokerProcess::start_in(dir.path(), Some(namesrv_port), &conf);
+                let broker = match &netns {
+                    Some(n) => BrokerProcess::start_with(
+                        dir.path(),
+                        None,
+                        &conf,
+                        Launch {
+                            prefix: n.exec_prefix(),
+                            host: n.ns_ip.clone(),
+                        },
+                    ),
+                    None => BrokerProcess::start_in(dir.path(), Some(namesrv_port), &conf),
+                };
                 SimMember {
                     pod: format!("{name}-0-{i}"),
+                    host: netns
+                        .as_ref()
+                        .map_or_else(|| "127.0.0.1".to_owned(), |n| n.ns_ip.clone()),
                     port: broker.port,
                     http_port: broker.http_port,
                     ha_port,
@@ -156,6 +231,7 @@ impl SimGroup {
                     pending: Arc::default(),
                     unready_since_ms: Mutex::new(None),
                     _dir: dir,
+                    netns,
                 }
             })
             .collect();
@@ -209,8 +285,10 @@ impl SimGroup {
                     break;
                 }
                 // Bounded like a kubelet probe: a paused (SIGSTOP) broker reads as unready.
-                let probe =
-                    tokio::time::timeout(Duration::from_secs(1), http::get(m.http_port, "/readyz"));
+                let probe = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    http::get_at(&m.host, m.http_port, "/readyz"),
+                );
                 ready = ready || matches!(probe.await, Ok(Ok((200, _))));
                 if status.is_none() {
                     status = self.admin.ha_status(&m.addr()).await.ok();
@@ -239,7 +317,7 @@ impl SimGroup {
                 terminating: false,
                 ready,
                 unready_since_ms,
-                ip: Some("127.0.0.1".to_owned()),
+                ip: Some(m.host.clone()),
             });
         }
         (facts, ha)

@@ -20,6 +20,13 @@ use std::time::{Duration, Instant};
 const BLACKHOLE_METRIC: &str = "4242";
 /// Subnets are /30s carved out of 10.201.0.0/16.
 const SUBNETS: u32 = 16384;
+/// Every namespace's subnet lies in this range; [`Netns::route_to_peers`] routes it.
+const RANGE: &str = "10.201.0.0/16";
+/// Priority of the rules [`Netns::block_to`] and its siblings add inside a namespace:
+/// after the `local` table (0), so the namespace's own addresses and loopback stay
+/// reachable and incoming packets are still delivered, before `main` (32766), so they
+/// win over every route.
+const BLOCK_PREF: &str = "100";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -318,6 +325,95 @@ impl Netns {
         ip(&["link", "set", &self.names.root_if, "up"])?;
         self.wait_reachable(Duration::from_secs(5))
     }
+
+    /// Lets the namespace reach every other namespace, and the root namespace at any
+    /// address in 10.201.0.0/16, through the root namespace: a route inside, and IPv4
+    /// forwarding switched on for packets arriving on this pair's root end only. The
+    /// global `ip_forward` stays as it is (forwarding is decided per ingress interface),
+    /// and both settings vanish with the namespace and the veth.
+    pub fn route_to_peers(&self) -> Result<(), NetnsError> {
+        ip(&[
+            "-n",
+            &self.names.ns,
+            "route",
+            "add",
+            RANGE,
+            "via",
+            &self.root_ip,
+        ])?;
+        let knob = format!("/proc/sys/net/ipv4/conf/{}/forwarding", self.names.root_if);
+        fs::write(knob, "1")?;
+        Ok(())
+    }
+
+    /// Drops everything the namespace sends to `ip` (its own processes get a local
+    /// error, the peer sees silence); packets from `ip` still arrive.
+    pub fn block_to(&self, ip: &str) -> Result<(), NetnsError> {
+        self.block(&["to", ip])
+    }
+
+    /// Drops what the namespace sends to TCP port `port` at `ip` only: other traffic to
+    /// that address, such as answers to a client connecting from it, still flows.
+    pub fn block_to_port(&self, ip: &str, port: u16) -> Result<(), NetnsError> {
+        self.block(&["to", ip, "ipproto", "tcp", "dport", &port.to_string()])
+    }
+
+    /// A one-way partition: everything the namespace sends out is dropped, while
+    /// everything sent to it still arrives (requests reach its processes, their answers
+    /// never leave).
+    pub fn block_outgoing(&self) -> Result<(), NetnsError> {
+        self.block(&[])
+    }
+
+    fn block(&self, selector: &[&str]) -> Result<(), NetnsError> {
+        let mut args = vec![
+            "-n",
+            self.names.ns.as_str(),
+            "rule",
+            "add",
+            "pref",
+            BLOCK_PREF,
+        ];
+        args.extend_from_slice(selector);
+        args.push("blackhole");
+        // The same block twice is one block: the kernel refuses a duplicate rule.
+        match ip(&args) {
+            Err(NetnsError::Failed { stderr, .. }) if stderr.contains("File exists") => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Removes every block this namespace has; established connections resume.
+    pub fn unblock_all(&self) -> Result<(), NetnsError> {
+        // `ip rule del pref N` removes one rule of that priority per call; it fails
+        // once none is left. A bound keeps a misbehaving `ip` from spinning forever.
+        for _ in 0..1000 {
+            if ip(&["-n", &self.names.ns, "rule", "del", "pref", BLOCK_PREF]).is_err() {
+                return if self.blocks()?.is_empty() {
+                    Ok(())
+                } else {
+                    Err(NetnsError::Failed {
+                        args: format!("-n {} rule del pref {BLOCK_PREF}", self.names.ns),
+                        stderr: "blocks remain".to_owned(),
+                    })
+                };
+            }
+        }
+        Err(NetnsError::Failed {
+            args: format!("-n {} rule del pref {BLOCK_PREF}", self.names.ns),
+            stderr: "too many blocks".to_owned(),
+        })
+    }
+
+    /// The blocking rules in place, as `ip rule` lists them.
+    pub fn blocks(&self) -> Result<Vec<String>, NetnsError> {
+        let list = ip(&["-n", &self.names.ns, "rule", "show", "pref", BLOCK_PREF])?;
+        Ok(list
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
 }
 
 impl Drop for Netns {
@@ -369,6 +465,94 @@ mod tests {
         assert_eq!(Names::from_state(&n.to_state()), Some(n));
         assert_eq!(Names::from_state("a\nb\nc\n99999\n"), None);
         assert_eq!(Names::new(1, 0, 0).cidr(), "10.201.0.0/30");
+    }
+
+    /// Runs `f` on a thread that has joined namespace `ns` (sockets it makes live there).
+    fn inside<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        use std::os::fd::AsRawFd;
+        let file = fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
+        std::thread::spawn(move || {
+            // SAFETY: setns on this thread only, with a descriptor it keeps open.
+            assert_eq!(
+                unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    fn reaches(from: Option<&str>, to: std::net::SocketAddr) -> bool {
+        let attempt =
+            move || std::net::TcpStream::connect_timeout(&to, Duration::from_millis(300)).is_ok();
+        match from {
+            Some(ns) => inside(ns, attempt),
+            None => attempt(),
+        }
+    }
+
+    /// Namespaces reach each other through the root namespace; each kind of block cuts
+    /// exactly what it names, and unblocking restores everything.
+    #[test]
+    fn peers_route_through_the_root_namespace_and_blocks_cut_what_they_name() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || ip(&["netns", "list"]).is_err() {
+            assert_ne!(
+                std::env::var("RMQ_REQUIRE_NETNS").as_deref(),
+                Ok("1"),
+                "RMQ_REQUIRE_NETNS=1 but network namespaces are unavailable"
+            );
+            eprintln!("SKIPPED peers_route_through_the_root_namespace: needs root and iproute2");
+            return;
+        }
+        let (a, b) = (Netns::create().unwrap(), Netns::create().unwrap());
+        a.route_to_peers().unwrap();
+        b.route_to_peers().unwrap();
+        let listen = |ns: &Netns| {
+            let host = ns.ns_ip.clone();
+            let l = inside(ns.name(), move || {
+                std::net::TcpListener::bind((host.as_str(), 0)).unwrap()
+            });
+            let addr = l.local_addr().unwrap();
+            // Accepts stay queued in the backlog; a completed handshake is all we check.
+            (l, addr)
+        };
+        let (_lb, at_b) = listen(&b);
+        let (_la, at_a) = listen(&a);
+        let root = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let root_port = root.local_addr().unwrap().port();
+        let root_at = |ns: &Netns| -> std::net::SocketAddr {
+            format!("{}:{root_port}", ns.root_ip).parse().unwrap()
+        };
+        let (from_a, from_b) = (Some(a.name()), Some(b.name()));
+        assert!(reaches(from_a, at_b) && reaches(from_b, at_a) && reaches(None, at_a));
+        assert!(reaches(from_a, root_at(&a)) && reaches(from_a, root_at(&b)));
+
+        a.block_to(&b.ns_ip).unwrap();
+        assert!(!reaches(from_a, at_b), "a reaches b through a block");
+        assert!(reaches(from_a, root_at(&a)) && reaches(None, at_a));
+        a.unblock_all().unwrap();
+
+        a.block_to_port(&a.root_ip, root_port).unwrap();
+        assert!(!reaches(from_a, root_at(&a)), "a reaches the blocked port");
+        assert!(reaches(from_a, root_at(&b)) && reaches(None, at_a) && reaches(from_a, at_b));
+        a.unblock_all().unwrap();
+
+        // One way: packets to a arrive, its answers (the SYN-ACK) never leave.
+        a.block_outgoing().unwrap();
+        a.block_outgoing().unwrap();
+        assert_eq!(a.blocks().unwrap().len(), 1, "a repeated block is one rule");
+        assert!(!reaches(None, at_a) && !reaches(from_b, at_a) && !reaches(from_a, at_b));
+        a.unblock_all().unwrap();
+        assert!(a.blocks().unwrap().is_empty());
+        assert!(reaches(None, at_a) && reaches(from_b, at_a) && reaches(from_a, at_b));
+
+        // A cut link heals with the routes between namespaces intact.
+        a.partition().unwrap();
+        assert!(!reaches(from_b, at_a));
+        a.heal().unwrap();
+        assert!(reaches(from_b, at_a) && reaches(from_a, at_b));
     }
 
     /// What a test process killed with SIGKILL leaves behind is removed by the next run.

@@ -3,8 +3,16 @@
 //! machine (`e2e::failover_sim`), producers writing unique keys and recording each send's
 //! outcome, and a seeded random schedule of faults: SIGKILL of the master or a slave,
 //! SIGSTOP/SIGCONT of either (a long pause gets the master replaced while it is frozen),
-//! and switchovers under load. After healing, a consumer reads every queue from the
-//! master and the history is checked:
+//! switchovers under load, and network partitions: master from a slave (both ways),
+//! master from the nameserver, and the master isolated while it keeps running (one way,
+//! everything it sends dropped, or its link down), so the operator fails over and fences
+//! it while it is alive. For partitions each member runs in a network namespace of its
+//! own (`e2e::netns`; the nameserver, producers, consumer and the driver stay in the
+//! root namespace); that needs root and iproute2. Without them the other faults still
+//! run and the log says partitions were skipped, unless `RMQ_REQUIRE_NETNS=1` (set by
+//! `.ci/run` as root), which makes that a failure. With namespaces every schedule holds
+//! each partition fault at least once. After healing, a consumer reads every queue from
+//! the master and the history is checked:
 //!
 //! * **lost**: acknowledged SEND_OK but not readable;
 //! * **moved**: acknowledged, but read at another queue offset than its SEND_OK named;
@@ -18,22 +26,27 @@
 //! must lie in the tail the promoted replica lacked. CI runs a short fixed-seed schedule
 //! of each; a long one runs by hand, replaying a failure by its seed:
 //! `RMQ_CHECKER_FAULTS=60 RMQ_CHECKER_SEED=7 cargo test -p rmq-e2e-tests --test
-//! broker_fault_checker -- --nocapture`. Network partitions are covered by
-//! `broker_partition.rs` (netns, root only).
+//! broker_fault_checker -- --nocapture`. `broker_partition.rs` walks one partition
+//! step by step (what the isolated master answers while cut off).
 
-use std::collections::{BTreeMap, HashMap};
+#[path = "support/checker_faults.rs"]
+mod faults;
+#[path = "support/checker_history.rs"]
+mod history;
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e::broker_harness::{decode_records, pull, send_v2};
+use e2e::broker_harness::send_v2;
 use e2e::failover_sim::{Driver, SimGroup, epochs};
 use e2e::nameserver::Options;
 use e2e::wait::runtime;
 use e2e::{Client, NameServer};
-use operator::admin::Admin;
-use operator::crd::{AckMode, FailoverPolicy, FailoverSpec, FailoverTrigger};
-use operator::failover::{BlockedReason, Phase, Request};
+use faults::{PARTITIONS, Rng, Target, drive_for, inject, schedule, settle};
+use history::{Outcome, Report, Sent, check, key, physical_of, read_all};
+use operator::crd::{AckMode, FailoverPolicy, FailoverSpec};
 use protocol::code::response;
 
 const TOPIC: &str = "CheckT";
@@ -52,87 +65,17 @@ const BROKER_CONF: &[(&str, &str)] = &[
     ("registerNameServerPeriod", "2000"),
 ];
 
-/// xorshift64*: the schedule is a pure function of the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn millis(&mut self, from: u64, to: u64) -> Duration {
-        Duration::from_millis(from + self.below(to - from))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// SEND_OK at this queue offset.
-    Acked(i64),
-    /// Any other answer (not acknowledged; may or may not be stored).
-    Refused(i32),
-    /// No answer in time (may or may not be stored).
-    Unknown,
-}
-
-#[derive(Debug, Clone)]
-struct Sent {
-    producer: usize,
-    outcome: Outcome,
-    /// For an acknowledged send: the port of the broker that acknowledged it and the
-    /// physical offset its message id names.
-    at: Option<(u16, i64)>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Fault {
-    KillMaster,
-    KillSlave,
-    PauseMaster,
-    PauseSlave,
-    Switchover,
-}
-
-const FAULTS: [Fault; 5] = [
-    Fault::KillMaster,
-    Fault::KillSlave,
-    Fault::PauseMaster,
-    Fault::PauseSlave,
-    Fault::Switchover,
-];
-
-fn key(producer: usize, seq: u64) -> String {
-    format!("k-p{producer}-{seq}")
-}
-
-/// The CommitLog offset in a message id (its last 16 hex digits).
-fn physical_of(msg_id: &str) -> Option<i64> {
-    i64::from_str_radix(msg_id.get(msg_id.len().checked_sub(16)?..)?, 16).ok()
-}
-
-fn parse_key(body: &[u8]) -> Option<(usize, u64)> {
-    let s = std::str::from_utf8(body).ok()?.strip_prefix("k-p")?;
-    let (p, seq) = s.split_once('-')?;
-    Some((p.parse().ok()?, seq.parse().ok()?))
-}
-
 /// Producers sending unique keys to whichever member accepts writes; each key is sent
-/// once, whatever the outcome.
+/// once, whatever the outcome. Members are (address, port); the port names them.
 fn start_producers(
-    ports: Vec<u16>,
+    members: Vec<(String, u16)>,
     stop: Arc<AtomicBool>,
     history: Arc<Mutex<HashMap<String, Sent>>>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..PRODUCERS)
         .map(|p| {
-            let (ports, stop, history) = (ports.clone(), Arc::clone(&stop), Arc::clone(&history));
+            let (members, stop, history) =
+                (members.clone(), Arc::clone(&stop), Arc::clone(&history));
             tokio::spawn(async move {
                 let mut clients: HashMap<u16, Client> = HashMap::new();
                 let mut prefer = 0usize;
@@ -140,9 +83,10 @@ fn start_producers(
                     if stop.load(Ordering::Acquire) {
                         return;
                     }
-                    let port = ports[prefer % ports.len()];
+                    let (addr, port) = &members[prefer % members.len()];
+                    let port = *port;
                     if let std::collections::hash_map::Entry::Vacant(e) = clients.entry(port) {
-                        match tokio::time::timeout(SEND_TIMEOUT, Client::connect(port)).await {
+                        match tokio::time::timeout(SEND_TIMEOUT, Client::connect_addr(addr)).await {
                             Ok(Ok(c)) => {
                                 e.insert(c);
                             }
@@ -208,254 +152,6 @@ fn start_producers(
         .collect()
 }
 
-/// Ticks the failover machine for `d`.
-async fn drive_for(driver: &mut Driver, group: &SimGroup, d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        if let Err(e) = driver.tick(group).await {
-            eprintln!("failover step failed: {e}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Starts a member's process again if it is not running (what the kubelet does for a
-/// crashed container), from its current configuration.
-async fn restart(m: &e2e::failover_sim::SimMember) {
-    let p = m.process.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut p = p.lock().unwrap_or_else(|p| p.into_inner());
-        if !p.running() {
-            p.kill9();
-            p.restart();
-        }
-    })
-    .await
-    .unwrap();
-}
-
-/// Heals: resumes everyone, restarts dead members, and drives until the machine is at
-/// rest with every member running and the master reporting all slaves in sync.
-async fn settle(driver: &mut Driver, group: &SimGroup, seed: u64) {
-    for m in &group.members {
-        m.resume();
-    }
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        for m in &group.members {
-            if !m.running() {
-                restart(m).await;
-            }
-        }
-        if let Err(e) = driver.tick(group).await {
-            eprintln!("failover step failed: {e}");
-        }
-        let master = group.member(&driver.state.master);
-        let in_sync =
-            group.admin.ha_status(&master.addr()).await.is_ok_and(|h| {
-                h.master && h.in_sync_slave_nums as usize == group.members.len() - 1
-            });
-        if driver.state.phase.at_rest() && in_sync {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "seed {seed}: the group did not heal: {:?}\n{:#?}",
-            driver.state,
-            driver.trace
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn inject(fault: Fault, rng: &mut Rng, driver: &mut Driver, group: &SimGroup, seed: u64) {
-    let master = driver.state.master.clone();
-    let slaves: Vec<String> = group
-        .members
-        .iter()
-        .map(|m| m.pod.clone())
-        .filter(|p| *p != master)
-        .collect();
-    let slave = slaves[rng.below(slaves.len() as u64) as usize].clone();
-    match fault {
-        // The machine replaces the dead master, or, with no eligible replica (the slave
-        // itself is down or behind), blocks until the kubelet restarts the old one, which
-        // is then elected back.
-        Fault::KillMaster => {
-            group.member(&master).kill9();
-            driver
-                .drive_until(
-                    group,
-                    Duration::from_secs(60),
-                    Duration::from_millis(100),
-                    |s| {
-                        (s.phase == Phase::Completed && s.master != master)
-                            || s.phase == Phase::Blocked(BlockedReason::NoEligibleReplica)
-                    },
-                )
-                .await
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            if matches!(driver.state.phase, Phase::Blocked(_)) {
-                restart(group.member(&master)).await;
-                driver
-                    .drive_until(
-                        group,
-                        Duration::from_secs(60),
-                        Duration::from_millis(100),
-                        |s| s.phase == Phase::Completed,
-                    )
-                    .await
-                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            }
-        }
-        // A crashed container is restarted by the kubelet.
-        Fault::KillSlave => {
-            group.member(&slave).kill9();
-            drive_for(driver, group, rng.millis(200, 1500)).await;
-            restart(group.member(&slave)).await;
-        }
-        // Short: a stall the group rides out; long: the machine replaces the frozen master
-        // (deleting its pod kills it) and it comes back as a slave.
-        Fault::PauseMaster => {
-            group.member(&master).pause();
-            drive_for(driver, group, rng.millis(300, 4000)).await;
-            group.member(&master).resume();
-        }
-        Fault::PauseSlave => {
-            group.member(&slave).pause();
-            drive_for(driver, group, rng.millis(300, 3000)).await;
-            group.member(&slave).resume();
-        }
-        Fault::Switchover => {
-            driver.request = Some(Request {
-                trigger: FailoverTrigger::Switchover,
-                target: Some(slave.clone()),
-            });
-            driver
-                .drive_until(
-                    group,
-                    Duration::from_secs(60),
-                    Duration::from_millis(100),
-                    |s| s.phase.at_rest() && driver_request_done(s),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            // The machine clears the request when it is done (or refused it).
-            drive_for(driver, group, Duration::from_millis(300)).await;
-        }
-    }
-}
-
-fn driver_request_done(s: &operator::failover::State) -> bool {
-    s.phase == Phase::Completed || s.phase == Phase::Idle
-}
-
-/// Every record of every queue of the topic on the broker at `port`:
-/// key → [(queue, queue offset)], and each queue's keys in queue order.
-async fn read_all(port: u16) -> (HashMap<Vec<u8>, Vec<(i32, i64)>>, Vec<Vec<Vec<u8>>>) {
-    let c = Client::connect(port).await.unwrap();
-    let mut seen: HashMap<Vec<u8>, Vec<(i32, i64)>> = HashMap::new();
-    let mut order = Vec::new();
-    for q in 0..QUEUES {
-        let mut in_queue = Vec::new();
-        let mut next = 0i64;
-        loop {
-            let r = c
-                .request(pull("Checker", TOPIC, q, next, 32, None, "*"))
-                .await
-                .unwrap();
-            if r.code != response::SUCCESS {
-                break;
-            }
-            let records = decode_records(&r.body);
-            let Some(last) = records.last() else { break };
-            next = last.queue_offset + 1;
-            for rec in records {
-                seen.entry(rec.body.clone())
-                    .or_default()
-                    .push((q, rec.queue_offset));
-                in_queue.push(rec.body);
-            }
-        }
-        order.push(in_queue);
-    }
-    (seen, order)
-}
-
-#[derive(Debug, Default)]
-struct Report {
-    sent: usize,
-    acked: usize,
-    refused: usize,
-    unknown: usize,
-    read: usize,
-    lost: Vec<String>,
-    moved: Vec<String>,
-    duplicated: Vec<String>,
-    reordered: Vec<String>,
-    phantom: Vec<String>,
-}
-
-fn check(
-    history: &HashMap<String, Sent>,
-    seen: &HashMap<Vec<u8>, Vec<(i32, i64)>>,
-    order: &[Vec<Vec<u8>>],
-) -> Report {
-    let mut r = Report {
-        sent: history.len(),
-        ..Report::default()
-    };
-    for (k, s) in history {
-        match s.outcome {
-            Outcome::Acked(offset) => {
-                r.acked += 1;
-                match seen.get(k.as_bytes()).map(Vec::as_slice) {
-                    None | Some([]) => r.lost.push(k.clone()),
-                    Some([(_, at)]) if *at != offset => {
-                        r.moved
-                            .push(format!("{k}: acked at {offset}, read at {at}"));
-                    }
-                    _ => {}
-                }
-            }
-            Outcome::Refused(_) => r.refused += 1,
-            Outcome::Unknown => r.unknown += 1,
-        }
-    }
-    for (body, at) in seen {
-        r.read += at.len();
-        let name = String::from_utf8_lossy(body).into_owned();
-        if at.len() > 1 {
-            r.duplicated.push(format!("{name} at {at:?}"));
-        }
-        let known = parse_key(body).is_some() && history.contains_key(name.as_str());
-        if !known && body.as_slice() != b"hello" {
-            r.phantom.push(name);
-        }
-    }
-    // Within a queue, a producer's acknowledged keys appear in the order it sent them.
-    for keys in order {
-        let mut last: BTreeMap<usize, u64> = BTreeMap::new();
-        for body in keys {
-            let Some((p, seq)) = parse_key(body) else {
-                continue;
-            };
-            let acked = history
-                .get(&key(p, seq))
-                .is_some_and(|s| matches!(s.outcome, Outcome::Acked(_)) && s.producer == p);
-            if !acked {
-                continue;
-            }
-            if let Some(prev) = last.insert(p, seq)
-                && prev > seq
-            {
-                r.reordered.push(format!("p{p}: {seq} read after {prev}"));
-            }
-        }
-    }
-    r
-}
-
 fn env_or(key: &str, default: u64) -> u64 {
     std::env::var(key)
         .ok()
@@ -486,11 +182,32 @@ struct Promotion {
 
 fn run(mode: AckMode, default_seed: u64) -> Run {
     let seed = env_or("RMQ_CHECKER_SEED", default_seed);
-    let faults = env_or("RMQ_CHECKER_FAULTS", 4) as usize;
     let replicas = env_or("RMQ_CHECKER_REPLICAS", 2) as usize;
+    let nets = faults::namespaces(replicas);
+    let partitions = nets.is_some();
+    // Each partition kind once plus as many of the others by default.
+    let default_faults = if partitions { 2 * PARTITIONS.len() } else { 4 };
+    let faults = env_or("RMQ_CHECKER_FAULTS", default_faults as u64) as usize;
     let mut rng = Rng(seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let ns = NameServer::start(Options::default());
-    let group = SimGroup::start_with_mode("ck", replicas, ns.port, BROKER_CONF, mode);
+    let plan = schedule(&mut rng, faults, partitions);
+    let (ns, group) = match nets {
+        // Members reach the nameserver through their veth, not over loopback.
+        Some(nets) => {
+            let ns = NameServer::start(Options::default().config("bindAddress", "0.0.0.0"));
+            let group = SimGroup::start_in_namespaces("ck", nets, ns.port, BROKER_CONF, mode);
+            (ns, group)
+        }
+        None => {
+            let ns = NameServer::start(Options::default());
+            let group = SimGroup::start_with_mode("ck", replicas, ns.port, BROKER_CONF, mode);
+            (ns, group)
+        }
+    };
+    let target = Target {
+        group: &group,
+        namesrv_port: ns.port,
+        seed,
+    };
     let spec = FailoverSpec {
         policy: FailoverPolicy::Automatic,
         unavailable_for: "2s".to_owned(),
@@ -503,30 +220,32 @@ fn run(mode: AckMode, default_seed: u64) -> Run {
     };
     let mut driver = Driver::new(&group.members[0].pod, spec);
     driver.ack_mode = mode;
-    let ports: Vec<u16> = group.members.iter().map(|m| m.port).collect();
+    let members: Vec<(String, u16)> = group.members.iter().map(|m| (m.addr(), m.port)).collect();
     let history: Arc<Mutex<HashMap<String, Sent>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let mut schedule = Vec::new();
     let (report, lineage) = runtime().block_on(async {
         settle(&mut driver, &group, seed).await;
-        let c = Client::connect(group.member(&driver.state.master).port)
+        let c = Client::connect_addr(&group.member(&driver.state.master).addr())
             .await
             .unwrap();
         let r = c.request(send_v2(TOPIC, 0, b"hello", "")).await.unwrap();
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
         // Metadata sync brings the topic to the slaves.
         drive_for(&mut driver, &group, Duration::from_millis(700)).await;
-        let producers = start_producers(ports, Arc::clone(&stop), Arc::clone(&history));
-        for _ in 0..faults {
+        let producers = start_producers(members, Arc::clone(&stop), Arc::clone(&history));
+        for &fault in &plan {
             drive_for(&mut driver, &group, rng.millis(300, 1500)).await;
-            let fault = FAULTS[rng.below(FAULTS.len() as u64) as usize];
-            schedule.push(format!("{fault:?}"));
             eprintln!(
                 "seed {seed}: fault {fault:?} (master {})",
                 driver.state.master
             );
-            inject(fault, &mut rng, &mut driver, &group, seed).await;
+            let at = Instant::now();
+            inject(fault, &mut rng, &mut driver, &target).await;
+            eprintln!(
+                "seed {seed}: {fault:?} healed after {:.1} s",
+                at.elapsed().as_secs_f64()
+            );
         }
         settle(&mut driver, &group, seed).await;
         drive_for(&mut driver, &group, Duration::from_millis(500)).await;
@@ -536,7 +255,7 @@ fn run(mode: AckMode, default_seed: u64) -> Run {
         }
         settle(&mut driver, &group, seed).await;
         let master = group.member(&driver.state.master);
-        let (seen, order) = read_all(master.port).await;
+        let (seen, order) = read_all(&master.addr()).await;
         let lineage = epochs(&group.admin, &master.addr())
             .await
             .map(|(entries, _)| entries)
@@ -544,7 +263,7 @@ fn run(mode: AckMode, default_seed: u64) -> Run {
         (check(&history.lock().unwrap(), &seen, &order), lineage)
     });
     // "promoting <pod> at epoch <e>[ (unclean: ...)]", as the machine announces it.
-    let promotions = group
+    let promotions: Vec<Promotion> = group
         .events
         .lock()
         .unwrap()
@@ -563,10 +282,16 @@ fn run(mode: AckMode, default_seed: u64) -> Run {
         })
         .collect();
     eprintln!(
-        "seed {seed} ({mode:?}): {} faults {:?} in {:.1} s; sent {}, acknowledged {}, refused {}, \
-         unknown {}, read {}; lost {}, moved {}, duplicated {}, reordered {}, phantom {}",
-        schedule.len(),
-        schedule,
+        "seed {seed} ({mode:?}): {} faults{} {:?} in {:.1} s; sent {}, acknowledged {}, \
+         refused {}, unknown {}, read {}; lost {}, moved {}, duplicated {}, reordered {}, \
+         phantom {}; {} promotions ({} reporting a loss)",
+        plan.len(),
+        if partitions {
+            ""
+        } else {
+            " (partitions skipped)"
+        },
+        plan,
         started.elapsed().as_secs_f64(),
         report.sent,
         report.acked,
@@ -577,7 +302,9 @@ fn run(mode: AckMode, default_seed: u64) -> Run {
         report.moved.len(),
         report.duplicated.len(),
         report.reordered.len(),
-        report.phantom.len()
+        report.phantom.len(),
+        promotions.len(),
+        promotions.iter().filter(|p| p.reported_loss).count()
     );
     let history = history.lock().unwrap().clone();
     Run {
