@@ -2,12 +2,19 @@
 # ACL + TLS cost on the produce path (issue 16): the same release build, one nameserver and
 # one broker per configuration, 1 KiB sync sends from 64 senders, rounds alternating
 #   plain   no ACL, no TLS
-#   secure  aclEnable=true (every send signed and checked) and tls.server.mode=enforcing
-# so that drift on a noisy machine hits both alike. Prints each round and the ratio of the
-# mean throughputs.
+#   acl     aclEnable=true only (every send signed and checked)
+#   tls     tls.server.mode=enforcing only
+#   secure  both
+# so that drift on a noisy machine hits all alike. MODES picks them (default "plain
+# secure"; plain always runs first in a round). Prints each round and each mode's mean
+# against plain's.
 #
 #   bench/security.sh                      # release build, 3 rounds of 10 s each
 #   ROUNDS=5 DURATION=15 BIN_DIR=$CARGO_TARGET_DIR/release bench/security.sh
+#   MODES="plain acl tls secure" bench/security.sh      # the two costs apart
+#   BROKER_CPUS=0 BENCH_CPUS=1 bench/security.sh        # broker and client on separate
+#                                                       # cores (taskset), as if the
+#                                                       # client ran on another machine
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,6 +30,11 @@ for b in rmq-nameserver rmq-broker rmq-bench; do
 done
 command -v openssl >/dev/null || { echo "openssl is required to make the test certificates" >&2; exit 1; }
 command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
+
+MODES="${MODES:-plain secure}"
+pin() { [[ -n "$1" ]] && echo taskset -c "$1" || echo env; }
+read -r -a BROKER_PIN <<<"$(pin "${BROKER_CPUS:-}")"
+read -r -a BENCH_PIN <<<"$(pin "${BENCH_CPUS:-}")"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/rmq-secbench.XXXXXX")"
 PIDS=()
@@ -56,13 +68,15 @@ start() {
   mkdir -p "$dir"
   local ns_port ns_http port http
   ns_port="$(free_port)"; ns_http="$(free_port)"; port="$(free_port)"; http="$(free_port)"
-  if [[ "$1" == secure ]]; then
+  if [[ "$1" == secure || "$1" == tls ]]; then
     tls_ns="tls.server.mode=enforcing
 tls.server.certPath=$WORK/server.crt
 tls.server.keyPath=$WORK/server.pk8"
     tls_broker="$tls_ns
 tls.enable=true
 tls.client.trustCertPath=$WORK/ca.crt"
+  fi
+  if [[ "$1" == secure || "$1" == acl ]]; then
     acl="aclEnable=true
 aclFile=$WORK/plain_acl.yml"
   fi
@@ -89,7 +103,7 @@ mappedFileSizeCommitLog=1073741824
 $acl
 $tls_broker
 CONF
-  "$BIN_DIR/rmq-broker" -c "$dir/broker.conf" >>"$dir/broker.log" 2>&1 &
+  "${BROKER_PIN[@]}" "$BIN_DIR/rmq-broker" -c "$dir/broker.conf" >>"$dir/broker.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 1 300); do
     curl -fs "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && return 0
@@ -102,14 +116,16 @@ CONF
 run() {
   start "$1"
   local extra=()
-  if [[ "$1" == secure ]]; then
+  if [[ "$1" == secure || "$1" == tls ]]; then
     extra=(--tls --tls-ca "$WORK/ca.crt")
+  fi
+  if [[ "$1" == secure || "$1" == acl ]]; then
     export ROCKETMQ_ACCESS_KEY=benchAdmin ROCKETMQ_SECRET_KEY=benchAdminSecret
   else
     unset ROCKETMQ_ACCESS_KEY ROCKETMQ_SECRET_KEY
   fi
   sleep 1
-  "$BIN_DIR/rmq-bench" -n "$NS" --json "${extra[@]}" -d "$DURATION" --warmup-s 2 \
+  "${BENCH_PIN[@]}" "$BIN_DIR/rmq-bench" -n "$NS" --json "${extra[@]}" -d "$DURATION" --warmup-s 2 \
     producer -t BenchSec --create-topic-queues 8 -s 1024 -c "$SENDERS" --mode sync \
     > "$WORK/out.json"
   stop_all
@@ -123,16 +139,34 @@ run() {
   jq -r '.summary.tps' "$WORK/out.json"
 }
 
-declare -a PLAIN SECURE
-for r in $(seq 1 "$ROUNDS"); do
-  p="$(run plain)"; s="$(run secure)"
-  PLAIN+=("$p"); SECURE+=("$s")
-  printf 'round %d: plain %.0f msg/s, ACL+TLS %.0f msg/s\n' "$r" "$p" "$s"
+# plain first, then the other modes asked for, each once.
+ORDER=(plain)
+for m in $MODES; do
+  [[ " ${ORDER[*]} " == *" $m "* ]] || ORDER+=("$m")
 done
-python3 - "${PLAIN[*]}" "${SECURE[*]}" <<'PY'
+declare -A RESULTS
+for r in $(seq 1 "$ROUNDS"); do
+  line="round $r:"
+  for m in "${ORDER[@]}"; do
+    t="$(run "$m")"
+    RESULTS[$m]="${RESULTS[$m]:-} $t"
+    line="$line $(printf '%s %.0f msg/s' "$m" "$t")"
+  done
+  echo "$line"
+done
+args=()
+for m in "${ORDER[@]}"; do args+=("$m=${RESULTS[$m]}"); done
+python3 - "${args[@]}" <<'PY'
 import sys
-p = [float(x) for x in sys.argv[1].split()]
-s = [float(x) for x in sys.argv[2].split()]
-mp, ms = sum(p) / len(p), sum(s) / len(s)
-print(f"mean: plain {mp:.0f} msg/s, ACL+TLS {ms:.0f} msg/s, ratio {ms / mp:.3f} ({(1 - ms / mp) * 100:.1f}% lower)")
+means = {}
+for arg in sys.argv[1:]:
+    mode, values = arg.split("=", 1)
+    v = [float(x) for x in values.split()]
+    means[mode] = sum(v) / len(v)
+base = means["plain"]
+parts = [f"plain {base:.0f} msg/s"]
+for mode, m in means.items():
+    if mode != "plain":
+        parts.append(f"{mode} {m:.0f} msg/s, ratio {m / base:.3f} ({(1 - m / base) * 100:.1f}% lower)")
+print("mean: " + "; ".join(parts))
 PY

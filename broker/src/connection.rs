@@ -365,6 +365,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             result = out.write_all(&buf).await;
             buf.clear();
         }
+        // A TLS stream may keep records it could not write without blocking; nothing
+        // else would push them out before the next answer.
+        if result.is_ok() {
+            result = out.flush().await;
+        }
         if let Err(e) = result {
             if e.kind() == std::io::ErrorKind::TimedOut {
                 broker.metrics.limits.write_timeouts.inc();
@@ -399,6 +404,12 @@ impl<W: AsyncWrite + Unpin> Deadline<'_, W> {
             bytes = &bytes[n..];
         }
         Ok(())
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        tokio::time::timeout(self.deadline, self.write.flush())
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
     }
 }
 
@@ -457,5 +468,57 @@ pub(crate) fn release_locks(broker: &Broker, memberships: Vec<(String, String)>)
                 "queue locks of a departed consumer released"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::gauge::Gauge;
+    use protocol::RemotingCodec;
+    use security::conn_gate::ConnGate;
+    use tokio::io::{AsyncWriteExt, BufWriter};
+    use tokio_util::codec::{FramedRead, FramedWrite};
+
+    use super::*;
+
+    /// The writer flushes what it wrote: a stream that holds bytes back until asked (a
+    /// TLS stream whose records could not all be written, here a `BufWriter`) still
+    /// delivers the answer of a lone request.
+    #[tokio::test]
+    async fn an_answer_is_flushed_through_a_buffering_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::test_fixture::broker(dir.path(), "");
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server);
+        let gate = ConnGate::new(1, 0, Gauge::default(), Counter::default());
+        let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let slot = gate.admit(peer.ip()).unwrap();
+        tokio::spawn(serve_io(
+            server_read,
+            BufWriter::with_capacity(64 * 1024, server_write),
+            peer,
+            broker,
+            slot,
+        ));
+
+        let (client_read, client_write) = tokio::io::split(client);
+        let mut requests = FramedWrite::new(client_write, RemotingCodec::new(1 << 20));
+        let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
+        request.opaque = 7;
+        futures::SinkExt::send(&mut requests, request)
+            .await
+            .unwrap();
+        requests.get_mut().flush().await.unwrap();
+        let mut answers = FramedRead::new(client_read, RemotingCodec::new(1 << 20));
+        let answer = tokio::time::timeout(Duration::from_secs(5), answers.next())
+            .await
+            .expect("the answer stayed in the writer's buffer")
+            .unwrap()
+            .unwrap();
+        assert_eq!((answer.opaque, answer.code), (7, response::SUCCESS));
     }
 }

@@ -13,8 +13,10 @@ use std::fmt;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use hmac::{KeyInit as _, Mac as _};
 use protocol::{ExtFields, RemotingCommand};
-use ring::hmac;
+
+type HmacSha1 = hmac::Hmac<sha1::Sha1>;
 
 pub const ACCESS_KEY: &str = "AccessKey";
 pub const SIGNATURE: &str = "Signature";
@@ -134,24 +136,17 @@ impl Credentials {
     }
 }
 
-/// The signed content of a command: extField values (all but `Signature` and the
-/// `skip`ped keys) in key order, then the body.
-pub fn content(fields: &ExtFields, body: &[u8], skip: &[&str]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 16 * fields.len());
+/// Feeds the signed content to `mac`: the extField values (all but `Signature` and the
+/// `skip`ped keys) in key order, then the body; streamed, never concatenated. Base64 of
+/// the resulting HmacSHA1 tag is the signature (`AclSigner.calSignature`).
+fn update(mac: &mut HmacSha1, fields: &ExtFields, body: &[u8], skip: &[&str]) {
     for (key, value) in fields.iter() {
         if key == SIGNATURE || skip.contains(&key) {
             continue;
         }
-        out.extend_from_slice(value.as_bytes());
+        mac.update(value.as_bytes());
     }
-    out.extend_from_slice(body);
-    out
-}
-
-/// Base64(HmacSHA1(secret, content)), as `AclSigner.calSignature`.
-pub fn signature(secret: &str, content: &[u8]) -> String {
-    let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
-    STANDARD.encode(hmac::sign(&key, content).as_ref())
+    mac.update(body);
 }
 
 /// Adds `AccessKey` (and `SecurityToken`) and the `Signature` over the command as it
@@ -163,34 +158,54 @@ pub fn sign_request(cmd: &mut RemotingCommand, creds: &Credentials) {
     if let Some(token) = &creds.security_token {
         cmd.ext_fields.insert_static(SECURITY_TOKEN, token.clone());
     }
-    let sig = signature(
-        creds.secret_key.expose(),
-        &content(&cmd.ext_fields, &cmd.body, &[]),
-    );
-    cmd.ext_fields.insert_static(SIGNATURE, sig);
+    let mut mac = SigningKey::new(creds.secret_key.expose()).0;
+    update(&mut mac, &cmd.ext_fields, &cmd.body, &[]);
+    let tag = mac.finalize();
+    cmd.ext_fields
+        .insert_static(SIGNATURE, STANDARD.encode(tag.into_bytes()));
 }
 
-/// Whether `cmd` carries a `Signature` made with `secret`. The comparison is the
-/// HMAC check of `ring`, in constant time (4.9 compares strings with `equals`).
+/// Whether `cmd` carries a `Signature` made with `secret`.
 pub fn verify(cmd: &RemotingCommand, secret: &str) -> bool {
-    let Some(presented) = cmd.ext_fields.get(SIGNATURE) else {
-        return false;
-    };
-    let Ok(tag) = STANDARD.decode(presented.trim()) else {
-        return false;
-    };
-    let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret.as_bytes());
-    let full = content(&cmd.ext_fields, &cmd.body, &[]);
-    if hmac::verify(&key, &full, &tag).is_ok() {
-        return true;
+    SigningKey::new(secret).verify(cmd)
+}
+
+/// A secret's HMAC key with its inner and outer pads already hashed: what an ACL account
+/// keeps, so that checking a request hashes only its content.
+#[derive(Clone)]
+pub struct SigningKey(HmacSha1);
+
+impl SigningKey {
+    pub fn new(secret: &str) -> Self {
+        // HMAC takes keys of any length (longer ones are hashed first): this cannot fail.
+        Self(HmacSha1::new_from_slice(secret.as_bytes()).expect("HMAC accepts any key"))
     }
-    cmd.ext_fields.contains_key(UNIQUE_KEY_QUERY)
-        && hmac::verify(
-            &key,
-            &content(&cmd.ext_fields, &cmd.body, &[UNIQUE_KEY_QUERY]),
-            &tag,
-        )
-        .is_ok()
+
+    /// Whether `cmd` carries a `Signature` made with this key. The tags are compared in
+    /// constant time (4.9 compares strings with `equals`).
+    pub fn verify(&self, cmd: &RemotingCommand) -> bool {
+        let Some(presented) = cmd.ext_fields.get(SIGNATURE) else {
+            return false;
+        };
+        // A SHA-1 tag is 20 bytes; anything that decodes longer is not one.
+        let mut tag = [0u8; 32];
+        let Ok(len) = STANDARD.decode_slice(presented.trim(), &mut tag) else {
+            return false;
+        };
+        let signed = |skip: &[&str]| {
+            let mut mac = self.0.clone();
+            update(&mut mac, &cmd.ext_fields, &cmd.body, skip);
+            mac.verify_slice(&tag[..len]).is_ok()
+        };
+        signed(&[])
+            || (cmd.ext_fields.contains_key(UNIQUE_KEY_QUERY) && signed(&[UNIQUE_KEY_QUERY]))
+    }
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SigningKey(<redacted>)")
+    }
 }
 
 #[cfg(test)]
@@ -242,6 +257,18 @@ mod tests {
         let mut garbage = cmd.clone();
         garbage.ext_fields.insert(SIGNATURE, "not base64 !");
         assert!(!verify(&garbage, "12345678"));
+        // A prefix of the right tag, an empty one, and one too long for the buffer.
+        let good = STANDARD
+            .decode(cmd.ext_fields.get(SIGNATURE).unwrap())
+            .unwrap();
+        for forged in [
+            STANDARD.encode(&good[..10]),
+            String::new(),
+            STANDARD.encode([good.as_slice(), &[0; 40]].concat()),
+        ] {
+            garbage.ext_fields.insert(SIGNATURE, forged.clone());
+            assert!(!verify(&garbage, "12345678"), "{forged:?}");
+        }
         let mut unsigned = cmd;
         unsigned.ext_fields.remove(SIGNATURE);
         assert!(!verify(&unsigned, "12345678"));

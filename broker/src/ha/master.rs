@@ -337,9 +337,14 @@ async fn transfer(
         // bound still holds: nothing beyond what was handed to this connection counts.
         let end = at.0 + size as i64;
         streamed.fetch_max(end, Ordering::AcqRel);
+        // Flushed: over TLS, records the socket did not take at once would otherwise
+        // wait for the next frame, and a SYNC send for its slave until it times out.
         let written = tokio::select! {
             _ = cancel.cancelled() => return,
-            r = wr.write_all(&buf) => r,
+            r = async {
+                wr.write_all(&buf).await?;
+                wr.flush().await
+            } => r,
         };
         if let Err(e) = written {
             tracing::debug!(error = %e, "HA transfer write failed");

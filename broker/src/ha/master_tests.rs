@@ -99,3 +99,55 @@ async fn bytes_count_as_streamed_before_they_reach_the_slave() {
     assert!(wr.frames > 1, "the log went out in several frames");
     assert_eq!(wr.violations, Vec::<String>::new());
 }
+
+/// A stream that holds bytes back until flushed (TLS records the socket did not take at
+/// once; here a `BufWriter` larger than the whole log) still delivers every frame.
+#[tokio::test]
+async fn every_frame_is_flushed_to_the_slave() {
+    use tokio::io::AsyncReadExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nhaListenPort=0\nbrokerRole=SYNC_MASTER\n",
+        dir.path().display()
+    );
+    let config = Config::from_properties(&text).unwrap();
+    let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
+    let ha = Ha::new(HaSettings::from_config(&config), store, None);
+    let adapter = crate::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
+    for i in 0..5 {
+        let m = crate::test_fixture::message("T", 0, &format!("m{i}"), String::new());
+        crate::store_api::MessageStoreApi::put_message(
+            &adapter,
+            m,
+            crate::put_path::PutPermit::for_tests(),
+        )
+        .await;
+    }
+    let max = ha.store.max_phy_offset().0;
+    let (master_end, mut slave_end) = tokio::io::duplex(1 << 20);
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(transfer(
+        Arc::clone(&ha),
+        tokio::io::BufWriter::with_capacity(1 << 20, master_end),
+        PhysicalOffset(0),
+        Arc::new(AtomicI64::new(0)),
+        cancel.clone(),
+    ));
+    // Frames: offset (8), size (4), body; the bodies add up to the whole log.
+    let mut received = 0i64;
+    while received < max {
+        let header = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            let _offset = slave_end.read_i64().await.unwrap();
+            slave_end.read_i32().await.unwrap()
+        })
+        .await
+        .expect("frames stayed in the master's stream");
+        let mut body = vec![0; header as usize];
+        slave_end.read_exact(&mut body).await.unwrap();
+        received += i64::from(header);
+    }
+    assert_eq!(received, max);
+    cancel.cancel();
+    task.await.unwrap();
+}

@@ -161,6 +161,16 @@ async fn stream_from(ha: &Arc<Ha>, stream: MaybeTls) -> Result<(), SlaveError> {
     }
 }
 
+/// Acks `written` to the master; flushed, so that over TLS the ack cannot wait in the
+/// stream for the next one while a SYNC send waits for it.
+async fn report(
+    wr: &mut (impl AsyncWrite + Unpin),
+    written: PhysicalOffset,
+) -> std::io::Result<()> {
+    wr.write_i64(written.0).await?;
+    wr.flush().await
+}
+
 async fn place_frames(
     ha: &Arc<Ha>,
     mut rd: impl AsyncRead + Unpin,
@@ -168,7 +178,7 @@ async fn place_frames(
 ) -> Result<(), SlaveError> {
     let mut writer = ha.store.replica_writer();
     let mut reported = writer.written_offset();
-    wr.write_i64(reported.0).await?;
+    report(&mut wr, reported).await?;
     let heartbeat = ha.settings.heartbeat;
     let housekeeping = ha.settings.housekeeping;
     let mut last_report = Instant::now();
@@ -191,7 +201,7 @@ async fn place_frames(
         }
         let written = writer.written_offset();
         if written != reported || last_report.elapsed() >= heartbeat {
-            wr.write_i64(written.0).await?;
+            report(&mut wr, written).await?;
             reported = written;
             last_report = Instant::now();
         }

@@ -10,7 +10,7 @@ use protocol::RemotingCommand;
 use super::addr::{AddrPattern, BadPattern};
 use super::file::{AccountEntry, FileDataVersion, PlainAclFile};
 use super::perm::Perm;
-use crate::sign::{self, Secret};
+use crate::sign::{self, Secret, SigningKey};
 
 /// `%RETRY%<group>` / `%DLQ%<group>` topics are resources of the group.
 pub const RETRY_PREFIX: &str = "%RETRY%";
@@ -47,6 +47,8 @@ pub enum TableError {
 pub struct Account {
     pub access_key: String,
     pub secret_key: Secret,
+    /// `secret_key`, ready to check signatures with.
+    pub signing_key: SigningKey,
     pub white: AddrPattern,
     pub admin: bool,
     pub default_topic: Perm,
@@ -87,6 +89,7 @@ impl Account {
         Ok(Self {
             access_key: ak.to_owned(),
             secret_key: Secret::new(e.secret_key.trim()),
+            signing_key: SigningKey::new(e.secret_key.trim()),
             white,
             admin: e.admin,
             default_topic: Perm::parse_lenient(&e.default_topic_perm),
@@ -265,7 +268,7 @@ impl AclTable {
             .ok_or(Denial::MissingAccessKey)?;
         let account = self.accounts.get(ak).ok_or(Denial::UnknownAccessKey)?;
         let whitelisted = peer.is_some_and(|p| account.white.matches(p));
-        if !whitelisted && !sign::verify(cmd, account.secret_key.expose()) {
+        if !whitelisted && !account.signing_key.verify(cmd) {
             return Err(Denial::BadSignature);
         }
         let grant = Grant::Account {
