@@ -89,6 +89,24 @@ fn broker_calls(admin: &FakeAdmin) -> Vec<(String, Option<Credentials>)> {
         .collect()
 }
 
+/// Deletes the Topic `payments` and runs the reconcile that finalizes it, with only its
+/// calls recorded.
+async fn delete_and_reconcile(
+    api: &FakeApi,
+    admin: &FakeAdmin,
+    topic: &Topic,
+    ctx: std::sync::Arc<operator::reconcile::Context>,
+) {
+    kube::Api::<Topic>::namespaced(api.client(), NS)
+        .delete("payments", &Default::default())
+        .await
+        .unwrap();
+    admin.take_calls();
+    operator::reconcile::topic::reconcile(refetch(api, topic), ctx)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn every_admin_call_to_the_brokers_pods_is_signed_with_its_credentials() {
     let c = replicating(7000).await;
@@ -241,14 +259,7 @@ async fn a_topic_signs_its_calls_to_the_masters_with_its_brokers_credentials() {
     }
 
     // Deleting it signs the deletes on the masters too.
-    kube::Api::<Topic>::namespaced(api.client(), NS)
-        .delete("payments", &Default::default())
-        .await
-        .unwrap();
-    admin.take_calls();
-    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx)
-        .await
-        .unwrap();
+    delete_and_reconcile(&api, &admin, &topic, ctx).await;
     let deletes: Vec<_> = broker_calls(&admin)
         .into_iter()
         .filter(|(c, _)| c.starts_with("delete_topic_in_broker"))
@@ -315,14 +326,7 @@ async fn a_topic_signs_its_calls_to_the_nameservers_with_the_nameservers_credent
     assert!(broker_calls(&admin).iter().all(|(_, s)| s.is_none()));
 
     // Deleting it removes the topic from the nameservers' routes, signed.
-    kube::Api::<Topic>::namespaced(api.client(), NS)
-        .delete("payments", &Default::default())
-        .await
-        .unwrap();
-    admin.take_calls();
-    operator::reconcile::topic::reconcile(refetch(&api, &*topic), ctx)
-        .await
-        .unwrap();
+    delete_and_reconcile(&api, &admin, &topic, ctx).await;
     let deletes: Vec<_> = namesrv_calls(&admin)
         .into_iter()
         .filter(|(c, _)| c.starts_with("delete_topic_in_namesrv"))
