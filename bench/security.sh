@@ -17,19 +17,12 @@
 #                                                       # client ran on another machine
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-10}"
 SENDERS="${SENDERS:-64}"
-if [[ -z "${BIN_DIR:-}" ]]; then
-  (cd "$ROOT" && cargo build --release --bin rmq-nameserver --bin rmq-broker --bin rmq-bench --bin rmqctl)
-fi
-BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
-for b in rmq-nameserver rmq-broker rmq-bench; do
-  [[ -x "$BIN_DIR/$b" ]] || { echo "missing $BIN_DIR/$b" >&2; exit 1; }
-done
+BINS=(rmq-nameserver rmq-broker rmq-bench)
+source "$(dirname "$0")/lib.sh"
 command -v openssl >/dev/null || { echo "openssl is required to make the test certificates" >&2; exit 1; }
-command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
 
 MODES="${MODES:-plain secure}"
 pin() { [[ -n "$1" ]] && echo taskset -c "$1" || echo env; }
@@ -37,13 +30,7 @@ read -r -a BROKER_PIN <<<"$(pin "${BROKER_CPUS:-}")"
 read -r -a BENCH_PIN <<<"$(pin "${BENCH_CPUS:-}")"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/rmq-secbench.XXXXXX")"
-PIDS=()
-stop_all() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
 trap 'stop_all; rm -rf "$WORK"' EXIT INT TERM
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # A CA and a server certificate for 127.0.0.1.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench-ca \
@@ -62,12 +49,9 @@ accounts:
     admin: true
 ACL
 
-# start MODE (plain|secure): a fresh nameserver and broker; sets NS.
+# start MODE: a fresh nameserver and broker configured for MODE; sets NS.
 start() {
-  local dir="$WORK/$1-$RANDOM" tls_ns="" tls_broker="" acl=""
-  mkdir -p "$dir"
-  local ns_port ns_http port http
-  ns_port="$(free_port)"; ns_http="$(free_port)"; port="$(free_port)"; http="$(free_port)"
+  local tls_ns="" tls_broker="" acl=""
   if [[ "$1" == secure || "$1" == tls ]]; then
     tls_ns="tls.server.mode=enforcing
 tls.server.certPath=$WORK/server.crt
@@ -80,36 +64,8 @@ tls.client.trustCertPath=$WORK/ca.crt"
     acl="aclEnable=true
 aclFile=$WORK/plain_acl.yml"
   fi
-  printf 'listenPort=%s\nmetricsPort=%s\nbindAddress=127.0.0.1\nkvConfigPath=%s/kv.json\n%s\n' \
-    "$ns_port" "$ns_http" "$dir" "$tls_ns" > "$dir/namesrv.conf"
-  "$BIN_DIR/rmq-nameserver" -c "$dir/namesrv.conf" >>"$dir/ns.log" 2>&1 &
-  PIDS+=($!)
-  NS="127.0.0.1:$ns_port"
-  for _ in $(seq 1 100); do
-    curl -fs "http://127.0.0.1:$ns_http/readyz" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  cat > "$dir/broker.conf" <<CONF
-brokerClusterName=BenchCluster
-brokerName=broker-bench
-brokerId=0
-listenPort=$port
-metricsPort=$http
-bindAddress=127.0.0.1
-brokerIP1=127.0.0.1
-namesrvAddr=$NS
-storePathRootDir=$dir/store
-mappedFileSizeCommitLog=1073741824
-$acl
-$tls_broker
-CONF
-  "${BROKER_PIN[@]}" "$BIN_DIR/rmq-broker" -c "$dir/broker.conf" >>"$dir/broker.log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 1 300); do
-    curl -fs "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "broker ($1) did not become ready:" >&2; tail -20 "$dir/broker.log" >&2; exit 1
+  start_cluster "$WORK/$1-$RANDOM" "$tls_ns" "$acl
+$tls_broker" "${BROKER_PIN[@]}"
 }
 
 # run MODE: one round; prints msg/s.

@@ -11,55 +11,17 @@
 #   MESSAGES=500000 ROUNDS=5 BIN_DIR=$CARGO_TARGET_DIR/release bench/sql92.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${ROUNDS:-3}"
 MESSAGES="${MESSAGES:-200000}"
 SIZE="${SIZE:-1024}"
 QUEUES="${QUEUES:-4}"
 SELECTOR="a = 3 AND region IS NOT NULL"
-if [[ -z "${BIN_DIR:-}" ]]; then
-  (cd "$ROOT" && cargo build --release --bin rmq-nameserver --bin rmq-broker --bin rmq-bench)
-fi
-BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
-for b in rmq-nameserver rmq-broker rmq-bench; do
-  [[ -x "$BIN_DIR/$b" ]] || { echo "missing $BIN_DIR/$b" >&2; exit 1; }
-done
-command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
+BINS=(rmq-nameserver rmq-broker rmq-bench)
+source "$(dirname "$0")/lib.sh"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/rmq-sql92bench.XXXXXX")"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-ns_port="$(free_port)"; ns_http="$(free_port)"; port="$(free_port)"; http="$(free_port)"
-NS="127.0.0.1:$ns_port"
-printf 'listenPort=%s\nmetricsPort=%s\nbindAddress=127.0.0.1\nkvConfigPath=%s/kv.json\n' \
-  "$ns_port" "$ns_http" "$WORK" > "$WORK/namesrv.conf"
-"$BIN_DIR/rmq-nameserver" -c "$WORK/namesrv.conf" >>"$WORK/ns.log" 2>&1 &
-PIDS+=($!)
-cat > "$WORK/broker.conf" <<CONF
-brokerClusterName=BenchCluster
-brokerName=broker-bench
-brokerId=0
-listenPort=$port
-metricsPort=$http
-bindAddress=127.0.0.1
-brokerIP1=127.0.0.1
-namesrvAddr=$NS
-storePathRootDir=$WORK/store
-mappedFileSizeCommitLog=1073741824
-enablePropertyFilter=true
-CONF
-"$BIN_DIR/rmq-broker" -c "$WORK/broker.conf" >>"$WORK/broker.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 300); do
-  curl -fs "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+trap 'stop_all; rm -rf "$WORK"' EXIT INT TERM
+start_cluster "$WORK" "" "enablePropertyFilter=true"
 sleep 1
 
 echo "filling: $MESSAGES messages of $SIZE B over $QUEUES queues" >&2

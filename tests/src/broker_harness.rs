@@ -391,6 +391,28 @@ pub fn decode_records(body: &[u8]) -> Vec<Pulled> {
         .collect()
 }
 
+/// Every record of one queue, read from queue offset 0 in pulls of 32 as `group`, up to
+/// the first pull that answers anything but SUCCESS.
+pub async fn pull_queue(c: &Client, group: &str, topic: &str, queue_id: i32) -> Vec<Pulled> {
+    let mut out = Vec::new();
+    let mut next = 0i64;
+    loop {
+        let r = c
+            .request(pull(group, topic, queue_id, next, 32, None, "*"))
+            .await
+            .expect("pull");
+        if r.code != response::SUCCESS {
+            return out;
+        }
+        let records = decode_records(&r.body);
+        let Some(last) = records.last() else {
+            return out;
+        };
+        next = last.queue_offset + 1;
+        out.extend(records);
+    }
+}
+
 /// The value of property `name` in a properties string.
 pub fn property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
     props

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e::broker_harness::{decode_records, pull, send_v2, with_fields};
+use e2e::broker_harness::{decode_records, pull_queue, send_v2, with_fields};
 use e2e::failover_sim::{Driver, SimGroup, epochs};
 use e2e::nameserver::Options;
 use e2e::wait::{eventually, runtime};
@@ -198,23 +198,10 @@ async fn assert_queues_hold(port: u16, acks: &[Ack]) {
     let c = Client::connect(port).await.unwrap();
     for q in 0..QUEUES {
         let mut seen: HashMap<Vec<u8>, Vec<(i64, i64)>> = HashMap::new();
-        let mut next = 0i64;
-        loop {
-            let r = c
-                .request(pull("FoCheck", TOPIC, q, next, 32, None, "*"))
-                .await
-                .unwrap();
-            if r.code != response::SUCCESS {
-                break;
-            }
-            let records = decode_records(&r.body);
-            let Some(last) = records.last() else { break };
-            next = last.queue_offset + 1;
-            for rec in records {
-                seen.entry(rec.body)
-                    .or_default()
-                    .push((rec.queue_offset, rec.physical_offset));
-            }
+        for rec in pull_queue(&c, "FoCheck", TOPIC, q).await {
+            seen.entry(rec.body)
+                .or_default()
+                .push((rec.queue_offset, rec.physical_offset));
         }
         for a in acks.iter().filter(|a| a.queue == q) {
             let at = seen.get(a.body.as_bytes()).cloned().unwrap_or_default();

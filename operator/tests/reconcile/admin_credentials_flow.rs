@@ -4,7 +4,6 @@
 //! NameServer's signs the Topic reconcile's calls to the nameservers; the values go
 //! nowhere else.
 
-use k8s_openapi::api::core::v1::Secret;
 use operator::admin::RemotingAdmin;
 use operator::conditions;
 use operator::crd::{Broker, NameServer, Topic};
@@ -42,21 +41,14 @@ fn admin_secret(api: &FakeApi, keys: &[&str]) {
 
 /// Secret `name` holding `keys` of `account`.
 fn account_secret(api: &FakeApi, name: &str, account: &Credentials, keys: &[&str]) {
-    let mut data = serde_json::Map::new();
-    for key in keys {
-        let value = match *key {
-            "accessKey" => account.access_key.as_str(),
-            _ => account.secret_key.expose(),
-        };
-        data.insert((*key).to_owned(), json!(base64(value)));
-    }
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": NS},
-        "data": data,
-    }))
-    .unwrap();
-    api.insert(&secret);
+    let data: Vec<(&str, &str)> = keys
+        .iter()
+        .map(|key| match *key {
+            "accessKey" => (*key, account.access_key.as_str()),
+            _ => (*key, account.secret_key.expose()),
+        })
+        .collect();
+    crate::secret_flow::insert_secret(api, name, &data);
 }
 
 fn use_admin_credentials(api: &FakeApi) {

@@ -126,33 +126,19 @@ async fn the_kv_config_moves_from_an_empty_dir_to_a_claim_without_a_stuck_reconc
 /// Event.
 #[tokio::test]
 async fn acl_and_tls_secrets_are_mounted_and_their_values_copied_nowhere() {
-    use k8s_openapi::api::core::v1::Secret;
-
-    use crate::secret_flow::base64_of;
+    use crate::secret_flow::{base64_of, insert_secret};
 
     let api = FakeApi::new();
     let ctx = context(&api, &FakeAdmin::new());
     let acl_text =
         "accounts:\n- accessKey: broker\n  secretKey: ns-acl-value-4d1e\n  admin: true\n";
     let key_text = "-----BEGIN PRIVATE KEY-----ns-tls-key-value-c07a-----END PRIVATE KEY-----";
-    for (name, data) in [
-        (
-            "ns-acl",
-            json!({"acl.yaml": base64_of(acl_text.as_bytes())}),
-        ),
-        (
-            "ns-tls",
-            json!({"tls.key": base64_of(key_text.as_bytes()), "tls.crt": "", "ca.crt": ""}),
-        ),
-    ] {
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NS},
-            "data": data,
-        }))
-        .unwrap();
-        api.insert(&secret);
-    }
+    insert_secret(&api, "ns-acl", &[("acl.yaml", acl_text)]);
+    insert_secret(
+        &api,
+        "ns-tls",
+        &[("tls.key", key_text), ("tls.crt", ""), ("ca.crt", "")],
+    );
     let mut ns: NameServer = example("ha.yaml", "NameServer", "rmq-ha");
     ns.spec.security = serde_json::from_value(json!({
         "acl": {"name": "ns-acl", "key": "acl.yaml"},

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::NS;
 use crate::broker_flow::Cluster;
+use crate::fake_api::FakeApi;
 
 fn broker_container(sts: &StatefulSet) -> Container {
     sts.spec
@@ -136,22 +137,23 @@ async fn a_named_ha_secret_is_referenced_and_none_is_generated() {
 }
 
 pub fn base64_of(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Stores Secret `name` in the test namespace with `data` (key, plain value).
+pub fn insert_secret(api: &FakeApi, name: &str, data: &[(&str, &str)]) {
+    let data: serde_json::Map<String, serde_json::Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(base64_of(v.as_bytes()))))
+        .collect();
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "data": data,
+    }))
+    .unwrap();
+    api.insert(&secret);
 }
 
 #[tokio::test]
@@ -159,24 +161,12 @@ async fn acl_and_tls_secrets_are_mounted_and_their_values_copied_nowhere() {
     let c = Cluster::started().await;
     let acl_text = "accounts:\n- accessKey: shop\n  secretKey: acl-value-7f3a9c\n";
     let key_text = "-----BEGIN PRIVATE KEY-----tls-key-value-91b2-----END PRIVATE KEY-----";
-    for (name, data) in [
-        (
-            "team-acl",
-            json!({"plain_acl.yml": base64_of(acl_text.as_bytes())}),
-        ),
-        (
-            "team-tls",
-            json!({"tls.key": base64_of(key_text.as_bytes()), "tls.crt": "", "ca.crt": ""}),
-        ),
-    ] {
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NS},
-            "data": data,
-        }))
-        .unwrap();
-        c.api.insert(&secret);
-    }
+    insert_secret(&c.api, "team-acl", &[("plain_acl.yml", acl_text)]);
+    insert_secret(
+        &c.api,
+        "team-tls",
+        &[("tls.key", key_text), ("tls.crt", ""), ("ca.crt", "")],
+    );
     c.api.edit::<Broker>(
         NS,
         "rmq-ha",

@@ -10,7 +10,7 @@ use protocol::RemotingCommand;
 use super::addr::{AddrPattern, BadPattern};
 use super::file::{AccountEntry, FileDataVersion, PlainAclFile};
 use super::perm::Perm;
-use crate::sign::{self, Secret, SigningKey};
+use crate::sign::{self, SigningKey};
 
 /// `%RETRY%<group>` / `%DLQ%<group>` topics are resources of the group.
 pub const RETRY_PREFIX: &str = "%RETRY%";
@@ -46,8 +46,7 @@ pub enum TableError {
 #[derive(Debug, Clone)]
 pub struct Account {
     pub access_key: String,
-    pub secret_key: Secret,
-    /// `secret_key`, ready to check signatures with.
+    /// The account's `secretKey`, ready to check signatures with.
     pub signing_key: SigningKey,
     pub white: AddrPattern,
     pub admin: bool,
@@ -88,7 +87,6 @@ impl Account {
         };
         Ok(Self {
             access_key: ak.to_owned(),
-            secret_key: Secret::new(e.secret_key.trim()),
             signing_key: SigningKey::new(e.secret_key.trim()),
             white,
             admin: e.admin,

@@ -4,8 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use e2e::Client;
-use e2e::broker_harness::{decode_records, pull};
-use protocol::code::response;
+use e2e::broker_harness::pull_queue;
 
 use super::{QUEUES, TOPIC};
 
@@ -51,24 +50,11 @@ pub async fn read_all(addr: &str) -> (HashMap<Vec<u8>, Vec<(i32, i64)>>, Vec<Vec
     let mut order = Vec::new();
     for q in 0..QUEUES {
         let mut in_queue = Vec::new();
-        let mut next = 0i64;
-        loop {
-            let r = c
-                .request(pull("Checker", TOPIC, q, next, 32, None, "*"))
-                .await
-                .unwrap();
-            if r.code != response::SUCCESS {
-                break;
-            }
-            let records = decode_records(&r.body);
-            let Some(last) = records.last() else { break };
-            next = last.queue_offset + 1;
-            for rec in records {
-                seen.entry(rec.body.clone())
-                    .or_default()
-                    .push((q, rec.queue_offset));
-                in_queue.push(rec.body);
-            }
+        for rec in pull_queue(&c, "Checker", TOPIC, q).await {
+            seen.entry(rec.body.clone())
+                .or_default()
+                .push((q, rec.queue_offset));
+            in_queue.push(rec.body);
         }
         order.push(in_queue);
     }
