@@ -445,3 +445,23 @@ fn the_checker_finds_each_kind_of_anomaly() {
     assert_eq!(r.reordered.len(), 1, "{:?}", r.reordered);
     assert_eq!((r.acked, r.unknown), (4, 1));
 }
+
+/// Every schedule with partitions holds each partition kind once it has room for them,
+/// and one without namespaces holds none.
+#[test]
+fn schedules_hold_every_partition_kind() {
+    for seed in 1..500u64 {
+        for n in 3..10 {
+            let with = schedule(&mut Rng(seed), n, true);
+            assert_eq!(with.len(), n);
+            for kind in PARTITIONS {
+                assert!(with.contains(&kind), "seed {seed}, {n} faults: {with:?}");
+            }
+            let without = schedule(&mut Rng(seed), n, false);
+            assert!(
+                !without.iter().any(|f| PARTITIONS.contains(f)),
+                "{without:?}"
+            );
+        }
+    }
+}
