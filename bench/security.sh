@@ -49,7 +49,8 @@ accounts:
     admin: true
 ACL
 
-# start MODE: a fresh nameserver and broker configured for MODE; sets NS.
+# start MODE: a fresh nameserver and broker configured for MODE, with data in ROUND_DIR;
+# sets NS.
 start() {
   local tls_ns="" tls_broker="" acl=""
   if [[ "$1" == secure || "$1" == tls ]]; then
@@ -64,7 +65,8 @@ tls.client.trustCertPath=$WORK/ca.crt"
     acl="aclEnable=true
 aclFile=$WORK/plain_acl.yml"
   fi
-  start_cluster "$WORK/$1-$RANDOM" "$tls_ns" "$acl
+  ROUND_DIR="$WORK/$1-$RANDOM"
+  start_cluster "$ROUND_DIR" "$tls_ns" "$acl
 $tls_broker" "${BROKER_PIN[@]}"
 }
 
@@ -89,9 +91,12 @@ run() {
   errors="$(jq -r '.summary.measuredErrors' "$WORK/out.json")"
   [[ "$errors" == 0 ]] || {
     echo "round ($1) had $errors errors: $(jq -c .summary.errorsByCode "$WORK/out.json")" >&2
-    tail -5 "$WORK"/"$1"-*/broker.log >&2
+    tail -5 "$ROUND_DIR/broker.log" >&2
     exit 1
   }
+  # Each round's store holds gigabytes: kept, a long run fills the disk until the broker
+  # refuses writes (SERVICE_NOT_AVAILABLE above diskMaxUsedSpaceRatio).
+  rm -rf "$ROUND_DIR"
   jq -r '.summary.tps' "$WORK/out.json"
 }
 

@@ -493,7 +493,7 @@ mod tests {
             Path::new("/data/store/../conf/plain_acl.yml")
         );
         let creds = c.broker.credentials().unwrap().unwrap();
-        assert_eq!(creds.secret_key.expose(), "topsecret-1");
+        assert_eq!(creds.secret_key().expose(), "topsecret-1");
         assert!(
             Config::from_properties("accessKey=x\nsecretKey=")
                 .unwrap()

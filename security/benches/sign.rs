@@ -52,7 +52,7 @@ fn ring_sign(cmd: &mut RemotingCommand, creds: &Credentials) {
     content.extend_from_slice(&cmd.body);
     let key = hmac::Key::new(
         hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
-        creds.secret_key.expose().as_bytes(),
+        creds.secret_key().expose().as_bytes(),
     );
     let tag = hmac::sign(&key, &content);
     cmd.ext_fields

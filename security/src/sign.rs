@@ -52,14 +52,25 @@ impl fmt::Debug for Secret {
 }
 
 /// What a client signs with.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Credentials {
     pub access_key: String,
-    pub secret_key: Secret,
+    secret_key: Secret,
     /// Sent and signed as `SecurityToken` when set (4.9's STS tokens; the broker does
     /// not check it beyond the signature).
     pub security_token: Option<String>,
+    /// `secret_key` keyed once: a client signs every request it sends.
+    key: SigningKey,
 }
+
+impl PartialEq for Credentials {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.access_key, &self.secret_key, &self.security_token)
+            == (&other.access_key, &other.secret_key, &other.security_token)
+    }
+}
+
+impl Eq for Credentials {}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CredentialsError {
@@ -75,11 +86,18 @@ pub enum CredentialsError {
 
 impl Credentials {
     pub fn new(access_key: impl Into<String>, secret_key: impl Into<String>) -> Self {
+        let secret_key = Secret::new(secret_key);
         Self {
             access_key: access_key.into(),
-            secret_key: Secret::new(secret_key),
+            key: SigningKey::new(secret_key.expose()),
+            secret_key,
             security_token: None,
         }
+    }
+
+    /// The secret (fixed at construction: the signing key is derived from it).
+    pub fn secret_key(&self) -> &Secret {
+        &self.secret_key
     }
 
     /// Both parts or neither: a lone access key or secret is a configuration error.
@@ -158,7 +176,7 @@ pub fn sign_request(cmd: &mut RemotingCommand, creds: &Credentials) {
     if let Some(token) = &creds.security_token {
         cmd.ext_fields.insert_static(SECURITY_TOKEN, token.clone());
     }
-    let mut mac = SigningKey::new(creds.secret_key.expose()).0;
+    let mut mac = creds.key.0.clone();
     update(&mut mac, &cmd.ext_fields, &cmd.body, &[]);
     let tag = mac.finalize();
     cmd.ext_fields

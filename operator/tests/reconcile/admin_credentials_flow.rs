@@ -45,7 +45,7 @@ fn account_secret(api: &FakeApi, name: &str, account: &Credentials, keys: &[&str
         .iter()
         .map(|key| match *key {
             "accessKey" => (*key, account.access_key.as_str()),
-            _ => (*key, account.secret_key.expose()),
+            _ => (*key, account.secret_key().expose()),
         })
         .collect();
     crate::secret_flow::insert_secret(api, name, &data);
