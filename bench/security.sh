@@ -7,7 +7,9 @@
 #   secure  both
 # so that drift on a noisy machine hits all alike. MODES picks them (default "plain
 # secure"; plain always runs first in a round). Prints each round and each mode's mean
-# against plain's.
+# against plain's, with the CPU each message cost the broker and the client (their CPU
+# time over the messages sent, warm-up included; the client's needs /usr/bin/time), the
+# figure that noise disturbs least.
 #
 #   bench/security.sh                      # release build, 3 rounds of 10 s each
 #   ROUNDS=5 DURATION=15 BIN_DIR=$CARGO_TARGET_DIR/release bench/security.sh
@@ -70,9 +72,17 @@ aclFile=$WORK/plain_acl.yml"
 $tls_broker" "${BROKER_PIN[@]}"
 }
 
-# run MODE: one round; prints msg/s.
+# cpu_ticks PID: user + system clock ticks the process has used so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK="$(getconf CLK_TCK)"
+
+# run MODE: one round; prints "msg/s broker-µs-per-message client-µs-per-message" (the
+# last is "-" without /usr/bin/time).
 run() {
   start "$1"
+  local broker_pid="${PIDS[-1]}" timer=() t0 t1
+  [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -o "$WORK/cpu" -f "%U %S")
+  rm -f "$WORK/cpu"
   local extra=()
   if [[ "$1" == secure || "$1" == tls ]]; then
     extra=(--tls --tls-ca "$WORK/ca.crt")
@@ -83,9 +93,12 @@ run() {
     unset ROCKETMQ_ACCESS_KEY ROCKETMQ_SECRET_KEY
   fi
   sleep 1
-  "${BENCH_PIN[@]}" "$BIN_DIR/rmq-bench" -n "$NS" --json "${extra[@]}" -d "$DURATION" --warmup-s 2 \
+  t0="$(cpu_ticks "$broker_pid")"
+  "${timer[@]}" "${BENCH_PIN[@]}" "$BIN_DIR/rmq-bench" -n "$NS" --json "${extra[@]}" \
+    -d "$DURATION" --warmup-s 2 \
     producer -t BenchSec --create-topic-queues 8 -s 1024 -c "$SENDERS" --mode sync \
     > "$WORK/out.json"
+  t1="$(cpu_ticks "$broker_pid")"
   stop_all
   local errors
   errors="$(jq -r '.summary.measuredErrors' "$WORK/out.json")"
@@ -97,7 +110,14 @@ run() {
   # Each round's store holds gigabytes: kept, a long run fills the disk until the broker
   # refuses writes (SERVICE_NOT_AVAILABLE above diskMaxUsedSpaceRatio).
   rm -rf "$ROUND_DIR"
-  jq -r '.summary.tps' "$WORK/out.json"
+  local sent client="-"
+  sent="$(jq -r '.summary.totalOk' "$WORK/out.json")"
+  if [[ -s "$WORK/cpu" ]]; then
+    client="$(awk -v n="$sent" '{printf "%.2f", ($1 + $2) * 1e6 / n}' "$WORK/cpu")"
+  fi
+  printf '%s %s %s\n' "$(jq -r '.summary.tps' "$WORK/out.json")" \
+    "$(awk -v t=$((t1 - t0)) -v hz="$TICK" -v n="$sent" 'BEGIN {printf "%.2f", t / hz * 1e6 / n}')" \
+    "$client"
 }
 
 # plain first, then the other modes asked for, each once.
@@ -109,9 +129,11 @@ declare -A RESULTS
 for r in $(seq 1 "$ROUNDS"); do
   line="round $r:"
   for m in "${ORDER[@]}"; do
-    t="$(run "$m")"
-    RESULTS[$m]="${RESULTS[$m]:-} $t"
-    line="$line $(printf '%s %.0f msg/s' "$m" "$t")"
+    out="$(run "$m")"
+    read -r tps broker_us client_us <<<"$out"
+    RESULTS[$m]="${RESULTS[$m]:-} $tps/$broker_us/$client_us"
+    line="$line $(printf '%s %.0f msg/s (CPU/msg: broker %s µs, client %s µs);' \
+      "$m" "$tps" "$broker_us" "$client_us")"
   done
   echo "$line"
 done
@@ -119,15 +141,20 @@ args=()
 for m in "${ORDER[@]}"; do args+=("$m=${RESULTS[$m]}"); done
 python3 - "${args[@]}" <<'PY'
 import sys
+def mean(xs):
+    xs = [float(x) for x in xs if x != "-"]
+    return sum(xs) / len(xs) if xs else None
+def us(x):
+    return "-" if x is None else f"{x:.2f}"
 means = {}
 for arg in sys.argv[1:]:
     mode, values = arg.split("=", 1)
-    v = [float(x) for x in values.split()]
-    means[mode] = sum(v) / len(v)
-base = means["plain"]
-parts = [f"plain {base:.0f} msg/s"]
-for mode, m in means.items():
+    rounds = [v.split("/") for v in values.split()]
+    means[mode] = [mean(column) for column in zip(*rounds)]
+base = means["plain"][0]
+for mode, (tps, broker, client) in means.items():
+    line = f"mean {mode}: {tps:.0f} msg/s"
     if mode != "plain":
-        parts.append(f"{mode} {m:.0f} msg/s, ratio {m / base:.3f} ({(1 - m / base) * 100:.1f}% lower)")
-print("mean: " + "; ".join(parts))
+        line += f", ratio {tps / base:.3f} ({(1 - tps / base) * 100:.1f}% lower)"
+    print(f"{line}; CPU per message: broker {us(broker)} µs, client {us(client)} µs")
 PY
