@@ -171,10 +171,10 @@ fn update(mac: &mut HmacSha1, fields: &ExtFields, body: &[u8], skip: &[&str]) {
 /// will be sent. Call it after the header and body are final; the opaque may still
 /// change (it is not signed).
 pub fn sign_request(cmd: &mut RemotingCommand, creds: &Credentials) {
-    cmd.ext_fields
-        .insert_static(ACCESS_KEY, creds.access_key.clone());
+    // `insert` keeps short values inline (no allocation per request).
+    cmd.ext_fields.insert(ACCESS_KEY, creds.access_key.as_str());
     if let Some(token) = &creds.security_token {
-        cmd.ext_fields.insert_static(SECURITY_TOKEN, token.clone());
+        cmd.ext_fields.insert(SECURITY_TOKEN, token.as_str());
     }
     let mut mac = creds.key.0.clone();
     update(&mut mac, &cmd.ext_fields, &cmd.body, &[]);

@@ -2,7 +2,7 @@
 //! and `PlainAccessValidator`; reference acl-tls.md §4, with the deviations listed in
 //! `docs/security.md`).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use protocol::RemotingCommand;
@@ -52,8 +52,8 @@ pub struct Account {
     pub admin: bool,
     pub default_topic: Perm,
     pub default_group: Perm,
-    pub topics: HashMap<String, Perm>,
-    pub groups: HashMap<String, Perm>,
+    pub topics: BTreeMap<String, Perm>,
+    pub groups: BTreeMap<String, Perm>,
 }
 
 impl Account {
@@ -83,7 +83,7 @@ impl Account {
                         item: item.clone(),
                     }),
                 })
-                .collect::<Result<HashMap<_, _>, _>>()
+                .collect::<Result<BTreeMap<_, _>, _>>()
         };
         Ok(Self {
             access_key: ak.to_owned(),
@@ -189,13 +189,13 @@ impl Denial {
     }
 }
 
-/// Who passed the check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Grant {
+/// Who passed the check (borrowed from the table: checking a request allocates nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant<'t> {
     /// Matched `globalWhiteRemoteAddresses`: no key, no signature, nothing else checked.
     GlobalWhitelist,
     Account {
-        access_key: String,
+        access_key: &'t str,
         admin: bool,
     },
 }
@@ -204,7 +204,7 @@ pub enum Grant {
 #[derive(Debug, Clone, Default)]
 pub struct AclTable {
     global_white: Vec<AddrPattern>,
-    accounts: HashMap<String, Account>,
+    accounts: BTreeMap<String, Account>,
     pub version: FileDataVersion,
 }
 
@@ -215,7 +215,7 @@ impl AclTable {
             .iter()
             .map(|p| AddrPattern::parse(p).map_err(TableError::GlobalAddress))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut accounts = HashMap::new();
+        let mut accounts = BTreeMap::new();
         for entry in &file.accounts {
             let account = Account::compile(entry)?;
             if accounts.contains_key(&account.access_key) {
@@ -254,7 +254,7 @@ impl AclTable {
         peer: Option<IpAddr>,
         cmd: &RemotingCommand,
         need: &Requirement<'_>,
-    ) -> Result<Grant, Denial> {
+    ) -> Result<Grant<'_>, Denial> {
         if let Some(peer) = peer
             && self.global_white.iter().any(|p| p.matches(peer))
         {
@@ -270,7 +270,7 @@ impl AclTable {
             return Err(Denial::BadSignature);
         }
         let grant = Grant::Account {
-            access_key: account.access_key.clone(),
+            access_key: &account.access_key,
             admin: account.admin,
         };
         match need {
