@@ -21,31 +21,40 @@ stop_all() {
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# wait_ready PORT TRIES: polls http://127.0.0.1:PORT/readyz every 0.1 s.
+# wait_ready PORT TRIES [PID]: polls http://127.0.0.1:PORT/readyz every 0.1 s; gives up
+# early when PID has exited.
 wait_ready() {
   for _ in $(seq 1 "$2"); do
     curl -fs "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0
+    [[ -z "${3:-}" ]] || kill -0 "$3" 2>/dev/null || return 1
     sleep 0.1
   done
   return 1
 }
 
-# start_cluster DIR NS_EXTRA BROKER_EXTRA [BROKER_WRAPPER...]: a nameserver and a broker
-# (1 GiB CommitLog files) with data and logs in DIR, each config with its extra lines;
-# the broker command runs under BROKER_WRAPPER (e.g. taskset -c 0). Sets NS; fails
-# showing the broker's log if it does not become ready within 30 s.
-start_cluster() {
-  local dir="$1" ns_extra="$2" broker_extra="$3"
-  shift 3
-  local ns_port ns_http port http
-  ns_port="$(free_port)"; ns_http="$(free_port)"; port="$(free_port)"; http="$(free_port)"
+# start_nameserver DIR EXTRA: a nameserver with its config (plus EXTRA lines), data and log
+# in DIR. Sets NS.
+start_nameserver() {
+  local dir="$1" port http
+  port="$(free_port)"; http="$(free_port)"
   mkdir -p "$dir"
   printf 'listenPort=%s\nmetricsPort=%s\nbindAddress=127.0.0.1\nkvConfigPath=%s/kv.json\n%s\n' \
-    "$ns_port" "$ns_http" "$dir" "$ns_extra" > "$dir/namesrv.conf"
+    "$port" "$http" "$dir" "$2" > "$dir/namesrv.conf"
   "$BIN_DIR/rmq-nameserver" -c "$dir/namesrv.conf" >>"$dir/ns.log" 2>&1 &
   PIDS+=($!)
-  NS="127.0.0.1:$ns_port"
-  wait_ready "$ns_http" 100 || true
+  NS="127.0.0.1:$port"
+  wait_ready "$http" 100 "$!" || true
+}
+
+# start_broker DIR EXTRA [WRAPPER...]: a broker of NS's cluster (1 GiB CommitLog files) with
+# its config (plus EXTRA lines), store and log in DIR, run under WRAPPER (e.g. taskset -c
+# 0). A second call on the same DIR restarts it on the same store (on new ports). Sets
+# BROKER_PID and BROKER_PORT; fails showing the log if it does not become ready within 30 s.
+start_broker() {
+  local dir="$1" extra="$2" port http
+  shift 2
+  port="$(free_port)"; http="$(free_port)"
+  mkdir -p "$dir"
   cat > "$dir/broker.conf" <<CONF
 brokerClusterName=BenchCluster
 brokerName=broker-bench
@@ -57,11 +66,27 @@ brokerIP1=127.0.0.1
 namesrvAddr=$NS
 storePathRootDir=$dir/store
 mappedFileSizeCommitLog=1073741824
-$broker_extra
+$extra
 CONF
   "$@" "$BIN_DIR/rmq-broker" -c "$dir/broker.conf" >>"$dir/broker.log" 2>&1 &
-  PIDS+=($!)
-  wait_ready "$http" 300 || {
+  BROKER_PID=$! BROKER_PORT=$port
+  PIDS+=("$BROKER_PID")
+  wait_ready "$http" 300 "$BROKER_PID" || {
     echo "broker did not become ready:" >&2; tail -20 "$dir/broker.log" >&2; exit 1
   }
+}
+
+# stop_broker: stops the broker start_broker started last.
+stop_broker() {
+  kill -TERM "$BROKER_PID" 2>/dev/null || true
+  wait "$BROKER_PID" 2>/dev/null || true
+}
+
+# start_cluster DIR NS_EXTRA BROKER_EXTRA [BROKER_WRAPPER...]: start_nameserver, then
+# start_broker, both in DIR.
+start_cluster() {
+  local dir="$1" ns_extra="$2" broker_extra="$3"
+  shift 3
+  start_nameserver "$dir" "$ns_extra"
+  start_broker "$dir" "$broker_extra" "$@"
 }

@@ -38,71 +38,24 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-if [[ "$BUILD" == 1 && -z "${BIN_DIR:-}" ]]; then
-  (cd "$ROOT" && cargo build --release --bin rmq-nameserver --bin rmq-broker --bin rmq-bench --bin rmqctl)
-fi
-BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
-for b in rmq-nameserver rmq-broker rmq-bench rmqctl; do
-  [[ -x "$BIN_DIR/$b" ]] || { echo "missing $BIN_DIR/$b (build it or set BIN_DIR)" >&2; exit 1; }
-done
-command -v jq >/dev/null || { echo "jq is required to assemble the report" >&2; exit 1; }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+[[ "$BUILD" == 1 ]] || BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
+BINS=(rmq-nameserver rmq-broker rmq-bench rmqctl)
+source "$(dirname "$0")/lib.sh"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/rmq-bench.XXXXXX")"
-NS_PORT="$(free_port)"; NS_HTTP="$(free_port)"; BROKER_PORT="$(free_port)"; BROKER_HTTP="$(free_port)"
-NS="127.0.0.1:$NS_PORT"
-NS_PID=""; BROKER_PID=""
+trap 'stop_all; rm -rf "$WORK"' EXIT INT TERM
+start_nameserver "$WORK" ""
 
-stop_broker() {
-  if [[ -n "$BROKER_PID" ]]; then
-    kill -TERM "$BROKER_PID" 2>/dev/null || true
-    wait "$BROKER_PID" 2>/dev/null || true
-    BROKER_PID=""
-  fi
-}
-cleanup() {
-  stop_broker
-  if [[ -n "$NS_PID" ]]; then kill -TERM "$NS_PID" 2>/dev/null || true; wait "$NS_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-cat > "$WORK/namesrv.conf" <<CONF
-listenPort=$NS_PORT
-metricsPort=$NS_HTTP
-bindAddress=127.0.0.1
-kvConfigPath=$WORK/kvConfig.json
-CONF
-"$BIN_DIR/rmq-nameserver" -c "$WORK/namesrv.conf" >>"$WORK/namesrv.log" 2>&1 &
-NS_PID=$!
-
-# start_broker FLUSH_DISK_TYPE: (re)starts the broker on the same store.
-start_broker() {
-  cat > "$WORK/broker.conf" <<CONF
-brokerClusterName=BenchCluster
-brokerName=broker-bench
-brokerId=0
-listenPort=$BROKER_PORT
-metricsPort=$BROKER_HTTP
-bindAddress=127.0.0.1
-brokerIP1=127.0.0.1
-namesrvAddr=$NS
-storePathRootDir=$WORK/store
-mappedFileSizeCommitLog=1073741824
-flushDiskType=$1
-CONF
-  "$BIN_DIR/rmq-broker" -c "$WORK/broker.conf" >>"$WORK/broker.log" 2>&1 &
-  BROKER_PID=$!
+# broker_up FLUSH_DISK_TYPE: (re)starts the broker on the same store and waits until the
+# nameserver routes to it.
+broker_up() {
+  start_broker "$WORK" "flushDiskType=$1"
   for _ in $(seq 1 300); do
-    if curl -fs "http://127.0.0.1:$BROKER_HTTP/readyz" >/dev/null 2>&1 &&
-       "$BIN_DIR/rmqctl" -n "$NS" -o json cluster list 2>/dev/null | jq -e '.brokers | length > 0' >/dev/null; then
-      return 0
-    fi
-    kill -0 "$BROKER_PID" 2>/dev/null || { echo "rmq-broker exited; log:" >&2; tail -20 "$WORK/broker.log" >&2; exit 1; }
+    "$BIN_DIR/rmqctl" -n "$NS" -o json cluster list 2>/dev/null |
+      jq -e --arg addr "127.0.0.1:$BROKER_PORT" 'tojson | contains($addr)' >/dev/null && return 0
     sleep 0.1
   done
-  echo "rmq-broker did not become ready" >&2; exit 1
+  echo "rmq-broker did not register with the nameserver" >&2; exit 1
 }
 
 RESULTS="$WORK/results.jsonl"
@@ -126,10 +79,10 @@ run_scenario() {
       bench fixed-rate "1 KiB, open loop at $RATE msg/s (64 sync senders), ASYNC_FLUSH" \
         "${common[@]}" producer -t BenchRate --create-topic-queues 8 -s 1024 -c 64 --mode sync --rate "$RATE" ;;
     sync-flush)
-      stop_broker; start_broker SYNC_FLUSH
+      stop_broker; broker_up SYNC_FLUSH
       bench sync-flush "1 KiB, async (16 senders x 8 in flight), max throughput, SYNC_FLUSH (group commit)" \
         "${common[@]}" producer -t BenchSyncFlush --create-topic-queues 8 -s 1024 -c 16 --mode async --inflight 8
-      stop_broker; start_broker ASYNC_FLUSH ;;
+      stop_broker; broker_up ASYNC_FLUSH ;;
     batch)
       bench batch "1 KiB, batches of 32 (8 senders x 4 in flight), max throughput, ASYNC_FLUSH" \
         "${common[@]}" producer -t BenchBatch --create-topic-queues 8 -s 1024 -c 8 --mode async --inflight 4 --batch 32 ;;
@@ -138,14 +91,14 @@ run_scenario() {
         bench catch-up-fill "fill for catch-up: 1 KiB async, max throughput" \
           -d "$DURATION" producer -t BenchAsync --create-topic-queues 8 -s 1024 -c 16 --mode async --inflight 8
       fi
-      stop_broker; start_broker ASYNC_FLUSH
+      stop_broker; broker_up ASYNC_FLUSH
       bench catch-up "consume everything BenchAsync holds from offset 0 after a broker restart (32 per pull, one puller per queue)" \
         -d 600 consumer -t BenchAsync -g bench_catch_up --from earliest --until-caught-up --pull-batch 32 ;;
     *) echo "unknown scenario $1" >&2; exit 2 ;;
   esac
 }
 
-start_broker ASYNC_FLUSH
+broker_up ASYNC_FLUSH
 IFS=',' read -r -a LIST <<< "$SCENARIOS"
 for s in "${LIST[@]}"; do run_scenario "$s"; done
 

@@ -80,7 +80,7 @@ TICK="$(getconf CLK_TCK)"
 # last is "-" without /usr/bin/time).
 run() {
   start "$1"
-  local broker_pid="${PIDS[-1]}" timer=() t0 t1
+  local broker_pid="$BROKER_PID" timer=() t0 t1
   [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -o "$WORK/cpu" -f "%U %S")
   rm -f "$WORK/cpu"
   local extra=()

@@ -57,8 +57,8 @@ pub struct Credentials {
     pub access_key: String,
     secret_key: Secret,
     /// Sent and signed as `SecurityToken` when set (4.9's STS tokens; the broker does
-    /// not check it beyond the signature).
-    pub security_token: Option<String>,
+    /// not check it beyond the signature). A credential: it never prints either.
+    pub security_token: Option<Secret>,
     /// `secret_key` keyed once: a client signs every request it sends.
     key: SigningKey,
 }
@@ -149,7 +149,7 @@ impl Credentials {
             .filter(|s| !s.is_empty())
             .ok_or(CredentialsError::Missing(name, "secretKey"))?;
         let mut creds = Self::new(ak, sk);
-        creds.security_token = token.filter(|t| !t.is_empty());
+        creds.security_token = token.filter(|t| !t.is_empty()).map(Secret::new);
         Ok(creds)
     }
 }
@@ -174,7 +174,7 @@ pub fn sign_request(cmd: &mut RemotingCommand, creds: &Credentials) {
     // `insert` keeps short values inline (no allocation per request).
     cmd.ext_fields.insert(ACCESS_KEY, creds.access_key.as_str());
     if let Some(token) = &creds.security_token {
-        cmd.ext_fields.insert(SECURITY_TOKEN, token.as_str());
+        cmd.ext_fields.insert(SECURITY_TOKEN, token.expose());
     }
     let mut mac = creds.key.0.clone();
     update(&mut mac, &cmd.ext_fields, &cmd.body, &[]);
@@ -311,8 +311,13 @@ mod tests {
 
     #[test]
     fn secrets_do_not_print_and_files_parse() {
-        let c = Credentials::new("ak_admin", "s3cr3t-value");
-        assert!(!format!("{c:?}").contains("s3cr3t"));
+        let mut c = Credentials::new("ak_admin", "s3cr3t-value");
+        c.security_token = Some(Secret::new("t0ken-value"));
+        let printed = format!("{c:?}");
+        assert!(
+            !printed.contains("s3cr3t") && !printed.contains("t0ken"),
+            "{printed}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("tools.yml");
         std::fs::write(

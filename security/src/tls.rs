@@ -38,9 +38,8 @@ const DETECT_TIMEOUT: Duration = Duration::from_secs(10);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Ciphertext read ahead from the socket. rustls asks for about 4 KiB per read; without
 /// this every few pipelined 1 KiB requests cost a `recvfrom` and a trip through the
-/// connection's read loop (3.6 times the syscalls of plaintext, measured in
-/// `bench/security.sh`). Two full records' worth keeps a busy connection to about one
-/// read per dozens of requests.
+/// connection's read loop (several times plaintext's syscalls; docs/benchmarks.md). Two
+/// full records' worth keeps a busy connection to about one read per dozens of requests.
 const TLS_READ_AHEAD: usize = 32 * 1024;
 
 /// What TLS runs over: the socket, read ahead in [`TLS_READ_AHEAD`] chunks (writes pass

@@ -74,7 +74,7 @@ fn python_signatures_are_accepted_and_tampering_refused() {
             .to_owned();
         let token = ours.ext_fields.get(sign::SECURITY_TOKEN).map(str::to_owned);
         let mut creds = sign::Credentials::new(ak, v.secret.clone());
-        creds.security_token = token;
+        creds.security_token = token.map(sign::Secret::new);
         sign::sign_request(&mut ours, &creds);
         assert_eq!(
             ours.ext_fields.get(SIGNATURE),

@@ -1,6 +1,6 @@
 //! Which TLS cipher suite a connection gets: AES-128-GCM whenever the client offers it,
 //! whatever the client's own order (servers apply theirs), and still a connection with a
-//! client that offers only AES-256-GCM.
+//! client that offers only AES-256-GCM or only ChaCha20-Poly1305.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -141,12 +141,19 @@ async fn the_server_order_wins_over_a_client_preferring_aes_256() {
         accepted.await.unwrap(),
         Some(CipherSuite::TLS13_AES_128_GCM_SHA256)
     );
-    // A client without AES-128 still connects.
-    let (addr, accepted) = server(&pki).await;
-    let got = foreign_client(&pki, &addr, vec![TLS13_AES_256_GCM_SHA384]).await;
-    assert_eq!(got, CipherSuite::TLS13_AES_256_GCM_SHA384);
-    assert_eq!(
-        accepted.await.unwrap(),
-        Some(CipherSuite::TLS13_AES_256_GCM_SHA384)
-    );
+    // Clients without AES-128 still connect.
+    for (suite, expected) in [
+        (
+            TLS13_AES_256_GCM_SHA384,
+            CipherSuite::TLS13_AES_256_GCM_SHA384,
+        ),
+        (
+            TLS13_CHACHA20_POLY1305_SHA256,
+            CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+        ),
+    ] {
+        let (addr, accepted) = server(&pki).await;
+        assert_eq!(foreign_client(&pki, &addr, vec![suite]).await, expected);
+        assert_eq!(accepted.await.unwrap(), Some(expected));
+    }
 }

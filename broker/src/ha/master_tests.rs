@@ -9,6 +9,36 @@ use super::*;
 use crate::config::Config;
 use crate::ha::HaSettings;
 
+/// A SYNC_MASTER's HA service over a store in `dir` (`extra` config lines) holding
+/// `count` messages with bodies padded by `padding` bytes; and the store's max offset.
+async fn master_with_messages(
+    dir: &std::path::Path,
+    extra: &str,
+    count: usize,
+    padding: usize,
+) -> (Arc<Ha>, i64) {
+    let text = format!(
+        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nhaListenPort=0\nbrokerRole=SYNC_MASTER\n{extra}\n",
+        dir.display()
+    );
+    let config = Config::from_properties(&text).unwrap();
+    let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
+    let ha = Ha::new(HaSettings::from_config(&config), store, None);
+    let adapter = crate::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
+    for i in 0..count {
+        let body = format!("m{i}-{}", "x".repeat(padding));
+        let m = crate::test_fixture::message("T", 0, &body, String::new());
+        crate::store_api::MessageStoreApi::put_message(
+            &adapter,
+            m,
+            crate::put_path::PutPermit::for_tests(),
+        )
+        .await;
+    }
+    let max = ha.store.max_phy_offset().0;
+    (ha, max)
+}
+
 /// A slave socket that checks, at every write, that the master already counts what it is
 /// writing as streamed: the slave could ack those bytes the moment they land.
 struct CheckingSocket {
@@ -53,25 +83,7 @@ impl AsyncWrite for CheckingSocket {
 #[tokio::test]
 async fn bytes_count_as_streamed_before_they_reach_the_slave() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nhaListenPort=0\nbrokerRole=SYNC_MASTER\nhaTransferBatchSize=1024\n",
-        dir.path().display()
-    );
-    let config = Config::from_properties(&text).unwrap();
-    let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
-    let ha = Ha::new(HaSettings::from_config(&config), store, None);
-    let adapter = crate::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
-    for i in 0..20 {
-        let body = format!("m{i}-{}", "x".repeat(200));
-        let m = crate::test_fixture::message("T", 0, &body, String::new());
-        crate::store_api::MessageStoreApi::put_message(
-            &adapter,
-            m,
-            crate::put_path::PutPermit::for_tests(),
-        )
-        .await;
-    }
-    let max = ha.store.max_phy_offset().0;
+    let (ha, max) = master_with_messages(dir.path(), "haTransferBatchSize=1024", 20, 200).await;
     let streamed = Arc::new(AtomicI64::new(0));
     let socket = Arc::new(parking_lot::Mutex::new(None::<CheckingSocket>));
     let cancel = CancellationToken::new();
@@ -107,24 +119,7 @@ async fn every_frame_is_flushed_to_the_slave() {
     use tokio::io::AsyncReadExt;
 
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nhaListenPort=0\nbrokerRole=SYNC_MASTER\n",
-        dir.path().display()
-    );
-    let config = Config::from_properties(&text).unwrap();
-    let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
-    let ha = Ha::new(HaSettings::from_config(&config), store, None);
-    let adapter = crate::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
-    for i in 0..5 {
-        let m = crate::test_fixture::message("T", 0, &format!("m{i}"), String::new());
-        crate::store_api::MessageStoreApi::put_message(
-            &adapter,
-            m,
-            crate::put_path::PutPermit::for_tests(),
-        )
-        .await;
-    }
-    let max = ha.store.max_phy_offset().0;
+    let (ha, max) = master_with_messages(dir.path(), "", 5, 0).await;
     let (master_end, mut slave_end) = tokio::io::duplex(1 << 20);
     let cancel = CancellationToken::new();
     let task = tokio::spawn(transfer(
