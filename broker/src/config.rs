@@ -265,6 +265,10 @@ broker_config! {
     tls_client_server_name: Option<String> = "tls.client.serverName" => None;
     /// How often the certificate files are re-read for changes, ms.
     tls_file_check_interval_ms: u64 = "tlsFileCheckIntervalMs" => 1_000;
+    /// TLS on `metricsPort` too (beyond 4.9): its certificate and mode are the remoting
+    /// port's (`permissive`: HTTP and HTTPS, `enforcing`: HTTPS only), without client
+    /// certificates (kubelet probes present none). Needs `tls.server.mode` on.
+    tls_metrics_enable: bool = "tls.metrics.enable" => false;
 }
 
 impl BrokerConfig {

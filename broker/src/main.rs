@@ -77,6 +77,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
         metrics: Arc::clone(&metrics),
         broker: OnceLock::new(),
     });
+    // Built before the metrics port opens: with tls.metrics.enable it serves HTTPS from
+    // the start, recovery included. A certificate that does not load stops the broker
+    // here, before a long recovery.
+    let tls = broker::state::server_tls(&config.broker).context("cannot set up TLS")?;
+    if config.broker.tls_metrics_enable && tls.is_none() {
+        anyhow::bail!(
+            "tls.metrics.enable=true needs TLS on the remoting port: set tls.server.mode to \
+             permissive or enforcing, with tls.server.certPath and tls.server.keyPath"
+        );
+    }
     let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
     let (open, refused) = metrics.limits.listener(Listener::Http);
     let http_listener = GatedListener {
@@ -91,6 +101,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         ),
         idle: Duration::from_millis(config.broker.http_idle_timeout_millis.max(100)),
         idle_closed: metrics.limits.http_idle_closed.clone(),
+        tls: tls.clone().filter(|_| config.broker.tls_metrics_enable),
     };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
     let http_task = tokio::spawn(metrics::serve_http(
@@ -123,8 +134,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
         None
     };
     let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(store));
-    let broker =
-        Broker::open(config, Arc::clone(&store), metrics).context("cannot load broker metadata")?;
+    let broker = Broker::open_with_tls(config, Arc::clone(&store), metrics, tls)
+        .context("cannot load broker metadata")?;
     let weak: Weak<Broker> = Arc::downgrade(&broker);
     store.set_arrival_listener(Arc::new(
         move |topic, queue_id, offset, tags_code, properties| {
@@ -144,7 +155,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let tls_watcher = broker.tls.as_ref().map(|tls| {
         let every = Duration::from_millis(broker.config.broker.tls_file_check_interval_ms);
-        tracing::info!(mode = %tls.mode(), "TLS on the remoting port");
+        tracing::info!(
+            mode = %tls.mode(),
+            metrics_port = broker.config.broker.tls_metrics_enable,
+            "TLS on the remoting port"
+        );
         tls.spawn_watcher(every, broker.shutdown.clone())
     });
     let acl_watcher = broker.acl.as_ref().map(|acl| {

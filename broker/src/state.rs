@@ -76,6 +76,19 @@ impl Broker {
         store: Arc<dyn MessageStoreApi>,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, ConfigFileError> {
+        let tls = server_tls(&config.broker)?;
+        Self::open_with_tls(config, store, metrics, tls)
+    }
+
+    /// [`Self::open`] with the remoting port's TLS server already built from the same
+    /// config (the process builds it first: the metrics port, up during recovery, shares
+    /// it).
+    pub fn open_with_tls(
+        config: Config,
+        store: Arc<dyn MessageStoreApi>,
+        metrics: Arc<Metrics>,
+        tls: Option<Arc<security::tls::TlsServer>>,
+    ) -> Result<Arc<Self>, ConfigFileError> {
         let root = config.store.store_path_root_dir.clone();
         let b = &config.broker;
         let topics = TopicManager::open(&root, b)?;
@@ -112,18 +125,6 @@ impl Broker {
                 reason: e.to_string(),
             })?
             .map(Arc::new);
-        let tls_error = |what: &'static str, reason: String| ConfigFileError::Parse {
-            path: "broker.conf".into(),
-            what,
-            reason,
-        };
-        let tls = b
-            .server_tls()
-            .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
-            .and_then(|s| {
-                security::tls::TlsServer::new(s)
-                    .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
-            })?;
         let tls_client = security::tls::TlsClient::new(&b.client_tls())
             .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
         let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
@@ -196,4 +197,23 @@ impl Broker {
             }
         }
     }
+}
+
+fn tls_error(what: &'static str, reason: String) -> ConfigFileError {
+    ConfigFileError::Parse {
+        path: "broker.conf".into(),
+        what,
+        reason,
+    }
+}
+
+/// The remoting port's TLS server from the `tls.server.*` keys (`None` when disabled).
+pub fn server_tls(
+    b: &crate::config::BrokerConfig,
+) -> Result<Option<Arc<security::tls::TlsServer>>, ConfigFileError> {
+    let settings = b
+        .server_tls()
+        .map_err(|e| tls_error("tls.server.* settings", e.to_string()))?;
+    security::tls::TlsServer::new(settings)
+        .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
 }

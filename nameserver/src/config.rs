@@ -75,6 +75,9 @@ pub struct NamesrvConfig {
     /// TLS on the remoting port (4.9's `tls.server.*` keys).
     pub tls: security::tls::ServerTlsSettings,
     pub tls_file_check_interval: Duration,
+    /// TLS on `metricsPort` too, with the remoting port's certificate and mode and no
+    /// client certificates (`tls.metrics.enable`; beyond 4.9).
+    pub tls_metrics_enable: bool,
     /// Open remoting connections (`maxConnections`); a peer over it is closed at once.
     pub max_connections: usize,
     /// Open remoting connections per source IP (`maxConnectionsPerIp`, 0: no cap).
@@ -117,6 +120,7 @@ impl Default for NamesrvConfig {
             acl_file_check_interval: Duration::from_secs(1),
             tls: security::tls::ServerTlsSettings::default(),
             tls_file_check_interval: Duration::from_secs(1),
+            tls_metrics_enable: false,
             max_connections: 10_000,
             max_connections_per_ip: 0,
             http_max_connections: 64,
@@ -170,6 +174,7 @@ impl NamesrvConfig {
             "tlsFileCheckIntervalMs" => {
                 self.tls_file_check_interval = millis(value).ok_or_else(invalid)?
             }
+            "tls.metrics.enable" => self.tls_metrics_enable = parse_bool(value),
             "aclEnable" => self.acl_enable = parse_bool(value),
             "aclFile" => self.acl_file = (!value.is_empty()).then(|| PathBuf::from(value)),
             "aclFileCheckIntervalMs" => {
@@ -310,6 +315,7 @@ impl NamesrvConfig {
             "tlsFileCheckIntervalMs",
             self.tls_file_check_interval.as_millis().to_string(),
         ));
+        out.push(("tls.metrics.enable", self.tls_metrics_enable.to_string()));
         out.push(("aclEnable", self.acl_enable.to_string()));
         out.push(("aclFile", self.acl_file_path().display().to_string()));
         out.push((

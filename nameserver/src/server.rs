@@ -17,7 +17,7 @@ use security::conn_gate::{self, ConnGate, GatedListener};
 
 /// Runs until `shutdown` is cancelled, then waits for the listeners to stop.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let (bind, port, http_port, caps, http_idle) = {
+    let (bind, port, http_port, caps, http_idle, http_tls) = {
         let c = shared.config.read();
         (
             c.bind_address,
@@ -29,6 +29,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
                 c.http_max_connections,
             ),
             c.http_idle_timeout,
+            c.tls_metrics_enable,
         )
     };
     let (open, refused) = shared.metrics.listener("remoting");
@@ -50,6 +51,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
             gate: http_gate,
             idle: http_idle,
             idle_closed: shared.metrics.http_idle_closed.clone(),
+            tls: shared.tls.clone().filter(|_| http_tls),
         },
         Arc::clone(&shared),
         shutdown.clone(),

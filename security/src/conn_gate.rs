@@ -10,7 +10,8 @@
 //!
 //! An HTTP connection that moves no byte either way for `httpIdleTimeoutMillis` is
 //! closed, so peers that connect and say nothing (or stop reading a response) cannot hold
-//! the capped slots and lock scrapers and probes out of `/metrics` and `/readyz`.
+//! the capped slots and lock scrapers and probes out of `/metrics` and `/readyz`. The same
+//! deadline bounds a TLS handshake on that port.
 
 use std::collections::HashMap;
 use std::io;
@@ -26,6 +27,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
+
+use crate::http_stream::HttpStream;
+use crate::tls::TlsServer;
 
 /// The caps of one listener and who holds a slot.
 #[derive(Debug)]
@@ -128,17 +132,19 @@ pub fn tune_socket(stream: &TcpStream, keepalive: Duration, user_timeout: Durati
 
 /// A listener for `axum::serve` that admits connections through a [`ConnGate`]; a peer
 /// over the cap is closed right after `accept`, and an admitted one after `idle` without
-/// progress (counted in `idle_closed`).
+/// progress (counted in `idle_closed`). With `tls` (`tls.metrics.enable`) connections
+/// get HTTPS as [`HttpStream`] describes.
 pub struct GatedListener {
     pub inner: TcpListener,
     pub gate: Arc<ConnGate>,
     pub idle: Duration,
     pub idle_closed: Counter,
+    pub tls: Option<Arc<TlsServer>>,
 }
 
 /// An admitted HTTP connection: the stream, its slot and its idle deadline.
 pub struct GatedIo {
-    stream: TcpStream,
+    stream: HttpStream,
     _slot: ConnSlot,
     idle: Duration,
     /// Pushed back by every read or write that moves bytes.
@@ -158,7 +164,7 @@ impl axum::serve::Listener for GatedListener {
                         let idle = self.idle.max(Duration::from_millis(1));
                         return (
                             GatedIo {
-                                stream,
+                                stream: HttpStream::new(stream, self.tls.clone()),
                                 _slot: slot,
                                 idle,
                                 deadline: Box::pin(tokio::time::sleep(idle)),
@@ -291,6 +297,7 @@ mod tests {
             gate: gate(4, 0),
             idle: Duration::from_millis(200),
             idle_closed: idle_closed.clone(),
+            tls: None,
         };
         let mut silent = TcpStream::connect(addr).await.expect("connect");
         let (mut io, _) = axum::serve::Listener::accept(&mut listener).await;
@@ -319,6 +326,7 @@ mod tests {
             gate: gate(4, 0),
             idle: Duration::from_millis(300),
             idle_closed: Counter::default(),
+            tls: None,
         };
         let mut peer = TcpStream::connect(addr).await.expect("connect");
         let (mut io, _) = axum::serve::Listener::accept(&mut listener).await;

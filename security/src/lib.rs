@@ -10,7 +10,8 @@
 //!
 //! - [`tls`]: rustls on the remoting ports in 4.9's disabled / permissive / enforcing
 //!   modes, optional mTLS, certificates reloaded on change; [`tls::MaybeTls`] is the
-//!   stream servers and clients use either way.
+//!   stream servers and clients use either way; [`http_stream::HttpStream`] is the
+//!   metrics port's (`tls.metrics.enable`).
 //!
 //! - [`conn_gate`]: connection caps, socket options and the HTTP idle timeout that every
 //!   listener applies to its peers before anything is read.
@@ -20,5 +21,6 @@
 
 pub mod acl;
 pub mod conn_gate;
+pub mod http_stream;
 pub mod sign;
 pub mod tls;

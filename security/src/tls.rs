@@ -30,7 +30,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
 
 /// First byte of a TLS record carrying a handshake message (the ClientHello).
-const TLS_HANDSHAKE: u8 = 0x16;
+pub(crate) const TLS_HANDSHAKE: u8 = 0x16;
 /// A peer that sends nothing for this long after connecting is dropped before the mode
 /// is known (bounds connections parked in detection).
 const DETECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -218,7 +218,8 @@ fn roots(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
     Ok(store)
 }
 
-fn build_acceptor(s: &ServerTlsSettings) -> Result<TlsAcceptor, TlsError> {
+/// The server config for `s`, asking for client certificates as `client_auth` says.
+fn build_acceptor(s: &ServerTlsSettings, client_auth: ClientAuth) -> Result<TlsAcceptor, TlsError> {
     let cert_path = s.cert_path.as_deref().ok_or(TlsError::Missing {
         what: "tls.server.certPath",
     })?;
@@ -228,7 +229,7 @@ fn build_acceptor(s: &ServerTlsSettings) -> Result<TlsAcceptor, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    let builder = if s.client_auth == ClientAuth::None {
+    let builder = if client_auth == ClientAuth::None {
         builder.with_no_client_auth()
     } else {
         let trust = s.trust_cert_path.as_deref().ok_or(TlsError::Missing {
@@ -238,7 +239,7 @@ fn build_acceptor(s: &ServerTlsSettings) -> Result<TlsAcceptor, TlsError> {
             Arc::new(roots(trust)?),
             provider(),
         );
-        let verifier = if s.client_auth == ClientAuth::Optional {
+        let verifier = if client_auth == ClientAuth::Optional {
             verifier.allow_unauthenticated()
         } else {
             verifier
@@ -256,11 +257,14 @@ fn build_acceptor(s: &ServerTlsSettings) -> Result<TlsAcceptor, TlsError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// The server side: mode detection and the current acceptor, rebuilt when the
+/// The server side: mode detection and the current acceptors, rebuilt when the
 /// certificate, key or trust files change.
 pub struct TlsServer {
     settings: ServerTlsSettings,
     acceptor: RwLock<TlsAcceptor>,
+    /// The same certificate without client authentication, for the metrics port
+    /// (`tls.metrics.enable`): kubelet probes and most scrapers present no certificate.
+    http: RwLock<TlsAcceptor>,
     /// Content of (cert, key, trust) the acceptor was built from.
     loaded: Mutex<Vec<Vec<u8>>>,
 }
@@ -279,11 +283,13 @@ impl TlsServer {
         if settings.mode == TlsMode::Disabled {
             return Ok(None);
         }
-        let acceptor = build_acceptor(&settings)?;
+        let acceptor = build_acceptor(&settings, settings.client_auth)?;
+        let http = build_acceptor(&settings, ClientAuth::None)?;
         let loaded = Self::contents(&settings);
         Ok(Some(Arc::new(Self {
             settings,
             acceptor: RwLock::new(acceptor),
+            http: RwLock::new(http),
             loaded: Mutex::new(loaded),
         })))
     }
@@ -313,9 +319,16 @@ impl TlsServer {
         }
         // Remember what was seen, so a broken set is reported once, not every poll.
         *loaded = now;
-        let acceptor = build_acceptor(&self.settings)?;
+        let acceptor = build_acceptor(&self.settings, self.settings.client_auth)?;
+        let http = build_acceptor(&self.settings, ClientAuth::None)?;
         *self.acceptor.write() = acceptor;
+        *self.http.write() = http;
         Ok(true)
+    }
+
+    /// The metrics port's acceptor (current certificate, no client authentication).
+    pub fn http_acceptor(&self) -> TlsAcceptor {
+        self.http.read().clone()
     }
 
     /// Polls the files every `interval` until `cancel`.
@@ -412,7 +425,7 @@ pub async fn accept(tls: Option<&TlsServer>, tcp: TcpStream) -> io::Result<Maybe
     }
 }
 
-fn refused(why: &'static str) -> io::Error {
+pub(crate) fn refused(why: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, why)
 }
 

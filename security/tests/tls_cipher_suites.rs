@@ -2,10 +2,8 @@
 //! whatever the client's own order (servers apply theirs), and still a connection with a
 //! client that offers only AES-256-GCM or only ChaCha20-Poly1305.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use rustls::CipherSuite;
 use rustls::pki_types::ServerName;
 use security::tls::{
@@ -13,33 +11,8 @@ use security::tls::{
 };
 use tokio::net::{TcpListener, TcpStream};
 
-struct Pki {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-fn write_pki(dir: &Path) -> Pki {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    let put = |name: &str, text: String| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
-    Pki {
-        ca: put("ca.pem", ca.pem()),
-        cert: put("server.pem", cert.pem()),
-        key: put("server.key", key.serialize_pem()),
-    }
-}
+mod support;
+use support::{Pki, write_pki};
 
 /// A server in enforcing mode; answers with the suite each accepted connection got.
 async fn server(pki: &Pki) -> (String, tokio::task::JoinHandle<Option<CipherSuite>>) {
@@ -102,7 +75,7 @@ async fn foreign_client(
 #[tokio::test]
 async fn our_client_and_server_agree_on_aes_128_gcm() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = write_pki(dir.path());
+    let pki = write_pki(dir.path(), "a");
     let (addr, accepted) = server(&pki).await;
     let client = TlsClient::new(&ClientTlsSettings {
         enable: true,
@@ -127,7 +100,7 @@ async fn our_client_and_server_agree_on_aes_128_gcm() {
 async fn the_server_order_wins_over_a_client_preferring_aes_256() {
     use rustls::crypto::ring::cipher_suite::*;
     let dir = tempfile::tempdir().unwrap();
-    let pki = write_pki(dir.path());
+    let pki = write_pki(dir.path(), "a");
     // Java's and rustls's own default order.
     let (addr, accepted) = server(&pki).await;
     let got = foreign_client(

@@ -2,7 +2,8 @@
 //! permissive mode serves TLS and plaintext on one port; enforcing mode refuses
 //! plaintext; required client certificates (mTLS) refuse a client without one; brokers
 //! register with the nameserver and a slave syncs from its master over TLS; `rmqctl`
-//! speaks TLS; new certificates are picked up without a restart.
+//! speaks TLS; the metrics ports serve HTTPS (`tls.metrics.enable`); new certificates are
+//! picked up without a restart.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -124,7 +125,8 @@ fn permissive_serves_both_and_rmqctl_speaks_tls() {
         Options::default()
             .config("tls.server.mode", "permissive")
             .config("tls.server.certPath", s(&pki.server_cert))
-            .config("tls.server.keyPath", s(&pki.server_key)),
+            .config("tls.server.keyPath", s(&pki.server_key))
+            .config("tls.metrics.enable", "true"),
     );
     let b = TempBroker::start(
         Some(ns.port),
@@ -134,6 +136,7 @@ fn permissive_serves_both_and_rmqctl_speaks_tls() {
             ("tls.server.keyPath", &s(&pki.server_key)),
             ("tls.enable", "true"),
             ("tls.client.trustCertPath", &s(&pki.ca)),
+            ("tls.metrics.enable", "true"),
         ],
     );
     let broker_addr = b.broker.addr();
@@ -159,6 +162,23 @@ fn permissive_serves_both_and_rmqctl_speaks_tls() {
             .await
             .expect("TLS send");
         assert_eq!(r.code, response::SUCCESS);
+        // The metrics ports (tls.metrics.enable) answer HTTPS, and HTTP in permissive
+        // mode (the harness's readiness probes used it).
+        let https = TlsClient::new(&settings)
+            .expect("client TLS")
+            .expect("enabled");
+        for (who, port, metric) in [
+            ("nameserver", ns.http_port, "rmq_namesrv_"),
+            ("broker", b.broker.http_port, "rocketmq_"),
+        ] {
+            let (status, body) = e2e::http::get_tls(port, "/metrics", &https)
+                .await
+                .unwrap_or_else(|e| panic!("{who} /metrics over HTTPS: {e}"));
+            assert_eq!(status, 200, "{who}: {body}");
+            assert!(body.contains(metric), "{who}: {body}");
+            let (status, _) = e2e::http::get(port, "/healthz").await.expect("plain HTTP");
+            assert_eq!(status, 200, "{who}");
+        }
         // A client that does not trust the server's CA fails the handshake.
         let other = write_pki(dir.path(), "other");
         assert!(
@@ -352,4 +372,39 @@ fn enforcing_mtls_replication_and_reload() {
         })
         .await;
     });
+}
+
+#[test]
+fn metrics_tls_without_tls_refuses_to_start_naming_the_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ns_conf = dir.path().join("namesrv.conf");
+    std::fs::write(
+        &ns_conf,
+        "listenPort=0\nmetricsPort=0\ntls.metrics.enable=true\n",
+    )
+    .unwrap();
+    let broker_conf = dir.path().join("broker.conf");
+    std::fs::write(
+        &broker_conf,
+        format!(
+            "storePathRootDir={}\nlistenPort=0\nmetricsPort=0\ntls.metrics.enable=true\n",
+            dir.path().join("store").display()
+        ),
+    )
+    .unwrap();
+    for (bin, conf) in [("rmq-nameserver", &ns_conf), ("rmq-broker", &broker_conf)] {
+        let out = std::process::Command::new(e2e::binary::path(bin))
+            .arg("-c")
+            .arg(conf)
+            .env("HOME", dir.path())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bin} started: {stderr}");
+        assert!(
+            stderr.contains("tls.metrics.enable=true needs TLS")
+                && stderr.contains("tls.server.mode"),
+            "{bin}: {stderr}"
+        );
+    }
 }
