@@ -22,7 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 mod support;
 use support::{Pki, write_pki};
 
-const IDLE: Duration = Duration::from_millis(500);
+/// The HTTP idle deadline; a handshake must also finish within it.
+const IDLE: Duration = Duration::from_secs(2);
 
 /// A metrics port in `mode` whose remoting side requires client certificates (mTLS).
 /// Returns its port, the TLS server (for reloads) and the idle-closed counter.
