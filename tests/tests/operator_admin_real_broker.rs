@@ -17,8 +17,8 @@ use e2e::nameserver::Options;
 use e2e::wait::{eventually, runtime};
 use futures::future::BoxFuture;
 use operator::admin::{
-    Admin, AdminError, ClusterInfo, EpochCache, HaStatus, RemotingAdmin, RoleChange, RuntimeInfo,
-    TopicConfig, ha::HaRole,
+    Admin, AdminError, ClusterInfo, EpochCache, HaStatus, PeerAccess, RemotingAdmin, RoleChange,
+    RuntimeInfo, TopicConfig, ha::HaRole,
 };
 
 const CLUSTER: &str = "TestCluster";
@@ -37,12 +37,9 @@ impl Recording {
 }
 
 impl Admin for Recording {
-    /// Not a request: the signing variant of the real client, unrecorded.
-    fn signed(
-        &self,
-        credentials: Option<security::sign::Credentials>,
-    ) -> std::sync::Arc<dyn Admin> {
-        self.inner.signed(credentials)
+    /// Not a request: the signing / TLS variant of the real client, unrecorded.
+    fn scoped(&self, access: PeerAccess) -> std::sync::Arc<dyn Admin> {
+        self.inner.scoped(access)
     }
     fn cluster_info<'a>(
         &'a self,
@@ -296,10 +293,10 @@ fn a_nameserver_with_acl_takes_route_deletions_only_signed() {
     let ns_addr = format!("127.0.0.1:{}", ns.port);
     let broker = b.broker.addr();
     let unsigned = RemotingAdmin::new(Duration::from_secs(5));
-    let signed = unsigned.signed(Some(security::sign::Credentials::new(
-        "nsAdmin",
-        "nsAdminSecret",
-    )));
+    let signed = unsigned.scoped(PeerAccess {
+        credentials: Some(security::sign::Credentials::new("nsAdmin", "nsAdminSecret")),
+        tls: None,
+    });
     let topic = TopicConfig {
         topic: "RoutedTopic".into(),
         read_queues: 2,

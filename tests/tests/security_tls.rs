@@ -2,8 +2,8 @@
 //! permissive mode serves TLS and plaintext on one port; enforcing mode refuses
 //! plaintext; required client certificates (mTLS) refuse a client without one; brokers
 //! register with the nameserver and a slave syncs from its master over TLS; `rmqctl`
-//! speaks TLS; the metrics ports serve HTTPS (`tls.metrics.enable`); new certificates are
-//! picked up without a restart.
+//! and the operator's admin client speak TLS; the metrics ports serve HTTPS
+//! (`tls.metrics.enable`); new certificates are picked up without a restart.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -317,6 +317,32 @@ fn enforcing_mtls_replication_and_reload() {
             },
         )
         .await;
+        // The operator's admin client over mTLS, built from PEM as it reads a Secret;
+        // without TLS it gets nothing.
+        {
+            use operator::admin::{Admin, PeerAccess, RemotingAdmin};
+            let pem = |p: &Path| std::fs::read(p).expect("PEM");
+            let tls = TlsClient::from_pem(
+                &pem(&pki.ca),
+                Some((&pem(&pki.client_cert), &pem(&pki.client_key))),
+                "test PKI",
+            )
+            .expect("TLS client from PEM");
+            let admin = RemotingAdmin::with_access(
+                Duration::from_secs(5),
+                PeerAccess {
+                    credentials: None,
+                    tls: Some(tls),
+                },
+            );
+            let info = admin
+                .runtime_info(&master.addr())
+                .await
+                .expect("runtime info over mTLS");
+            assert!(info.commit_log_max_offset().is_some());
+            let plain = RemotingAdmin::new(Duration::from_secs(5));
+            assert!(plain.runtime_info(&master.addr()).await.is_err());
+        }
         // SYNC_MASTER answers SUCCESS only once the slave acknowledged the record over
         // the (TLS) HA connection; SLAVE_NOT_AVAILABLE until the slave has connected.
         let deadline = std::time::Instant::now() + Duration::from_secs(15);

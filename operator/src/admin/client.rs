@@ -23,7 +23,7 @@ use rmq_cli::client::{Client, ClientError, Peer};
 use security::sign::Credentials;
 
 use super::ha::{EpochCache, HaStatus, RoleChange};
-use super::{Admin, AdminError, ClusterInfo, RuntimeInfo, TopicConfig};
+use super::{Admin, AdminError, ClusterInfo, PeerAccess, RuntimeInfo, TopicConfig};
 use crate::builders::config_file::render_properties;
 
 #[derive(Debug)]
@@ -34,16 +34,28 @@ pub struct RemotingAdmin {
 
 impl RemotingAdmin {
     pub fn new(timeout: Duration) -> Self {
-        Self::with_credentials(timeout, None)
+        Self::with_access(timeout, PeerAccess::default())
     }
 
     /// [`Self::new`], signing every request with `credentials` (RocketMQ ACL 1.0) when
     /// given, for brokers that enforce ACL on admin requests.
     pub fn with_credentials(timeout: Duration, credentials: Option<Credentials>) -> Self {
+        Self::with_access(
+            timeout,
+            PeerAccess {
+                credentials,
+                tls: None,
+            },
+        )
+    }
+
+    /// [`Self::new`], reaching its peers as `access` says (signed, over TLS).
+    pub fn with_access(timeout: Duration, access: PeerAccess) -> Self {
         // No nameserver list: every call names its peer.
         let client = Client::new("", timeout)
             .with_connection_per_call()
-            .with_credentials(credentials);
+            .with_credentials(access.credentials)
+            .with_tls(access.tls);
         Self { client, timeout }
     }
 
@@ -107,8 +119,8 @@ fn wire_topic(config: &TopicConfig) -> WireTopicConfig {
 }
 
 impl Admin for RemotingAdmin {
-    fn signed(&self, credentials: Option<Credentials>) -> Arc<dyn Admin> {
-        Arc::new(Self::with_credentials(self.timeout, credentials))
+    fn scoped(&self, access: PeerAccess) -> Arc<dyn Admin> {
+        Arc::new(Self::with_access(self.timeout, access))
     }
 
     fn cluster_info<'a>(

@@ -235,7 +235,10 @@ async fn a_client_derived_with_credentials_signs_and_the_shared_one_does_not() {
     let (addr, seen) = peer(|req| Some(RemotingCommand::response_to(req, response::SUCCESS))).await;
     let shared = client();
     let creds = security::sign::Credentials::new("operator-ak", "operator-sk");
-    let signed = shared.signed(Some(creds));
+    let signed = shared.scoped(PeerAccess {
+        credentials: Some(creds),
+        tls: None,
+    });
     signed.delete_topic_in_broker(&addr, "T").await.unwrap();
     shared.delete_topic_in_broker(&addr, "T").await.unwrap();
     let reqs = seen.lock().unwrap().clone();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use security::sign::Credentials;
+use security::tls::TlsClient;
 use thiserror::Error;
 
 pub use client::RemotingAdmin;
@@ -144,12 +145,20 @@ impl RuntimeInfo {
     }
 }
 
+/// How the operator reaches one resource's pods: the account it signs with (RocketMQ
+/// ACL 1.0) and TLS when the pods serve it. The default is unsigned plaintext.
+#[derive(Clone, Debug, Default)]
+pub struct PeerAccess {
+    pub credentials: Option<Credentials>,
+    pub tls: Option<TlsClient>,
+}
+
 /// Admin operations against brokers and nameservers, addressed as `host:port`.
 pub trait Admin: Send + Sync {
-    /// This client signing every request with `credentials` (RocketMQ ACL 1.0), or
-    /// unsigned with `None`; timeouts and the rest are shared. A Broker's reconcile calls
-    /// its pods through the one built from that Broker's `adminCredentials`.
-    fn signed(&self, credentials: Option<Credentials>) -> Arc<dyn Admin>;
+    /// This client reaching its peers as `access` says; timeouts and the rest are shared.
+    /// A Broker's reconcile calls its pods through the one built from that Broker's
+    /// `adminCredentials` and `tls`.
+    fn scoped(&self, access: PeerAccess) -> Arc<dyn Admin>;
     fn cluster_info<'a>(
         &'a self,
         namesrv: &'a str,

@@ -8,13 +8,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
 
 use super::nameserver::mount;
-use crate::crd::{ACL_SECRET_KEY, Broker, NameServer, SecretKeyRef, TlsSpec};
+use crate::crd::{
+    ACL_SECRET_KEY, Broker, CA_KEY, NameServer, SecretKeyRef, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec,
+};
 
 /// Where the ACL and TLS Secrets are mounted in broker and nameserver pods.
 pub const ACL_DIR: &str = "/etc/rocketmq-acl";
 pub const TLS_DIR: &str = "/etc/rocketmq-tls";
 /// The keys of a cert-manager (`kubernetes.io/tls`) Secret.
-const TLS_KEYS: [&str; 3] = ["tls.crt", "tls.key", "ca.crt"];
+const TLS_KEYS: [&str; 3] = [TLS_CERT_KEY, TLS_KEY_KEY, CA_KEY];
 
 /// The Secrets one server pod mounts.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,8 +67,8 @@ impl<'a> MountedSecrets<'a> {
             );
         }
         if let Some(tls) = self.tls {
-            // `permissive`: the operator's admin client speaks plaintext, so `enforcing`
-            // would lock it out (see `TlsSpec`).
+            // `permissive`: brokers also dial nameservers and masters, and `enforcing`
+            // needs every one of those peers on TLS first (see `TlsSpec`).
             for (k, v) in [
                 ("tls.server.mode", "permissive".to_owned()),
                 ("tls.server.certPath", format!("{TLS_DIR}/tls.crt")),

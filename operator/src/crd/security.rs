@@ -11,6 +11,10 @@ pub const ACL_SECRET_KEY: &str = "plain_acl.yml";
 /// Keys of an account Secret (`brokerCredentials`, `adminCredentials`).
 pub const ACCESS_KEY_KEY: &str = "accessKey";
 pub const SECRET_KEY_KEY: &str = "secretKey";
+/// Keys of a `kubernetes.io/tls` Secret (cert-manager writes all three).
+pub const TLS_CERT_KEY: &str = "tls.crt";
+pub const TLS_KEY_KEY: &str = "tls.key";
+pub const CA_KEY: &str = "ca.crt";
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -77,9 +81,12 @@ pub struct SecretRef {
 }
 
 /// TLS on the remoting port, in 4.9's `permissive` mode (TLS and plaintext both
-/// accepted): the operator's own admin client speaks plaintext, so `enforcing` would lock
-/// it out. Set `tls.server.mode=enforcing` in `spec.config` only with the operator's
-/// reconciliation paused.
+/// accepted). The operator's own admin requests to these pods go over TLS: it trusts the
+/// Secret's `ca.crt`, presents `tls.crt`/`tls.key` when client certificates are required,
+/// and dials the pods by DNS name, so the certificate must cover
+/// `*.<headless service>.<namespace>.svc.<cluster domain>`. A Secret it cannot use stops
+/// the reconcile with a condition naming the Secret and key (reason `AdminTlsUnavailable`);
+/// nothing is sent in plaintext meanwhile.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {

@@ -297,8 +297,8 @@ impl World {
 }
 
 impl Admin for Sim {
-    /// The simulation models no ACL: signed or not, calls reach the same world.
-    fn signed(&self, _: Option<security::sign::Credentials>) -> Arc<dyn Admin> {
+    /// The simulation models no ACL or TLS: however reached, calls reach the same world.
+    fn scoped(&self, _: crate::admin::PeerAccess) -> Arc<dyn Admin> {
         Arc::new(self.clone())
     }
     fn cluster_info<'a>(&'a self, a: &'a str) -> BoxFuture<'a, Result<ClusterInfo, AdminError>> {

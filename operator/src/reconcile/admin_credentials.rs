@@ -1,9 +1,10 @@
-//! The accounts the operator signs its admin requests with: a Broker's
-//! `spec.security.adminCredentials` for its pods, a NameServer's for the nameservers.
-//! Read from the Secret with a GET at every reconcile of the Broker or of a Topic on it,
-//! so a rotated Secret takes effect on the next one;
-//! never cached, and the value only ever reaches the request signer: errors and Events
-//! name the Secret and the key, never what is in it.
+//! How the operator reaches a resource's pods with its admin requests: the account it
+//! signs with (a Broker's `spec.security.adminCredentials` for its pods, a NameServer's
+//! for the nameservers) and TLS when the pods serve it (`spec.security.tls`: the Secret's
+//! `ca.crt`, plus `tls.crt`/`tls.key` for mTLS). Read from the Secrets with a GET at
+//! every reconcile of the Broker or of a Topic on it, so a rotated Secret takes effect on
+//! the next one; never cached, and the values only ever reach the request signer and the
+//! TLS client: errors and Events name the Secret and the key, never what is in it.
 
 use std::sync::Arc;
 
@@ -12,17 +13,22 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use security::sign::Credentials;
+use security::tls::TlsClient;
 
 use super::apply::patch_status;
 use super::{Context, Error};
-use crate::admin::Admin;
+use crate::admin::{Admin, PeerAccess};
 use crate::conditions::{self, Desired};
-use crate::crd::{Broker, BrokerStatus, NameServer, SecretRef};
+use crate::crd::{
+    Broker, BrokerStatus, CA_KEY, NameServer, SecretRef, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec,
+};
 
 /// Keys of the Secret, as for `brokerCredentials`.
 pub use crate::crd::{ACCESS_KEY_KEY as ACCESS_KEY, SECRET_KEY_KEY as SECRET_KEY};
 /// Reason of the Broker's `Ready=False` condition and of its Warning Event.
 pub const REASON: &str = "AdminCredentialsUnavailable";
+/// The same, when what is missing is the TLS side (`spec.security.tls`).
+pub const TLS_REASON: &str = "AdminTlsUnavailable";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialsError {
@@ -48,48 +54,83 @@ pub enum CredentialsError {
         secret: String,
         key: &'static str,
     },
+    /// The pods serve TLS and the operator cannot set up its side: the reason names the
+    /// Secret and the key, never their content.
+    #[error("{kind} spec.security.tls: {reason}")]
+    Tls { kind: &'static str, reason: String },
+}
+
+impl CredentialsError {
+    /// The `Ready=False` condition's and the Warning Event's reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Tls { .. } => TLS_REASON,
+            _ => REASON,
+        }
+    }
 }
 
 /// The admin client for `broker`'s pods: signed with its `adminCredentials` when it names
-/// a Secret, the operator's unsigned one otherwise.
+/// a Secret, over TLS when its pods serve TLS (`spec.security.tls`), the operator's
+/// unsigned plaintext one otherwise.
 pub async fn admin_for(ctx: &Context, broker: &Broker) -> Result<Arc<dyn Admin>, Error> {
-    signed_with(
+    scoped(
         ctx,
         "Broker",
         broker.metadata.namespace.as_deref(),
         broker.spec.security.admin_credentials.as_ref(),
+        broker.spec.security.tls.as_ref(),
     )
     .await
 }
 
 /// The admin client for `nameserver`'s pods, signed with its own `adminCredentials`
-/// (the nameserver's ACL file is its own, so a Broker's account need not be in it).
+/// (the nameserver's ACL file is its own, so a Broker's account need not be in it) and
+/// over TLS with its own certificate's CA.
 pub async fn namesrv_admin_for(
     ctx: &Context,
     nameserver: &NameServer,
 ) -> Result<Arc<dyn Admin>, Error> {
-    signed_with(
+    scoped(
         ctx,
         "NameServer",
         nameserver.metadata.namespace.as_deref(),
         nameserver.spec.security.admin_credentials.as_ref(),
+        nameserver.spec.security.tls.as_ref(),
     )
     .await
 }
 
-/// `kind` names the resource whose `spec.security.adminCredentials` this is, in errors.
-async fn signed_with(
+/// `kind` names the resource whose `spec.security` this is, in errors.
+async fn scoped(
     ctx: &Context,
     kind: &'static str,
     namespace: Option<&str>,
-    secret_ref: Option<&SecretRef>,
+    credentials: Option<&SecretRef>,
+    tls: Option<&TlsSpec>,
 ) -> Result<Arc<dyn Admin>, Error> {
-    let Some(secret_ref) = secret_ref else {
+    if credentials.is_none() && tls.is_none() {
         return Ok(ctx.admin.clone());
-    };
+    }
     let namespace = namespace.ok_or(Error::MissingField("metadata.namespace"))?;
-    let name = secret_ref.secret_name.as_str();
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let credentials = match credentials {
+        Some(secret_ref) => Some(account(&api, kind, namespace, &secret_ref.secret_name).await?),
+        None => None,
+    };
+    let tls = match tls {
+        Some(spec) => Some(tls_client(&api, kind, namespace, spec).await?),
+        None => None,
+    };
+    Ok(ctx.admin.scoped(PeerAccess { credentials, tls }))
+}
+
+async fn account(
+    api: &Api<Secret>,
+    kind: &'static str,
+    namespace: &str,
+    name: &str,
+) -> Result<Credentials, Error> {
     let secret = api
         .get_opt(name)
         .await?
@@ -100,9 +141,41 @@ async fn signed_with(
         })?;
     let access_key = value(&secret, kind, name, ACCESS_KEY)?;
     let secret_key = value(&secret, kind, name, SECRET_KEY)?;
-    Ok(ctx
-        .admin
-        .signed(Some(Credentials::new(access_key, secret_key))))
+    Ok(Credentials::new(access_key, secret_key))
+}
+
+/// TLS to pods serving the certificate of `spec`'s Secret: trusting its `ca.crt`, and
+/// presenting its `tls.crt` / `tls.key` when they require client certificates. The pods
+/// are dialled by their DNS names (`<pod>.<headless service>.<namespace>.svc.<domain>`),
+/// which the certificate must cover.
+async fn tls_client(
+    api: &Api<Secret>,
+    kind: &'static str,
+    namespace: &str,
+    spec: &TlsSpec,
+) -> Result<TlsClient, Error> {
+    let name = spec.secret_name.as_str();
+    let problem = |reason: String| CredentialsError::Tls { kind, reason };
+    let secret = api
+        .get_opt(name)
+        .await?
+        .ok_or_else(|| problem(format!("Secret {name} does not exist in {namespace}")))?;
+    let bytes = |key: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| b.0.as_slice())
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| problem(format!("Secret {name} has no non-empty key {key}")))
+    };
+    let identity = if spec.require_client_certificates {
+        Some((bytes(TLS_CERT_KEY)?, bytes(TLS_KEY_KEY)?))
+    } else {
+        None
+    };
+    TlsClient::from_pem(bytes(CA_KEY)?, identity, &format!("Secret {name}"))
+        .map_err(|e| problem(e.to_string()).into())
 }
 
 fn value(
@@ -137,6 +210,7 @@ pub async fn report(
     problem: CredentialsError,
 ) -> Error {
     let message = problem.to_string();
+    let reason = problem.reason();
     let generation = broker.metadata.generation;
     let mut status = stored.clone();
     status.conditions = conditions::merge(
@@ -144,7 +218,7 @@ pub async fn report(
         &[Desired::new(
             conditions::READY,
             false,
-            REASON,
+            reason,
             message.clone(),
         )],
         generation,
@@ -162,13 +236,13 @@ pub async fn report(
             return e;
         }
     }
-    if !conditions::has_reason(&stored.conditions, conditions::READY, REASON) {
+    if !conditions::has_reason(&stored.conditions, conditions::READY, reason) {
         ctx.events
             .publish(
                 super::broker::KIND,
                 &broker.object_ref(&()),
                 true,
-                REASON,
+                reason,
                 "Reconcile",
                 format!("{message}; no admin request is sent to the brokers until it is fixed"),
             )

@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::admin_credentials::{self, admin_for, namesrv_admin_for};
+use super::admin_credentials::{admin_for, namesrv_admin_for};
 use super::apply::{patch_metadata, patch_status};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::admin::{Admin, AdminError, ClusterInfo, TopicConfig};
@@ -154,7 +154,7 @@ pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, E
             return Ok(Action::requeue(PROGRESS_POLL));
         }
         Err(Error::Credentials(problem)) => {
-            let status = fail(admin_credentials::REASON, problem.to_string());
+            let status = fail(problem.reason(), problem.to_string());
             write_status(&ctx, namespace, name, &previous, &status).await?;
             return Err(problem.into());
         }

@@ -8,7 +8,7 @@ use operator::admin::RemotingAdmin;
 use operator::conditions;
 use operator::crd::{Broker, NameServer, Topic};
 use operator::names::ANNOTATION_SWITCHOVER;
-use operator::reconcile::admin_credentials::REASON;
+use operator::reconcile::admin_credentials::{REASON, TLS_REASON};
 use security::sign::Credentials;
 use serde_json::json;
 
@@ -330,4 +330,77 @@ async fn a_topic_signs_its_calls_to_the_nameservers_with_the_nameservers_credent
             .all(|(_, s)| s.as_ref() == Some(&namesrv_credentials()))
     );
     assert_not_leaked(&api);
+}
+
+#[tokio::test]
+async fn admin_calls_to_pods_serving_tls_go_over_tls_or_not_at_all() {
+    let c = replicating(7000).await;
+    c.api.edit::<Broker>(
+        NS,
+        "rmq-ha",
+        json!({"spec": {"security": {"tls": {"secretName": "team-tls"}}}}),
+    );
+    c.admin.take_calls();
+    let ctx = c.ctx();
+    let reason = |c: &crate::broker_flow::Cluster| {
+        let status = c.status();
+        let cond = conditions::find(&status.conditions, conditions::READY).unwrap();
+        (cond.reason.clone(), cond.message.clone())
+    };
+
+    // No Secret: the condition names it, and nothing goes to the pods in plaintext.
+    let err = c.reconcile_in(&ctx).await.unwrap_err();
+    assert!(err.to_string().contains("team-tls"), "{err}");
+    assert!(c.admin.calls().is_empty(), "{:?}", c.admin.calls());
+    let (why, message) = reason(&c);
+    assert_eq!(why, TLS_REASON);
+    assert!(
+        message.contains("spec.security.tls") && message.contains("team-tls"),
+        "{message}"
+    );
+
+    // A Secret without ca.crt: the condition names the key.
+    crate::secret_flow::insert_secret(&c.api, "team-tls", &[("tls.crt", "x"), ("tls.key", "y")]);
+    let err = c.reconcile_in(&ctx).await.unwrap_err();
+    assert!(err.to_string().contains("ca.crt"), "{err}");
+    assert!(c.admin.calls().is_empty());
+
+    // One that does not parse: named, never quoted.
+    crate::secret_flow::insert_secret(&c.api, "team-tls", &[("ca.crt", "not-a-ca-4d1e")]);
+    let err = c.reconcile_in(&ctx).await.unwrap_err();
+    assert!(err.to_string().contains("team-tls"), "{err}");
+    assert!(!reason(&c).1.contains("not-a-ca-4d1e"));
+    assert!(c.admin.calls().is_empty());
+
+    // The real Secret: every call to the pods goes over TLS.
+    crate::secret_flow::insert_tls_secret(&c.api, "team-tls");
+    c.reconcile_in(&ctx).await.unwrap();
+    let calls = c.admin.tls_calls();
+    assert!(!calls.is_empty());
+    for (call, tls) in &calls {
+        assert!(*tls, "{call} in plaintext");
+    }
+    assert_ne!(reason(&c).0, TLS_REASON);
+}
+
+#[tokio::test]
+async fn a_topic_reaches_tls_nameservers_over_tls_and_plaintext_brokers_in_plaintext() {
+    let (api, admin) = crate::topic_flow::cluster();
+    let ctx = context(&api, &admin);
+    crate::secret_flow::insert_tls_secret(&api, "ns-tls");
+    api.edit::<NameServer>(
+        NS,
+        "rmq-ha",
+        json!({"spec": {"security": {"tls": {"secretName": "ns-tls"}}}}),
+    );
+    let topic = seed(&api, &example::<Topic>("topics.yaml", "Topic", "payments"));
+    operator::reconcile::topic::reconcile(topic, ctx)
+        .await
+        .unwrap();
+    let calls = admin.tls_calls();
+    assert!(calls.iter().any(|(c, _)| c.contains(":9876")), "{calls:?}");
+    assert!(calls.iter().any(|(c, _)| !c.contains(":9876")), "{calls:?}");
+    for (call, tls) in &calls {
+        assert_eq!(*tls, call.contains(":9876"), "{call}");
+    }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use operator::admin::ha::{EpochEntry, HaConnection, HaRole};
 use operator::admin::{
-    Admin, AdminError, BrokerData, ClusterInfo, EpochCache, HaStatus, RoleChange, RuntimeInfo,
-    TopicConfig,
+    Admin, AdminError, BrokerData, ClusterInfo, EpochCache, HaStatus, PeerAccess, RoleChange,
+    RuntimeInfo, TopicConfig,
 };
 use security::sign::Credentials;
 
@@ -27,16 +27,16 @@ struct State {
     named: BTreeMap<String, String>,
     /// NOTIFY_BROKER_ROLE_CHANGED takes this long (an operator caught mid-failover).
     role_change_delay: Option<std::time::Duration>,
-    /// Every call, with the credentials it was signed with.
-    calls: Vec<(String, Option<Credentials>)>,
+    /// Every call, with how it reached its peer.
+    calls: Vec<(String, PeerAccess)>,
 }
 
-/// Clones (and the clients [`Admin::signed`] returns) share one state; each records the
-/// credentials it signs with on every call it makes.
+/// Clones (and the clients [`Admin::scoped`] returns) share one state; each records how
+/// it reaches its peers (credentials, TLS) on every call it makes.
 #[derive(Clone, Default)]
 pub struct FakeAdmin {
     state: Arc<Mutex<State>>,
-    credentials: Option<Credentials>,
+    access: PeerAccess,
 }
 
 impl FakeAdmin {
@@ -128,7 +128,20 @@ impl FakeAdmin {
 
     /// Calls recorded so far with the credentials each was signed with.
     pub fn signed_calls(&self) -> Vec<(String, Option<Credentials>)> {
-        self.state.lock().unwrap().calls.clone()
+        let st = self.state.lock().unwrap();
+        st.calls
+            .iter()
+            .map(|(call, access)| (call.clone(), access.credentials.clone()))
+            .collect()
+    }
+
+    /// Calls recorded so far, each with whether it went over TLS.
+    pub fn tls_calls(&self) -> Vec<(String, bool)> {
+        let st = self.state.lock().unwrap();
+        st.calls
+            .iter()
+            .map(|(call, access)| (call.clone(), access.tls.is_some()))
+            .collect()
     }
 
     pub fn set_role_change_delay(&self, delay: std::time::Duration) {
@@ -148,7 +161,7 @@ impl FakeAdmin {
         addr: &str,
     ) -> Result<std::sync::MutexGuard<'_, State>, AdminError> {
         let mut st = self.state.lock().unwrap();
-        st.calls.push((call, self.credentials.clone()));
+        st.calls.push((call, self.access.clone()));
         if st.down.contains(addr) {
             return Err(AdminError::Connect {
                 addr: addr.to_owned(),
@@ -160,10 +173,10 @@ impl FakeAdmin {
 }
 
 impl Admin for FakeAdmin {
-    fn signed(&self, credentials: Option<Credentials>) -> Arc<dyn Admin> {
+    fn scoped(&self, access: PeerAccess) -> Arc<dyn Admin> {
         Arc::new(Self {
             state: self.state.clone(),
-            credentials,
+            access,
         })
     }
 

@@ -15,19 +15,22 @@
 //! established connections keep their session.
 
 use std::io;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
+use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
+
+mod pem;
+mod stream;
+
+use pem::{certs, key, parse_certs, parse_key, parse_roots, roots};
+pub use stream::MaybeTls;
 
 /// First byte of a TLS record carrying a handshake message (the ClientHello).
 pub(crate) const TLS_HANDSHAKE: u8 = 0x16;
@@ -44,7 +47,7 @@ const TLS_READ_AHEAD: usize = 32 * 1024;
 
 /// What TLS runs over: the socket, read ahead in [`TLS_READ_AHEAD`] chunks (writes pass
 /// straight through).
-type Wire = BufReader<TcpStream>;
+pub(crate) type Wire = BufReader<TcpStream>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TlsMode {
@@ -172,50 +175,6 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
         cipher_suites: SUITES.to_vec(),
         ..rustls::crypto::ring::default_provider()
     })
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|e| TlsError::File {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })
-}
-
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = read(path)?;
-    let certs = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::File {
-            path: path.display().to_string(),
-            reason: format!("not PEM certificates: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::File {
-            path: path.display().to_string(),
-            reason: "no certificate in the file".into(),
-        });
-    }
-    Ok(certs)
-}
-
-fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bytes = read(path)?;
-    // The message never includes the file's content.
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| TlsError::File {
-        path: path.display().to_string(),
-        reason: format!("no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
-    })
-}
-
-fn roots(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
-    let mut store = rustls::RootCertStore::empty();
-    for cert in certs(path)? {
-        store.add(cert).map_err(|e| TlsError::File {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-    }
-    Ok(store)
 }
 
 /// The server config for `s`, asking for client certificates as `client_auth` says.
@@ -451,15 +410,9 @@ impl TlsClient {
         let trust = s.trust_cert_path.as_deref().ok_or(TlsError::Missing {
             what: "the client trust bundle (tls.client.trustCertPath)",
         })?;
-        let builder = rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Config(e.to_string()))?
-            .with_root_certificates(roots(trust)?);
-        let config = match (&s.cert_path, &s.key_path) {
-            (Some(c), Some(k)) => builder
-                .with_client_auth_cert(certs(c)?, key(k)?)
-                .map_err(|e| TlsError::Config(e.to_string()))?,
-            (None, None) => builder.with_no_client_auth(),
+        let identity = match (&s.cert_path, &s.key_path) {
+            (Some(c), Some(k)) => Some((certs(c)?, key(k)?)),
+            (None, None) => None,
             _ => {
                 return Err(TlsError::Missing {
                     what: "both the client certificate and its key",
@@ -474,10 +427,48 @@ impl TlsClient {
                     .map_err(|e| TlsError::Config(format!("server name {n:?}: {e}")))
             })
             .transpose()?;
-        Ok(Some(Self {
+        Self::build(roots(trust)?, identity, server_name).map(Some)
+    }
+
+    /// A client from PEM held in memory (what the operator read from a Secret): `trust`
+    /// is the CA bundle, `identity` a certificate chain and its key for mTLS. `origin`
+    /// names the source in errors, which never quote the content. Servers are checked
+    /// against the dialled host.
+    pub fn from_pem(
+        trust: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+        origin: &str,
+    ) -> Result<Self, TlsError> {
+        let trust = parse_roots(trust, &format!("{origin}, CA bundle"))?;
+        let identity = match identity {
+            Some((chain, key)) => Some((
+                parse_certs(chain, &format!("{origin}, certificate"))?,
+                parse_key(key, &format!("{origin}, key"))?,
+            )),
+            None => None,
+        };
+        Self::build(trust, identity, None)
+    }
+
+    fn build(
+        trust: rustls::RootCertStore,
+        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+        server_name: Option<ServerName<'static>>,
+    ) -> Result<Self, TlsError> {
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(trust);
+        let config = match identity {
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| TlsError::Config(e.to_string()))?,
+            None => builder.with_no_client_auth(),
+        };
+        Ok(Self {
             connector: TlsConnector::from(Arc::new(config)),
             server_name,
-        }))
+        })
     }
 
     /// TLS over `tcp` to `addr` (`host:port`); the certificate is checked against the
@@ -508,98 +499,5 @@ pub async fn connect(tls: Option<&TlsClient>, tcp: TcpStream, addr: &str) -> io:
     match tls {
         Some(t) => t.connect(tcp, addr).await,
         None => Ok(MaybeTls::Plain(tcp)),
-    }
-}
-
-/// A connection that is plaintext or TLS, either way an `AsyncRead + AsyncWrite`.
-pub enum MaybeTls {
-    Plain(TcpStream),
-    Server(Box<tokio_rustls::server::TlsStream<Wire>>),
-    Client(Box<tokio_rustls::client::TlsStream<Wire>>),
-}
-
-impl MaybeTls {
-    pub fn is_tls(&self) -> bool {
-        !matches!(self, Self::Plain(_))
-    }
-
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Self::Plain(s) => s,
-            Self::Server(s) => s.get_ref().0.get_ref(),
-            Self::Client(s) => s.get_ref().0.get_ref(),
-        }
-    }
-
-    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.tcp().set_nodelay(on)
-    }
-
-    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
-        self.tcp().peer_addr()
-    }
-}
-
-impl AsyncRead for MaybeTls {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Self::Server(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            Self::Client(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for MaybeTls {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Self::Server(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            Self::Client(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Self::Server(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-            Self::Client(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Self::Plain(s) => s.is_write_vectored(),
-            Self::Server(s) => s.is_write_vectored(),
-            Self::Client(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_flush(cx),
-            Self::Server(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            Self::Client(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Self::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            Self::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
     }
 }
