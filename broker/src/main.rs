@@ -81,12 +81,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     // the start, recovery included. A certificate that does not load stops the broker
     // here, before a long recovery.
     let tls = broker::state::server_tls(&config.broker).context("cannot set up TLS")?;
-    if config.broker.tls_metrics_enable && tls.is_none() {
-        anyhow::bail!(
-            "tls.metrics.enable=true needs TLS on the remoting port: set tls.server.mode to \
-             permissive or enforcing, with tls.server.certPath and tls.server.keyPath"
-        );
-    }
+    let metrics_tls =
+        security::http_stream::metrics_tls(tls.as_ref(), config.broker.tls_metrics_enable)?;
     let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
     let (open, refused) = metrics.limits.listener(Listener::Http);
     let http_listener = GatedListener {
@@ -101,7 +97,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         ),
         idle: Duration::from_millis(config.broker.http_idle_timeout_millis.max(100)),
         idle_closed: metrics.limits.http_idle_closed.clone(),
-        tls: tls.clone().filter(|_| config.broker.tls_metrics_enable),
+        tls: metrics_tls,
     };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
     let http_task = tokio::spawn(metrics::serve_http(

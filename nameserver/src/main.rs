@@ -140,12 +140,6 @@ fn main() -> anyhow::Result<()> {
     let acl_interval = config.acl_file_check_interval;
     let tls =
         security::tls::TlsServer::new(config.tls.clone()).context("TLS settings (tls.server.*)")?;
-    if config.tls_metrics_enable && tls.is_none() {
-        anyhow::bail!(
-            "tls.metrics.enable=true needs TLS on the remoting port: set tls.server.mode to \
-             permissive or enforcing, with tls.server.certPath and tls.server.keyPath"
-        );
-    }
     let tls_interval = config.tls_file_check_interval;
     let shared = Arc::new(Shared::new(config, kv).with_acl(acl).with_tls(tls));
 

@@ -32,6 +32,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
             c.tls_metrics_enable,
         )
     };
+    let http_tls = security::http_stream::metrics_tls(shared.tls.as_ref(), http_tls)?;
     let (open, refused) = shared.metrics.listener("remoting");
     let gate = ConnGate::new(caps.0, caps.1, open, refused);
     let (open, refused) = shared.metrics.listener("http");
@@ -51,7 +52,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
             gate: http_gate,
             idle: http_idle,
             idle_closed: shared.metrics.http_idle_closed.clone(),
-            tls: shared.tls.clone().filter(|_| http_tls),
+            tls: http_tls,
         },
         Arc::clone(&shared),
         shutdown.clone(),

@@ -1,8 +1,7 @@
 //! The cipher TLS runs on every produced message, on its own: AES-128-GCM (the suite
-//! `security::tls` prefers) sealing one TLS record (the sender's work) and opening
-//! it (the receiver's), with ring, the provider
-//! rustls uses. Records of 1 KiB (one message per record) to 16 KiB (the largest TLS
-//! record, many pipelined messages per record). With the `sign` bench this gives the
+//! `security::tls` prefers) sealing one TLS record (the sender's work) and opening it
+//! (the receiver's), with ring, the provider rustls uses. Records of 1 KiB (one message
+//! per record) to 16 KiB (the largest TLS record, many pipelined messages per record). With the `sign` bench this gives the
 //! cryptographic floor of ACL + TLS per message, the part no implementation can remove
 //! (docs/benchmarks.md, issue 16). Run with `cargo bench -p rmq-security --bench
 //! record_cipher`.

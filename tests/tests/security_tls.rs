@@ -434,3 +434,32 @@ fn metrics_tls_without_tls_refuses_to_start_naming_the_keys() {
         );
     }
 }
+
+#[test]
+fn a_broker_whose_certificate_does_not_load_stops_before_opening_its_store() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store");
+    let missing = dir.path().join("missing-server.pem");
+    let conf = dir.path().join("broker.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "storePathRootDir={}\nlistenPort=0\nmetricsPort=0\ntls.server.mode=enforcing\n\
+             tls.server.certPath={}\ntls.server.keyPath={}\n",
+            store.display(),
+            missing.display(),
+            missing.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(e2e::binary::path("rmq-broker"))
+        .arg("-c")
+        .arg(&conf)
+        .env("HOME", dir.path())
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {stderr}");
+    assert!(stderr.contains("missing-server.pem"), "{stderr}");
+    assert!(!store.exists(), "the store was opened first: {stderr}");
+}

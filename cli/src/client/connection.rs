@@ -2,9 +2,10 @@
 //!
 //! Requests are matched to responses by opaque (`NettyRemotingAbstract.responseTable`):
 //! a writer task drains a queue of outgoing frames (coalescing whatever is ready, after
-//! one scheduler turn for a burst of senders to queue, into one write), a reader task completes the waiting request of each response. Requests
-//! the peer initiates (e.g. the broker's CHECK_TRANSACTION_STATE) go to an optional
-//! [`ServerRequestHandler`], whose answer is written back on the same connection.
+//! one scheduler turn for a burst of senders to queue, into one write), a reader task
+//! completes the waiting request of each response. Requests the peer initiates (e.g.
+//! the broker's CHECK_TRANSACTION_STATE) go to an optional [`ServerRequestHandler`],
+//! whose answer is written back on the same connection.
 
 use std::collections::HashMap;
 use std::sync::Arc;

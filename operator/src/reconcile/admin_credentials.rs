@@ -161,12 +161,7 @@ async fn tls_client(
         .await?
         .ok_or_else(|| problem(format!("Secret {name} does not exist in {namespace}")))?;
     let bytes = |key: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|b| b.0.as_slice())
-            .filter(|b| !b.is_empty())
+        non_empty(&secret, key)
             .ok_or_else(|| problem(format!("Secret {name} has no non-empty key {key}")))
     };
     let identity = if spec.require_client_certificates {
@@ -178,23 +173,24 @@ async fn tls_client(
         .map_err(|e| problem(e.to_string()).into())
 }
 
+/// The value of `key` in `secret`, unless absent or empty.
+fn non_empty<'s>(secret: &'s Secret, key: &str) -> Option<&'s [u8]> {
+    let bytes = secret.data.as_ref()?.get(key)?.0.as_slice();
+    (!bytes.is_empty()).then_some(bytes)
+}
+
 fn value(
     secret: &Secret,
     kind: &'static str,
     name: &str,
     key: &'static str,
 ) -> Result<String, CredentialsError> {
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .filter(|b| !b.0.is_empty())
-        .ok_or_else(|| CredentialsError::MissingKey {
-            kind,
-            secret: name.to_owned(),
-            key,
-        })?;
-    String::from_utf8(bytes.0.clone()).map_err(|_| CredentialsError::NotText {
+    let bytes = non_empty(secret, key).ok_or_else(|| CredentialsError::MissingKey {
+        kind,
+        secret: name.to_owned(),
+        key,
+    })?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| CredentialsError::NotText {
         kind,
         secret: name.to_owned(),
         key,

@@ -33,7 +33,7 @@ use pem::{certs, key, parse_certs, parse_key, parse_roots, roots};
 pub use stream::MaybeTls;
 
 /// First byte of a TLS record carrying a handshake message (the ClientHello).
-pub(crate) const TLS_HANDSHAKE: u8 = 0x16;
+const TLS_HANDSHAKE: u8 = 0x16;
 /// A peer that sends nothing for this long after connecting is dropped before the mode
 /// is known (bounds connections parked in detection).
 const DETECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -89,6 +89,11 @@ pub enum TlsError {
     File { path: String, reason: String },
     #[error("TLS configuration: {0}")]
     Config(String),
+    #[error(
+        "tls.metrics.enable=true needs TLS on the remoting port: set tls.server.mode to \
+         permissive or enforcing, with tls.server.certPath and tls.server.keyPath"
+    )]
+    MetricsWithoutTls,
 }
 
 /// Server side settings (one set per process: remoting port, HA port).
@@ -177,54 +182,80 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     })
 }
 
-/// The server config for `s`, asking for client certificates as `client_auth` says.
-fn build_acceptor(s: &ServerTlsSettings, client_auth: ClientAuth) -> Result<TlsAcceptor, TlsError> {
-    let cert_path = s.cert_path.as_deref().ok_or(TlsError::Missing {
-        what: "tls.server.certPath",
-    })?;
-    let key_path = s.key_path.as_deref().ok_or(TlsError::Missing {
-        what: "tls.server.keyPath",
-    })?;
+/// What a server presents, loaded once per set of files: the remoting port's acceptor
+/// (client certificates as `tls.server.need.client.auth` says) and the metrics port's
+/// (`tls.metrics.enable`: the same certificate, no client certificates, since kubelet
+/// probes and most scrapers present none).
+struct Acceptors {
+    remoting: TlsAcceptor,
+    http: TlsAcceptor,
+}
+
+impl Acceptors {
+    fn load(s: &ServerTlsSettings) -> Result<Self, TlsError> {
+        let cert_path = s.cert_path.as_deref().ok_or(TlsError::Missing {
+            what: "tls.server.certPath",
+        })?;
+        let key_path = s.key_path.as_deref().ok_or(TlsError::Missing {
+            what: "tls.server.keyPath",
+        })?;
+        let (chain, key) = (certs(cert_path)?, key(key_path)?);
+        let verifier = match s.client_auth {
+            ClientAuth::None => None,
+            auth => {
+                let trust = s.trust_cert_path.as_deref().ok_or(TlsError::Missing {
+                    what: "tls.server.trustCertPath (needed for client authentication)",
+                })?;
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots(trust)?),
+                    provider(),
+                );
+                let verifier = if auth == ClientAuth::Optional {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                Some(
+                    verifier
+                        .build()
+                        .map_err(|e| TlsError::Config(e.to_string()))?,
+                )
+            }
+        };
+        Ok(Self {
+            http: server_acceptor(None, chain.clone(), key.clone_key())?,
+            remoting: server_acceptor(verifier, chain, key)?,
+        })
+    }
+}
+
+/// A server config presenting `chain`, verifying client certificates with `verifier`
+/// when given.
+fn server_acceptor(
+    verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<TlsAcceptor, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    let builder = if client_auth == ClientAuth::None {
-        builder.with_no_client_auth()
-    } else {
-        let trust = s.trust_cert_path.as_deref().ok_or(TlsError::Missing {
-            what: "tls.server.trustCertPath (needed for client authentication)",
-        })?;
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots(trust)?),
-            provider(),
-        );
-        let verifier = if client_auth == ClientAuth::Optional {
-            verifier.allow_unauthenticated()
-        } else {
-            verifier
-        };
-        builder.with_client_cert_verifier(
-            verifier
-                .build()
-                .map_err(|e| TlsError::Config(e.to_string()))?,
-        )
+    let builder = match verifier {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
     };
     let mut config = builder
-        .with_single_cert(certs(cert_path)?, key(key_path)?)
+        .with_single_cert(chain, key)
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.ignore_client_order = true;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// The server side: mode detection and the current acceptors, rebuilt when the
+/// The server side: mode detection and the current [`Acceptors`], rebuilt when the
 /// certificate, key or trust files change.
 pub struct TlsServer {
     settings: ServerTlsSettings,
-    acceptor: RwLock<TlsAcceptor>,
-    /// The same certificate without client authentication, for the metrics port
-    /// (`tls.metrics.enable`): kubelet probes and most scrapers present no certificate.
-    http: RwLock<TlsAcceptor>,
-    /// Content of (cert, key, trust) the acceptor was built from.
+    acceptors: RwLock<Arc<Acceptors>>,
+    /// Content of (cert, key, trust) the acceptors were built from.
     loaded: Mutex<Vec<Vec<u8>>>,
 }
 
@@ -242,13 +273,11 @@ impl TlsServer {
         if settings.mode == TlsMode::Disabled {
             return Ok(None);
         }
-        let acceptor = build_acceptor(&settings, settings.client_auth)?;
-        let http = build_acceptor(&settings, ClientAuth::None)?;
+        let acceptors = Acceptors::load(&settings)?;
         let loaded = Self::contents(&settings);
         Ok(Some(Arc::new(Self {
             settings,
-            acceptor: RwLock::new(acceptor),
-            http: RwLock::new(http),
+            acceptors: RwLock::new(Arc::new(acceptors)),
             loaded: Mutex::new(loaded),
         })))
     }
@@ -278,16 +307,8 @@ impl TlsServer {
         }
         // Remember what was seen, so a broken set is reported once, not every poll.
         *loaded = now;
-        let acceptor = build_acceptor(&self.settings, self.settings.client_auth)?;
-        let http = build_acceptor(&self.settings, ClientAuth::None)?;
-        *self.acceptor.write() = acceptor;
-        *self.http.write() = http;
+        *self.acceptors.write() = Arc::new(Acceptors::load(&self.settings)?);
         Ok(true)
-    }
-
-    /// The metrics port's acceptor (current certificate, no client authentication).
-    pub fn http_acceptor(&self) -> TlsAcceptor {
-        self.http.read().clone()
     }
 
     /// Polls the files every `interval` until `cancel`.
@@ -323,7 +344,16 @@ impl TlsServer {
         let hello = tokio::time::timeout(DETECT_TIMEOUT, starts_with_hello(&tcp))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no data"))??;
-        self.finish(tcp, hello).await
+        self.finish(tcp, hello, Port::Remoting).await
+    }
+
+    /// [`Self::accept`] for the metrics port (`tls.metrics.enable`): the same mode and
+    /// certificate, no client certificate asked for.
+    pub async fn accept_http(&self, tcp: TcpStream) -> io::Result<MaybeTls> {
+        let hello = tokio::time::timeout(DETECT_TIMEOUT, starts_with_hello(&tcp))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no data"))??;
+        self.finish(tcp, hello, Port::Http).await
     }
 
     /// [`Self::accept`] for a protocol whose server speaks first (the HA port: the master
@@ -345,10 +375,10 @@ impl TlsServer {
                 Err(_) => false,
             },
         };
-        self.finish(tcp, hello).await
+        self.finish(tcp, hello, Port::Remoting).await
     }
 
-    async fn finish(&self, tcp: TcpStream, hello: bool) -> io::Result<MaybeTls> {
+    async fn finish(&self, tcp: TcpStream, hello: bool, port: Port) -> io::Result<MaybeTls> {
         match (self.settings.mode, hello) {
             (TlsMode::Disabled, true) => Err(refused("TLS is disabled on this port")),
             (TlsMode::Enforcing, false) => {
@@ -356,7 +386,11 @@ impl TlsServer {
             }
             (_, false) => Ok(MaybeTls::Plain(tcp)),
             (_, true) => {
-                let acceptor = self.acceptor.read().clone();
+                let acceptors = Arc::clone(&self.acceptors.read());
+                let acceptor = match port {
+                    Port::Remoting => &acceptors.remoting,
+                    Port::Http => &acceptors.http,
+                };
                 let wire = BufReader::with_capacity(TLS_READ_AHEAD, tcp);
                 let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(wire))
                     .await
@@ -367,6 +401,13 @@ impl TlsServer {
             }
         }
     }
+}
+
+/// Which of a server's acceptors a connection gets.
+#[derive(Clone, Copy)]
+enum Port {
+    Remoting,
+    Http,
 }
 
 /// Whether the first byte the peer sent opens a TLS handshake record.
@@ -384,7 +425,7 @@ pub async fn accept(tls: Option<&TlsServer>, tcp: TcpStream) -> io::Result<Maybe
     }
 }
 
-pub(crate) fn refused(why: &'static str) -> io::Error {
+fn refused(why: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, why)
 }
 
