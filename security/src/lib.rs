@@ -21,6 +21,7 @@
 
 pub mod acl;
 pub mod conn_gate;
+mod file_watch;
 pub mod http_stream;
 pub mod sign;
 pub mod tls;

@@ -186,17 +186,8 @@ impl AclStore {
         cancel: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let store = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                let s = Arc::clone(&store);
-                let _ = tokio::task::spawn_blocking(move || s.reload_if_changed()).await;
-            }
+        crate::file_watch::spawn_poll(interval, cancel, move || {
+            store.reload_if_changed();
         })
     }
 

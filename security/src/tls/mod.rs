@@ -318,23 +318,13 @@ impl TlsServer {
         cancel: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let tls = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval.max(Duration::from_millis(100)));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                let t = Arc::clone(&tls);
-                match tokio::task::spawn_blocking(move || t.reload_if_changed()).await {
-                    Ok(Ok(true)) => tracing::info!("TLS certificates reloaded"),
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "TLS files changed but do not load; keeping the previous certificates")
-                    }
-                    _ => {}
-                }
-            }
+        crate::file_watch::spawn_poll(interval, cancel, move || match tls.reload_if_changed() {
+            Ok(true) => tracing::info!("TLS certificates reloaded"),
+            Ok(false) => {}
+            Err(e) => tracing::error!(
+                error = %e,
+                "TLS files changed but do not load; keeping the previous certificates"
+            ),
         })
     }
 
