@@ -111,8 +111,12 @@ fn main() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let n = n as i64;
-    let sql =
-        MessageFilter::parse(Some("SQL92"), "a = 3 AND region IS NOT NULL").expect("selector");
+    let sql = MessageFilter::parse(
+        Some("SQL92"),
+        "a = 3 AND region IS NOT NULL",
+        &Default::default(),
+    )
+    .expect("selector");
     // Warm the page cache and the code paths once, then measure each mode.
     drain(&store, &MessageFilter::All, n);
     let (scanned_all, got_all, t_all) = drain(&store, &MessageFilter::All, n);

@@ -174,6 +174,17 @@ broker_config! {
     notify_consumer_ids_changed_enable: bool = "notifyConsumerIdsChangedEnable" => true;
     /// SQL92 subscriptions are served only when on (4.9 default: off).
     enable_property_filter: bool = "enablePropertyFilter" => false;
+    /// Bytes of SQL92 selector text a subscription may carry (not a RocketMQ key; 4.9
+    /// has no bound). Every selector a client sends — heartbeat, pull,
+    /// CHECK_CLIENT_CONFIG — is compiled within these three limits, whether or not
+    /// `enablePropertyFilter` is on; a selector over one is refused with
+    /// SUBSCRIPTION_PARSE_FAILED and a remark naming the key.
+    filter_sql_max_length: u32 = "filterSqlMaxLength" => 16 * 1024;
+    /// Nesting depth of a compiled selector: parentheses, NOT and unary minus, `=`
+    /// chains (not a RocketMQ key). At most 64.
+    filter_sql_max_depth: u32 = "filterSqlMaxDepth" => 32;
+    /// Terms (nodes, `IN` items) of a compiled selector (not a RocketMQ key).
+    filter_sql_max_nodes: u32 = "filterSqlMaxNodes" => 4096;
     /// `%RETRY%<group>` pulls apply the group's SQL92 filter of the original topic.
     filter_support_retry: bool = "filterSupportRetry" => false;
     /// Accepted for broker.conf compatibility; the ConsumeQueueExt bloom bitmap is not

@@ -17,7 +17,7 @@ use protocol::message::properties::RETRY_TOPIC;
 
 use crate::names::java_string_hash;
 use registry::FilterRegistry;
-use sql92::{CompileError, DecodedProperties, Sql92Filter};
+use sql92::{CompileError, DecodedProperties, Sql92Filter, Sql92Limits};
 
 pub const EXPRESSION_TAG: &str = "TAG";
 pub const EXPRESSION_SQL92: &str = "SQL92";
@@ -71,19 +71,40 @@ pub enum FilterError {
     Compile(#[from] CompileError),
 }
 
+/// A selector as quoted back in a remark: at most [`EXCERPT_CHARS`] characters, so a
+/// refused 16 MB selector is not echoed whole to its sender (or into the log).
+pub fn excerpt(selector: &str) -> std::borrow::Cow<'_, str> {
+    match selector.char_indices().nth(EXCERPT_CHARS) {
+        None => selector.into(),
+        Some((cut, _)) => format!("{}... ({} bytes)", &selector[..cut], selector.len()).into(),
+    }
+}
+
+/// Characters of a selector a remark or log line quotes.
+pub const EXCERPT_CHARS: usize = 120;
+
 impl MessageFilter {
     /// Parses a subscription carried in a pull request or heartbeat (SQL92 compiled
-    /// here, uncached; the broker's paths go through [`FilterRegistry`]).
-    pub fn parse(expression_type: Option<&str>, expression: &str) -> Result<Self, FilterError> {
+    /// here within `limits`, uncached; the broker's paths go through [`FilterRegistry`]).
+    pub fn parse(
+        expression_type: Option<&str>,
+        expression: &str,
+        limits: &Sql92Limits,
+    ) -> Result<Self, FilterError> {
         if registry::is_tag_type(expression_type) {
             return Ok(Self::tags(expression));
         }
         let t = expression_type.unwrap_or_default();
-        Ok(Self::Sql(Arc::new(registry::compile(t, expression)?)))
+        Ok(Self::Sql(Arc::new(registry::compile(
+            t, expression, limits,
+        )?)))
     }
 
-    pub fn from_subscription(sub: &SubscriptionData) -> Result<Self, FilterError> {
-        let filter = Self::parse(Some(&sub.expression_type), &sub.sub_string)?;
+    pub fn from_subscription(
+        sub: &SubscriptionData,
+        limits: &Sql92Limits,
+    ) -> Result<Self, FilterError> {
+        let filter = Self::parse(Some(&sub.expression_type), &sub.sub_string, limits)?;
         // A heartbeat also carries the codes the client computed, which RocketMQ's broker
         // uses as they are. They are merged with the codes of the trimmed tags of
         // subString (FilterAPI.buildSubscriptionData's rule) rather than trusted alone:
@@ -202,12 +223,16 @@ mod tests {
 
     #[test]
     fn tag_expressions() {
-        assert_eq!(MessageFilter::parse(None, "*").unwrap(), MessageFilter::All);
         assert_eq!(
-            MessageFilter::parse(Some("TAG"), "").unwrap(),
+            MessageFilter::parse(None, "*", &Sql92Limits::default()).unwrap(),
             MessageFilter::All
         );
-        let f = MessageFilter::parse(Some("TAG"), " TagA || TagB ||").unwrap();
+        assert_eq!(
+            MessageFilter::parse(Some("TAG"), "", &Sql92Limits::default()).unwrap(),
+            MessageFilter::All
+        );
+        let f =
+            MessageFilter::parse(Some("TAG"), " TagA || TagB ||", &Sql92Limits::default()).unwrap();
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagA"))));
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagB"))));
         assert!(!f.matches_tags_code(i64::from(java_string_hash("TagC"))));
@@ -222,16 +247,17 @@ mod tests {
             tags_set: ["TagA".to_owned(), "TagB".to_owned()].into(),
             sub_version: 1,
         };
-        let f = MessageFilter::from_subscription(&sub).unwrap();
+        let f = MessageFilter::from_subscription(&sub, &Sql92Limits::default()).unwrap();
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagA"))));
         assert!(f.matches_tags_code(i64::from(java_string_hash("TagB"))));
         assert!(!f.matches_tags_code(i64::from(java_string_hash("TagC"))));
-        let err = MessageFilter::parse(Some("XPATH"), "a > 1").unwrap_err();
+        let err =
+            MessageFilter::parse(Some("XPATH"), "a > 1", &Sql92Limits::default()).unwrap_err();
         assert_eq!(
             err.to_string(),
             "The broker does not support consumer to filter message by XPATH"
         );
-        let sql = MessageFilter::parse(Some("SQL92"), "a > 1").unwrap();
+        let sql = MessageFilter::parse(Some("SQL92"), "a > 1", &Sql92Limits::default()).unwrap();
         assert!(sql.matches_tags_code(7));
         assert!(sql.matches_properties_text("a\u{1}2"));
         assert!(!sql.matches_properties_text("a\u{1}1"));

@@ -7,6 +7,29 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+/// A refusal's label: the broker.conf key of the limit that refused it.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    pub limit: &'static str,
+}
+
+/// Refusals by the limit that made them (`rocketmq_broker_limit_refusals{limit=...}`),
+/// shareable with the services that enforce limits away from the handlers.
+#[derive(Debug, Clone, Default)]
+pub struct Refusals(Family<LimitLabels, Counter>);
+
+impl Refusals {
+    /// Counts one refusal by the limit whose broker.conf key is `key`.
+    pub fn count(&self, key: &'static str) {
+        self.0.get_or_create(&LimitLabels { limit: key }).inc();
+    }
+
+    /// Refusals so far by `key` (tests and the admin view).
+    pub fn get(&self, key: &'static str) -> u64 {
+        self.0.get_or_create(&LimitLabels { limit: key }).get()
+    }
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerLabels {
     pub listener: String,
@@ -49,6 +72,8 @@ pub struct LimitMetrics {
     pub auto_create_deferred: Counter,
     /// Requests refused by a size bound (`maxHeartbeatGroups`, `maxQueueNums`, bad names).
     pub requests_refused: Counter,
+    /// Refusals by the key of the limit that made them.
+    pub refusals: Refusals,
 }
 
 impl LimitMetrics {
@@ -101,6 +126,11 @@ impl LimitMetrics {
             "rocketmq_broker_requests_refused_by_limit",
             "Requests refused by a size bound (maxHeartbeatGroups, maxQueueNums, invalid names)",
             self.requests_refused.clone(),
+        );
+        r.register(
+            "rocketmq_broker_limit_refusals",
+            "Requests, entries or connections refused, by the broker.conf key of the limit",
+            self.refusals.0.clone(),
         );
     }
 }

@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn wakes_matching_waiters_only() {
         let hold = PullHold::default();
-        let tag_a = MessageFilter::parse(None, "A").unwrap();
+        let tag_a = MessageFilter::parse(None, "A", &Default::default()).unwrap();
         let mut a = hold.park("T", 0, QueueOffset(5), tag_a);
         let mut all = hold.park("T", 0, QueueOffset(5), MessageFilter::All);
         let mut other_queue = hold.park("T", 1, QueueOffset(0), MessageFilter::All);
@@ -141,7 +141,7 @@ mod tests {
     #[test]
     fn sql92_waiters_wake_only_for_matching_properties() {
         let hold = PullHold::default();
-        let sql = MessageFilter::parse(Some("SQL92"), "a > 5").unwrap();
+        let sql = MessageFilter::parse(Some("SQL92"), "a > 5", &Default::default()).unwrap();
         let mut parked = hold.park("T", 0, QueueOffset(0), sql);
         let mut all = hold.park("T", 0, QueueOffset(0), MessageFilter::All);
         hold.on_arrival("T", 0, QueueOffset(0), 0, "a\u{1}3\u{2}b\u{1}x");
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn wake_where_wakes_only_the_ready_waiters() {
         let hold = PullHold::default();
-        let tag_a = MessageFilter::parse(None, "A").unwrap();
+        let tag_a = MessageFilter::parse(None, "A", &Default::default()).unwrap();
         let mut a = hold.park("T", 0, QueueOffset(5), tag_a);
         let mut later = hold.park("T", 0, QueueOffset(9), MessageFilter::All);
         let mut other = hold.park("U", 3, QueueOffset(0), MessageFilter::All);

@@ -11,6 +11,8 @@ use crate::client_requests::ClientRequests;
 use crate::clients::{ClientManager, ConnId};
 use crate::config::Config;
 use crate::consume_rate::ConsumeRate;
+use crate::filter::registry::FilterRegistry;
+use crate::filter::sql92::Sql92Limits;
 use crate::groups::GroupManager;
 use crate::in_flight::InFlightLimit;
 use crate::limit_metrics::Listener;
@@ -44,7 +46,7 @@ pub struct Broker {
     pub store: Arc<dyn MessageStoreApi>,
     pub pull_hold: PullHold,
     /// Compiled SQL92 subscriptions (`ConsumerFilterManager`).
-    pub filters: Arc<crate::filter::registry::FilterRegistry>,
+    pub filters: Arc<FilterRegistry>,
     pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
     pub in_flight: Arc<InFlightLimit>,
@@ -135,6 +137,14 @@ impl Broker {
             open,
             refused,
         );
+        let filters = Arc::new(FilterRegistry::new(
+            Sql92Limits::new(
+                b.filter_sql_max_length as usize,
+                b.filter_sql_max_depth,
+                b.filter_sql_max_nodes,
+            ),
+            metrics.limits.refusals.clone(),
+        ));
         Ok(Arc::new(Self {
             topics,
             groups,
@@ -146,7 +156,7 @@ impl Broker {
             metrics,
             store,
             pull_hold: PullHold::default(),
-            filters: Arc::default(),
+            filters,
             transactions: Transactions::default(),
             in_flight,
             parked,

@@ -46,7 +46,7 @@ pub fn message(topic: &str, queue_id: i32, body: &str, properties: String) -> Pu
 
 /// Every record of the queue, whole.
 pub fn records(b: &Broker, topic: &str, queue_id: i32) -> Vec<Bytes> {
-    let filter = MessageFilter::parse(None, "*").unwrap();
+    let filter = MessageFilter::parse(None, "*", &Default::default()).unwrap();
     let mut out = Vec::new();
     let mut offset = QueueOffset(0);
     loop {

@@ -269,6 +269,90 @@ fn sql92_properties() {
     });
 }
 
+/// A selector built from `data` by grammar rules, iteratively (the generator itself must
+/// not be what overflows): each byte pair picks a rule and a repeat count, wrapping or
+/// chaining the expression so far, so inputs reach thousands of levels and terms.
+fn selector_from(data: &[u8]) -> String {
+    const ATOMS: [&str; 10] = [
+        "a = 1",
+        "b > 2.5",
+        "TAGS IN ('x','y')",
+        "c IS NULL",
+        "a BETWEEN 1 AND 5",
+        "NOT d",
+        "e <> 'z'",
+        "a",
+        "-a > -1",
+        "TRUE",
+    ];
+    let mut expr = ATOMS[0].to_owned();
+    for pair in data.chunks(2) {
+        let n = usize::from(pair.get(1).copied().unwrap_or(1)).max(1);
+        let atom = ATOMS[n % ATOMS.len()];
+        expr = match pair[0] % 11 {
+            0 => atom.to_owned(),
+            1 => format!("{}{expr}{}", "(".repeat(n * 8), ")".repeat(n * 8)),
+            2 => format!("{}({expr})", "NOT ".repeat(n * 8)),
+            3 => format!("{}({expr}) > 1", "- ".repeat(n * 8)),
+            4 => vec![format!("({expr})"); n.min(64)].join(" AND "),
+            5 => vec![format!("({expr})"); n.min(64)].join(" OR "),
+            6 => format!("{expr} AND {atom}"),
+            7 => format!("({expr}){}", " = TRUE".repeat(n * 8)),
+            8 => format!("({expr}){}", " IS NULL".repeat(n * 8)),
+            9 => format!("a IN ({})", vec!["'v'"; n * 16].join(",")),
+            // A stray token: most of these do not parse, which is the point.
+            _ => format!(
+                "{expr} {}",
+                ["(", ")", "AND", "NOT", "BETWEEN", "'", ","][n % 7]
+            ),
+        };
+        if expr.len() > 256 * 1024 {
+            break;
+        }
+    }
+    expr
+}
+
+/// SQL92 selectors as clients send them, deep and wide: whatever compiles within the
+/// default budget evaluates, clones, compares and drops on the test thread's stack;
+/// whatever does not is a clean error. A stack overflow aborts the run (a finding).
+#[test]
+fn sql92_selectors() {
+    use broker::filter::sql92::{DecodedProperties, Sql92Filter, Sql92Limits};
+    let props = [
+        DecodedProperties::parse("a\u{1}3\u{2}b\u{1}9\u{2}TAGS\u{1}x"),
+        DecodedProperties::parse("c\u{1}\u{2}d\u{1}true\u{2}e\u{1}z"),
+        DecodedProperties::default(),
+    ];
+    let limits = Sql92Limits::default();
+    let seeds = vec![
+        b"\x01\x7d".to_vec(),
+        b"\x02\x7d".to_vec(),
+        b"\x04\x40\x04\x40".to_vec(),
+        b"\x07\x20\x08\x20".to_vec(),
+        b"\x09\xff\x05\x10\x01\x03".to_vec(),
+    ];
+    driver::run("sql92_selectors", seeds, 64, |data| {
+        let text = selector_from(data);
+        // The raw bytes as a selector too.
+        let _ = Sql92Filter::compile_within(&String::from_utf8_lossy(data), &limits);
+        match Sql92Filter::compile_within(&text, &limits) {
+            Ok(f) => {
+                for p in &props {
+                    let _ = f.evaluate(p);
+                }
+                let copy = f.clone();
+                assert!(copy == f);
+                true
+            }
+            Err(e) => {
+                assert!(e.line >= 1 && e.column >= 1, "{e}");
+                false
+            }
+        }
+    });
+}
+
 #[test]
 fn properties_config() {
     let seeds = vec![

@@ -255,6 +255,21 @@ impl BrokerProcess {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Resident anonymous memory (heap and stacks, not the mapped store files), KiB:
+    /// what a client can make the broker hold.
+    pub fn anon_rss_kib(&self) -> Option<u64> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
     /// Whether the process is running (not killed, not exited).
     pub fn running(&mut self) -> bool {
         self.child

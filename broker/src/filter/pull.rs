@@ -27,8 +27,12 @@ pub fn from_request(
     let kind = h.expression_type.as_deref();
     let text = h.subscription.as_deref().unwrap_or("");
     let filter = if is_tag_type(kind) {
-        MessageFilter::parse(kind, if text.is_empty() { "*" } else { text })
-            .map_err(|e| (response::SYSTEM_ERROR, e.to_string()))?
+        MessageFilter::parse(
+            kind,
+            if text.is_empty() { "*" } else { text },
+            broker.filters.limits(),
+        )
+        .map_err(|e| (response::SYSTEM_ERROR, e.to_string()))?
     } else {
         if text.trim().is_empty() {
             return Err((
@@ -42,7 +46,10 @@ pub fn from_request(
             .map_err(|e| {
                 (
                     response::SUBSCRIPTION_PARSE_FAILED,
-                    format!("parse the consumer's subscription[{text}] failed: {e}"),
+                    format!(
+                        "parse the consumer's subscription[{}] failed: {e}",
+                        super::excerpt(text)
+                    ),
                 )
             })?;
         MessageFilter::Sql(compiled)
@@ -59,7 +66,7 @@ pub fn from_registered(
 ) -> Result<MessageFilter, Refusal> {
     let kind = Some(sub.expression_type.as_str());
     let filter = if is_tag_type(kind) {
-        MessageFilter::from_subscription(sub)
+        MessageFilter::from_subscription(sub, broker.filters.limits())
             .map_err(|e| (response::SYSTEM_ERROR, e.to_string()))?
     } else {
         let Some(entry) = broker.filters.get(&h.topic, &h.consumer_group) else {

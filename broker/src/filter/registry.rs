@@ -13,8 +13,9 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use protocol::body::SubscriptionData;
 
-use super::sql92::{CompileError, Sql92Filter};
+use super::sql92::{CompileError, Sql92Filter, Sql92Limits};
 use super::{EXPRESSION_SQL92, FilterError};
+use crate::limit_metrics::Refusals;
 
 /// Distinct selector texts kept by [`FilterRegistry::compile_cached`] (4.9 keeps 100).
 const COMPILE_CACHE_MAX: usize = 256;
@@ -34,6 +35,9 @@ pub struct FilterRegistry {
     entries: RwLock<HashMap<(String, String), FilterEntry>>,
     /// Selectors sent with each pull (pull and lite-pull consumers), by text.
     cache: Mutex<HashMap<Box<str>, CompiledSelector>>,
+    /// The budget every selector is compiled within, whichever request carried it.
+    limits: Sql92Limits,
+    refusals: Refusals,
 }
 
 impl std::fmt::Debug for FilterRegistry {
@@ -50,6 +54,37 @@ pub fn is_tag_type(expression_type: Option<&str>) -> bool {
 }
 
 impl FilterRegistry {
+    pub fn new(limits: Sql92Limits, refusals: Refusals) -> Self {
+        Self {
+            limits,
+            refusals,
+            ..Self::default()
+        }
+    }
+
+    /// The budget selectors are compiled within.
+    pub fn limits(&self) -> &Sql92Limits {
+        &self.limits
+    }
+
+    /// `FilterFactory.get(type).compile` within the configured budget: only `SQL92`
+    /// (exact case, as 4.9 registers it). A selector over budget is counted by the limit
+    /// it exceeded.
+    pub fn compile(&self, expression_type: &str, text: &str) -> Result<Sql92Filter, FilterError> {
+        if expression_type != EXPRESSION_SQL92 {
+            return Err(FilterError::Unsupported(expression_type.to_owned()));
+        }
+        self.compile_sql(text).map_err(FilterError::Compile)
+    }
+
+    fn compile_sql(&self, text: &str) -> Result<Sql92Filter, CompileError> {
+        Sql92Filter::compile_within(text, &self.limits).inspect_err(|e| {
+            if let Some(b) = e.budget {
+                self.refusals.count(b.key());
+            }
+        })
+    }
+
     /// `ConsumerFilterManager.register` for one subscription of `group`. TAG subscriptions
     /// and empty expressions are not registered. A version not newer than the registered
     /// one is ignored, as in 4.9; a newer one with a new expression is recompiled, and a
@@ -76,7 +111,7 @@ impl FilterRegistry {
             }
             _ => {}
         }
-        match compile(&sub.expression_type, &sub.sub_string) {
+        match self.compile(&sub.expression_type, &sub.sub_string) {
             Ok(filter) => {
                 self.entries.write().insert(
                     key,
@@ -115,21 +150,30 @@ impl FilterRegistry {
         if let Some(hit) = cache.get(text) {
             return hit.clone().map_err(FilterError::Compile);
         }
-        if cache.len() >= COMPILE_CACHE_MAX {
-            cache.clear();
+        let result = self.compile_sql(text).map(Arc::new);
+        // A text over the length budget is refused before the lexer runs, so caching it
+        // would only pin its bytes.
+        if text.len() <= self.limits.max_length {
+            if cache.len() >= COMPILE_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(text.into(), result.clone());
         }
-        let result = Sql92Filter::compile(text).map(Arc::new);
-        cache.insert(text.into(), result.clone());
         result.map_err(FilterError::Compile)
     }
 }
 
-/// `FilterFactory.get(type).compile`: only `SQL92` (exact case, as 4.9 registers it).
-pub fn compile(expression_type: &str, text: &str) -> Result<Sql92Filter, FilterError> {
+/// `FilterFactory.get(type).compile` within `limits`: only `SQL92` (exact case, as 4.9
+/// registers it).
+pub fn compile(
+    expression_type: &str,
+    text: &str,
+    limits: &Sql92Limits,
+) -> Result<Sql92Filter, FilterError> {
     if expression_type != EXPRESSION_SQL92 {
         return Err(FilterError::Unsupported(expression_type.to_owned()));
     }
-    Sql92Filter::compile(text).map_err(FilterError::Compile)
+    Sql92Filter::compile_within(text, limits).map_err(FilterError::Compile)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::{HandlerResult, Reply, error, success};
 use crate::clients::ClientInfo;
 use crate::connection::Conn;
-use crate::filter::registry::{compile, is_tag_type};
+use crate::filter::registry::is_tag_type;
 use crate::names::{self, perm};
 use crate::state::Broker;
 
@@ -81,7 +81,9 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
                 tracing::warn!(group = %consumer.group_name, topic = %sub.topic, error = %e, "subscription does not compile");
                 parse_failures.push(format!(
                     "subscription of group {} to topic {} ({}): {e}",
-                    consumer.group_name, sub.topic, sub.sub_string
+                    consumer.group_name,
+                    sub.topic,
+                    crate::filter::excerpt(&sub.sub_string)
                 ));
             }
         }
@@ -210,7 +212,10 @@ pub fn check_client_config(broker: &Arc<Broker>, request: &RemotingCommand) -> H
             ),
         );
     }
-    match compile(&sub.expression_type, &sub.sub_string) {
+    match broker
+        .filters
+        .compile(&sub.expression_type, &sub.sub_string)
+    {
         Ok(_) => Ok(success(request).into()),
         Err(e) => error(request, response::SUBSCRIPTION_PARSE_FAILED, e.to_string()),
     }

@@ -39,8 +39,12 @@ pub enum Expr {
     /// A bare property used as a condition: NULL when missing, otherwise FALSE (property
     /// values are strings, never booleans).
     BoolCast(Box<Expr>),
-    And(Box<Expr>, Box<Expr>),
-    Or(Box<Expr>, Box<Expr>),
+    /// `a AND b AND c ...`: the operands of one chain, left to right. A chain is kept
+    /// flat (4.9 builds it left-deep) so that its length never becomes tree depth: a long
+    /// chain costs nodes, which the budget counts, not stack.
+    And(Vec<Expr>),
+    /// `a OR b OR c ...`, flat like [`Expr::And`].
+    Or(Vec<Expr>),
     /// `=` (`<>` is `Not(Eq)`).
     Eq(Box<Expr>, Box<Expr>),
     IsNull(Box<Expr>),

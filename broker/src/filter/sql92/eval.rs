@@ -35,6 +35,26 @@ fn property<'a>(slots: &[Option<&'a str>], slot: Slot) -> Option<&'a str> {
     slots.get(usize::from(slot.0)).copied().flatten()
 }
 
+/// A flat AND (`decisive` false) or OR (`decisive` true) chain, folded left to right as
+/// 4.9's left-deep `LogicExpression`s evaluate it: the decisive value ends the chain
+/// before the next operand runs; otherwise an operand that is NULL makes the result NULL
+/// unless a later one is decisive. An operand's error ends the chain only if it is
+/// reached, so order matters exactly as in 4.9.
+fn fold(parts: &[Expr], props: &[Option<&str>], decisive: bool) -> Result<Option<bool>, EvalError> {
+    let mut acc = Some(!decisive);
+    for part in parts {
+        if acc == Some(decisive) {
+            break;
+        }
+        acc = match truth(eval(part, props)?)? {
+            Some(b) if b == decisive => Some(decisive),
+            Some(_) => acc,
+            None => None,
+        };
+    }
+    Ok(acc)
+}
+
 /// `props` holds one value per name of the selector's table, by slot.
 pub(super) fn eval<'a>(e: &'a Expr, props: &[Option<&'a str>]) -> Result<Value<'a>, EvalError> {
     Ok(match e {
@@ -52,30 +72,8 @@ pub(super) fn eval<'a>(e: &'a Expr, props: &[Option<&'a str>]) -> Result<Value<'
             Value::Bool(b) => Value::Bool(b),
             _ => Value::Bool(false),
         },
-        Expr::And(l, r) => {
-            let lv = truth(eval(l, props)?)?;
-            if lv == Some(false) {
-                return Ok(Value::Bool(false));
-            }
-            let rv = truth(eval(r, props)?)?;
-            match (lv, rv) {
-                (_, Some(false)) => Value::Bool(false),
-                (Some(true), Some(true)) => Value::Bool(true),
-                _ => Value::Null,
-            }
-        }
-        Expr::Or(l, r) => {
-            let lv = truth(eval(l, props)?)?;
-            if lv == Some(true) {
-                return Ok(Value::Bool(true));
-            }
-            let rv = truth(eval(r, props)?)?;
-            match (lv, rv) {
-                (_, Some(true)) => Value::Bool(true),
-                (Some(false), Some(false)) => Value::Bool(false),
-                _ => Value::Null,
-            }
-        }
+        Expr::And(parts) => of(fold(parts, props, false)?),
+        Expr::Or(parts) => of(fold(parts, props, true)?),
         Expr::Eq(l, r) => {
             // Both sides are evaluated before the NULL check, as in 4.9.
             let lv = eval(l, props)?;

@@ -10,6 +10,7 @@
 //! instead of comparing names.
 
 mod ast;
+mod budget;
 mod eval;
 mod lexer;
 mod parser;
@@ -19,10 +20,13 @@ mod value;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_budget;
+#[cfg(test)]
 mod tests_prop;
 
 use std::fmt;
 
+pub use budget::{Budget, Sql92Limits};
 use slots::Name;
 pub use slots::Slots;
 pub use value::{EvalError, Value};
@@ -34,6 +38,8 @@ pub struct CompileError {
     pub message: String,
     pub line: u32,
     pub column: u32,
+    /// The limit the selector exceeded, when that is why it was refused.
+    pub budget: Option<Budget>,
 }
 
 impl CompileError {
@@ -42,6 +48,14 @@ impl CompileError {
             message,
             line,
             column,
+            budget: None,
+        }
+    }
+
+    fn over(budget: Budget, message: String, line: u32, column: u32) -> Self {
+        Self {
+            budget: Some(budget),
+            ..Self::new(message, line, column)
         }
     }
 }
@@ -112,8 +126,15 @@ impl PartialEq for Sql92Filter {
 impl Eq for Sql92Filter {}
 
 impl Sql92Filter {
+    /// [`Self::compile_within`] the default [`Sql92Limits`].
     pub fn compile(source: &str) -> Result<Self, CompileError> {
-        let (expr, names) = parser::parse(source)?;
+        Self::compile_within(source, &Sql92Limits::default())
+    }
+
+    /// Compiles `source`, refusing it when it does not fit `limits`; the compiled tree is
+    /// then shallow enough for evaluation, cloning and dropping to recurse safely.
+    pub fn compile_within(source: &str, limits: &Sql92Limits) -> Result<Self, CompileError> {
+        let (expr, names) = parser::parse(source, limits)?;
         Ok(Self {
             expr,
             names: names.into_iter().map(Name::new).collect(),

@@ -21,11 +21,30 @@
 
 use super::CompileError;
 use super::ast::{CmpOp, Const, Expr, Slot};
+use super::budget::{Budget, Sql92Limits};
 use super::lexer::{Keyword, Lexer, Spanned, Tok};
 use super::value::{Value, compare};
 
-/// The tree and its property-name table: `Expr::Prop(Slot(i))` names `names[i]`.
-pub(super) fn parse(src: &str) -> Result<(Expr, Vec<Box<str>>), CompileError> {
+/// The tree and its property-name table: `Expr::Prop(Slot(i))` names `names[i]`. The
+/// text must fit `limits` (see [`super::budget`]): length before lexing, depth and node
+/// count while the tree is built, so an over-budget tree is never allocated whole.
+pub(super) fn parse(
+    src: &str,
+    limits: &Sql92Limits,
+) -> Result<(Expr, Vec<Box<str>>), CompileError> {
+    if src.len() > limits.max_length {
+        return Err(CompileError::over(
+            Budget::Length,
+            format!(
+                "the selector is {} bytes long, more than {} {}",
+                src.len(),
+                Budget::Length.key(),
+                limits.max_length
+            ),
+            1,
+            1,
+        ));
+    }
     if src.trim().is_empty() {
         return Err(CompileError::new("the expression is empty".into(), 1, 1));
     }
@@ -35,12 +54,33 @@ pub(super) fn parse(src: &str) -> Result<(Expr, Vec<Box<str>>), CompileError> {
         lexer,
         current,
         names: Vec::new(),
+        limits: *limits,
+        nesting: 0,
     };
     let expr = p.or_expr()?;
     if p.current.tok != Tok::Eof {
         return Err(p.unexpected());
     }
-    Ok((as_boolean(expr, &p.current)?, p.names))
+    let at = p.current.clone();
+    Ok((p.as_boolean(expr, &at)?.expr, p.names))
+}
+
+/// A subtree being built, with the two figures the budget needs: its depth (a leaf is
+/// 1) and its node count.
+struct Sub {
+    expr: Expr,
+    depth: u32,
+    nodes: u32,
+}
+
+impl Sub {
+    fn leaf(expr: Expr) -> Self {
+        Self {
+            expr,
+            depth: 1,
+            nodes: 1,
+        }
+    }
 }
 
 struct Parser<'a> {
@@ -48,25 +88,14 @@ struct Parser<'a> {
     current: Spanned,
     /// Distinct property names in order of first use.
     names: Vec<Box<str>>,
+    limits: Sql92Limits,
+    /// Open parentheses and prefix operators around the current token: the parser's
+    /// own recursion, bounded like the tree's depth.
+    nesting: u32,
 }
 
 fn error_at(at: &Spanned, message: String) -> CompileError {
     CompileError::new(message, at.line, at.column)
-}
-
-/// `asBooleanExpression`: a bare property becomes a boolean cast, any other non-boolean
-/// operand of AND/OR/NOT or the whole selector is an error.
-fn as_boolean(e: Expr, at: &Spanned) -> Result<Expr, CompileError> {
-    if e.is_boolean() {
-        return Ok(e);
-    }
-    if matches!(e, Expr::Prop(_)) {
-        return Ok(Expr::BoolCast(Box::new(e)));
-    }
-    Err(error_at(
-        at,
-        "Expression will not result in a boolean value".into(),
-    ))
 }
 
 fn const_value(c: &Const) -> Value<'_> {
@@ -96,15 +125,9 @@ fn check_ordered_operand(e: &Expr, at: &Spanned) -> Result<(), CompileError> {
     }
 }
 
-fn ordered(op: CmpOp, l: Expr, r: Expr, at: &Spanned) -> Result<Expr, CompileError> {
-    check_ordered_operand(&l, at)?;
-    check_ordered_operand(&r, at)?;
-    Ok(Expr::Cmp(op, Box::new(l), Box::new(r)))
-}
-
 /// `createEqual`: no NULL literal on either side (use IS NULL), and a TRUE/FALSE literal
 /// on the left only against another boolean literal.
-fn equal(l: Expr, r: Expr, at: &Spanned) -> Result<Expr, CompileError> {
+fn check_equal(l: &Expr, r: &Expr, at: &Spanned) -> Result<(), CompileError> {
     if l.constant() == Some(&Const::Null) || r.constant() == Some(&Const::Null) {
         return Err(error_at(at, "NULL cannot be compared, use IS NULL".into()));
     }
@@ -117,46 +140,167 @@ fn equal(l: Expr, r: Expr, at: &Spanned) -> Result<Expr, CompileError> {
             "a boolean literal cannot be compared with a non-boolean one".into(),
         ));
     }
-    Ok(Expr::Eq(Box::new(l), Box::new(r)))
+    Ok(())
 }
 
-/// `createBetween` / `createNotBetween`; constant bounds must be non-null and ordered.
-fn between(
-    v: Expr,
-    low: Expr,
-    high: Expr,
-    negated: bool,
-    at: &Spanned,
-) -> Result<Expr, CompileError> {
-    if let (Some(lc), Some(hc)) = (low.constant(), high.constant()) {
-        if *lc == Const::Null || *hc == Const::Null {
-            return Err(error_at(
-                at,
-                "Illegal values of between, values can not be null!".into(),
-            ));
-        }
-        match compare(const_value(hc), const_value(lc)) {
-            Ok(c) if c >= 0 => {}
-            _ => {
-                return Err(error_at(
-                    at,
-                    "Illegal values of between, left value must be less than or equal to right value".into(),
-                ));
-            }
-        }
+/// `createBetween` / `createNotBetween`: constant bounds must be non-null and ordered.
+fn check_between(low: &Expr, high: &Expr, at: &Spanned) -> Result<(), CompileError> {
+    let (Some(lc), Some(hc)) = (low.constant(), high.constant()) else {
+        return Ok(());
+    };
+    if *lc == Const::Null || *hc == Const::Null {
+        return Err(error_at(
+            at,
+            "Illegal values of between, values can not be null!".into(),
+        ));
     }
-    if negated {
-        let lt = ordered(CmpOp::Lt, v.clone(), low, at)?;
-        let gt = ordered(CmpOp::Gt, v, high, at)?;
-        Ok(Expr::Or(Box::new(lt), Box::new(gt)))
-    } else {
-        let ge = ordered(CmpOp::Ge, v.clone(), low, at)?;
-        let le = ordered(CmpOp::Le, v, high, at)?;
-        Ok(Expr::And(Box::new(ge), Box::new(le)))
+    match compare(const_value(hc), const_value(lc)) {
+        Ok(c) if c >= 0 => Ok(()),
+        _ => Err(error_at(
+            at,
+            "Illegal values of between, left value must be less than or equal to right value"
+                .into(),
+        )),
     }
 }
 
 impl Parser<'_> {
+    /// The depth and node count of a node with `levels` levels of its own (1, or 2 for
+    /// `Not(Eq)`) over `children`, refused when over budget: called before the node is
+    /// built.
+    fn measure(
+        &self,
+        children: &[&Sub],
+        levels: u32,
+        at: &Spanned,
+    ) -> Result<(u32, u32), CompileError> {
+        let depth = children
+            .iter()
+            .map(|c| c.depth)
+            .max()
+            .unwrap_or(0)
+            .saturating_add(levels);
+        let nodes = children
+            .iter()
+            .fold(levels, |n, c| n.saturating_add(c.nodes));
+        self.charge(depth, nodes, at)?;
+        Ok((depth, nodes))
+    }
+
+    /// Refuses `depth` levels or `nodes` nodes when over budget.
+    fn charge(&self, depth: u32, nodes: u32, at: &Spanned) -> Result<(), CompileError> {
+        let max_depth = self.limits.max_depth;
+        if depth > max_depth {
+            return Err(CompileError::over(
+                Budget::Depth,
+                format!(
+                    "the selector nests deeper than {} {max_depth}",
+                    Budget::Depth.key()
+                ),
+                at.line,
+                at.column,
+            ));
+        }
+        let max_nodes = self.limits.max_nodes;
+        if nodes > max_nodes {
+            return Err(CompileError::over(
+                Budget::Nodes,
+                format!(
+                    "the selector has more terms than {} {max_nodes}",
+                    Budget::Nodes.key()
+                ),
+                at.line,
+                at.column,
+            ));
+        }
+        Ok(())
+    }
+
+    /// `asBooleanExpression`: a bare property becomes a boolean cast, any other
+    /// non-boolean operand of AND/OR/NOT or the whole selector is an error.
+    fn as_boolean(&self, e: Sub, at: &Spanned) -> Result<Sub, CompileError> {
+        if e.expr.is_boolean() {
+            return Ok(e);
+        }
+        if matches!(e.expr, Expr::Prop(_)) {
+            let (depth, nodes) = self.measure(&[&e], 1, at)?;
+            return Ok(Sub {
+                expr: Expr::BoolCast(Box::new(e.expr)),
+                depth,
+                nodes,
+            });
+        }
+        Err(error_at(
+            at,
+            "Expression will not result in a boolean value".into(),
+        ))
+    }
+
+    fn ordered(&self, op: CmpOp, l: Sub, r: Sub, at: &Spanned) -> Result<Sub, CompileError> {
+        check_ordered_operand(&l.expr, at)?;
+        check_ordered_operand(&r.expr, at)?;
+        let (depth, nodes) = self.measure(&[&l, &r], 1, at)?;
+        Ok(Sub {
+            expr: Expr::Cmp(op, Box::new(l.expr), Box::new(r.expr)),
+            depth,
+            nodes,
+        })
+    }
+
+    /// `=`, or `<>` as `Not(Eq)`.
+    fn equal(&self, l: Sub, r: Sub, negated: bool, at: &Spanned) -> Result<Sub, CompileError> {
+        check_equal(&l.expr, &r.expr, at)?;
+        let (depth, nodes) = self.measure(&[&l, &r], 1 + u32::from(negated), at)?;
+        let eq = Expr::Eq(Box::new(l.expr), Box::new(r.expr));
+        Ok(Sub {
+            expr: if negated { Expr::Not(Box::new(eq)) } else { eq },
+            depth,
+            nodes,
+        })
+    }
+
+    /// `createBetween` / `createNotBetween`, as `v >= low AND v <= high` or
+    /// `v < low OR v > high`; `v` appears twice in the tree and is charged twice, before
+    /// it is copied.
+    fn between(
+        &self,
+        v: Sub,
+        low: Sub,
+        high: Sub,
+        negated: bool,
+        at: &Spanned,
+    ) -> Result<Sub, CompileError> {
+        check_between(&low.expr, &high.expr, at)?;
+        let operands = [&v, &low, &high];
+        let depth = operands.iter().map(|s| s.depth).max().unwrap_or(0);
+        let nodes = operands
+            .iter()
+            .fold(3 + v.nodes, |n, s| n.saturating_add(s.nodes));
+        self.charge(depth.saturating_add(2), nodes, at)?;
+        let (first, second) = if negated {
+            (CmpOp::Lt, CmpOp::Gt)
+        } else {
+            (CmpOp::Ge, CmpOp::Le)
+        };
+        let v_again = Sub {
+            expr: v.expr.clone(),
+            ..v
+        };
+        let a = self.ordered(first, v_again, low, at)?;
+        let b = self.ordered(second, v, high, at)?;
+        let (depth, nodes) = self.measure(&[&a, &b], 1, at)?;
+        let parts = vec![a.expr, b.expr];
+        Ok(Sub {
+            expr: if negated {
+                Expr::Or(parts)
+            } else {
+                Expr::And(parts)
+            },
+            depth,
+            nodes,
+        })
+    }
+
     /// The slot of `name`, shared by every reference to it.
     fn slot(&mut self, name: &str, at: &Spanned) -> Result<Slot, CompileError> {
         if let Some(i) = self.names.iter().position(|n| **n == *name) {
@@ -192,56 +336,93 @@ impl Parser<'_> {
         }
     }
 
-    fn or_expr(&mut self) -> Result<Expr, CompileError> {
-        let mut left = self.and_expr()?;
-        while self.at_kw(Keyword::Or) {
-            let at = self.advance()?;
-            let right = self.and_expr()?;
-            left = Expr::Or(
-                Box::new(as_boolean(left, &at)?),
-                Box::new(as_boolean(right, &at)?),
-            );
-        }
-        Ok(left)
+    /// Runs `inner` one level of nesting deeper (a parenthesis or a prefix operator),
+    /// refusing the level before the parser recurses into it.
+    fn nested(
+        &mut self,
+        at: &Spanned,
+        inner: impl FnOnce(&mut Self) -> Result<Sub, CompileError>,
+    ) -> Result<Sub, CompileError> {
+        self.charge(self.nesting + 1, 0, at)?;
+        self.nesting += 1;
+        let result = inner(self);
+        self.nesting -= 1;
+        result
     }
 
-    fn and_expr(&mut self) -> Result<Expr, CompileError> {
-        let mut left = self.eq_expr()?;
-        while self.at_kw(Keyword::And) {
-            let at = self.advance()?;
-            let right = self.eq_expr()?;
-            left = Expr::And(
-                Box::new(as_boolean(left, &at)?),
-                Box::new(as_boolean(right, &at)?),
-            );
+    /// One `AND` or `OR` chain, `operand { keyword operand }`, as one flat node. Each
+    /// operand must be boolean, checked at the keyword before it (the first at the
+    /// first keyword), after the operand to its right has been parsed, as 4.9 does.
+    fn chain(
+        &mut self,
+        keyword: Keyword,
+        operand: fn(&mut Self) -> Result<Sub, CompileError>,
+    ) -> Result<Sub, CompileError> {
+        let first = operand(self)?;
+        if !self.at_kw(keyword) {
+            return Ok(first);
         }
-        Ok(left)
+        let mut at = self.advance()?;
+        let second = operand(self)?;
+        let first = self.as_boolean(first, &at)?;
+        let second = self.as_boolean(second, &at)?;
+        let (mut depth, mut nodes) = self.measure(&[&first, &second], 1, &at)?;
+        let mut parts = vec![first.expr, second.expr];
+        while self.at_kw(keyword) {
+            at = self.advance()?;
+            let next = operand(self)?;
+            let next = self.as_boolean(next, &at)?;
+            depth = depth.max(next.depth.saturating_add(1));
+            nodes = nodes.saturating_add(next.nodes);
+            self.charge(depth, nodes, &at)?;
+            parts.push(next.expr);
+        }
+        let expr = if keyword == Keyword::And {
+            Expr::And(parts)
+        } else {
+            Expr::Or(parts)
+        };
+        Ok(Sub { expr, depth, nodes })
     }
 
-    fn eq_expr(&mut self) -> Result<Expr, CompileError> {
+    fn or_expr(&mut self) -> Result<Sub, CompileError> {
+        self.chain(Keyword::Or, Self::and_expr)
+    }
+
+    fn and_expr(&mut self) -> Result<Sub, CompileError> {
+        self.chain(Keyword::And, Self::eq_expr)
+    }
+
+    /// `=`, `<>` and `IS [NOT] NULL` chain left-deep, as in 4.9 (`a = 1 = 1` compares the
+    /// first comparison's result): every link adds a level, so a long chain is refused
+    /// by the depth budget.
+    fn eq_expr(&mut self) -> Result<Sub, CompileError> {
         let mut left = self.cmp_expr()?;
         loop {
             match self.current.tok {
-                Tok::Eq => {
+                Tok::Eq | Tok::Ne => {
+                    let negated = self.current.tok == Tok::Ne;
                     let at = self.advance()?;
-                    left = equal(left, self.cmp_expr()?, &at)?;
-                }
-                Tok::Ne => {
-                    let at = self.advance()?;
-                    left = Expr::Not(Box::new(equal(left, self.cmp_expr()?, &at)?));
+                    let right = self.cmp_expr()?;
+                    left = self.equal(left, right, negated, &at)?;
                 }
                 Tok::Kw(Keyword::Is) => {
-                    self.advance()?;
+                    let at = self.advance()?;
                     let negated = self.at_kw(Keyword::Not);
                     if negated {
                         self.advance()?;
                     }
                     self.expect(&Tok::Kw(Keyword::Null))?;
-                    let is_null = Expr::IsNull(Box::new(left));
-                    left = if negated {
-                        Expr::Not(Box::new(is_null))
-                    } else {
-                        is_null
+                    let (depth, nodes) = self.measure(&[&left], 1 + u32::from(negated), &at)?;
+                    let is_null = Expr::IsNull(Box::new(left.expr));
+                    left = Sub {
+                        expr: if negated {
+                            Expr::Not(Box::new(is_null))
+                        } else {
+                            is_null
+                        },
+                        depth,
+                        nodes,
                     };
                 }
                 _ => return Ok(left),
@@ -249,7 +430,7 @@ impl Parser<'_> {
         }
     }
 
-    fn cmp_expr(&mut self) -> Result<Expr, CompileError> {
+    fn cmp_expr(&mut self) -> Result<Sub, CompileError> {
         let mut left = self.unary()?;
         loop {
             let op = match self.current.tok {
@@ -261,7 +442,8 @@ impl Parser<'_> {
             };
             if let Some(op) = op {
                 let at = self.advance()?;
-                left = ordered(op, left, self.unary()?, &at)?;
+                let right = self.unary()?;
+                left = self.ordered(op, left, right, &at)?;
                 continue;
             }
             let negated = self.at_kw(Keyword::Not);
@@ -277,7 +459,7 @@ impl Parser<'_> {
                     let low = self.unary()?;
                     self.expect(&Tok::Kw(Keyword::And))?;
                     let high = self.unary()?;
-                    left = between(left, low, high, negated, &at)?;
+                    left = self.between(left, low, high, negated, &at)?;
                 }
                 Tok::Kw(Keyword::In) => {
                     let at = self.advance()?;
@@ -288,8 +470,9 @@ impl Parser<'_> {
         }
     }
 
-    /// `( 'a', 'b', ... )` after IN: string literals only, left side a property.
-    fn in_list(&mut self, left: Expr, negated: bool, at: &Spanned) -> Result<Expr, CompileError> {
+    /// `( 'a', 'b', ... )` after IN: string literals only, left side a property. Each
+    /// item counts as a node.
+    fn in_list(&mut self, left: Sub, negated: bool, at: &Spanned) -> Result<Sub, CompileError> {
         self.expect(&Tok::LParen)?;
         let mut items = Vec::new();
         loop {
@@ -297,6 +480,8 @@ impl Parser<'_> {
                 Tok::Str(s) => items.push(s.as_str().into()),
                 _ => return Err(self.unexpected()),
             }
+            let nodes = u32::try_from(items.len()).map_or(u32::MAX, |n| n.saturating_add(1));
+            self.charge(1, nodes, &self.current)?;
             self.advance()?;
             if self.current.tok == Tok::Comma {
                 self.advance()?;
@@ -305,36 +490,53 @@ impl Parser<'_> {
             }
         }
         self.expect(&Tok::RParen)?;
-        let Expr::Prop(prop) = left else {
+        let Expr::Prop(prop) = left.expr else {
             return Err(error_at(at, "Expected a property for In expression".into()));
         };
-        Ok(Expr::In {
-            prop,
-            items,
-            negated,
+        let nodes = u32::try_from(items.len()).map_or(u32::MAX, |n| n.saturating_add(1));
+        Ok(Sub {
+            expr: Expr::In {
+                prop,
+                items,
+                negated,
+            },
+            depth: 1,
+            nodes,
         })
     }
 
-    fn unary(&mut self) -> Result<Expr, CompileError> {
+    fn unary(&mut self) -> Result<Sub, CompileError> {
         match self.current.tok {
             Tok::Plus => {
-                self.advance()?;
-                self.unary()
+                let at = self.advance()?;
+                self.nested(&at, Self::unary)
             }
             Tok::Minus => {
-                self.advance()?;
-                Ok(Expr::Neg(Box::new(self.unary()?)))
+                let at = self.advance()?;
+                let inner = self.nested(&at, Self::unary)?;
+                let (depth, nodes) = self.measure(&[&inner], 1, &at)?;
+                Ok(Sub {
+                    expr: Expr::Neg(Box::new(inner.expr)),
+                    depth,
+                    nodes,
+                })
             }
             Tok::Kw(Keyword::Not) => {
                 let at = self.advance()?;
-                let operand = self.unary()?;
-                Ok(Expr::Not(Box::new(as_boolean(operand, &at)?)))
+                let operand = self.nested(&at, Self::unary)?;
+                let operand = self.as_boolean(operand, &at)?;
+                let (depth, nodes) = self.measure(&[&operand], 1, &at)?;
+                Ok(Sub {
+                    expr: Expr::Not(Box::new(operand.expr)),
+                    depth,
+                    nodes,
+                })
             }
             _ => self.primary(),
         }
     }
 
-    fn primary(&mut self) -> Result<Expr, CompileError> {
+    fn primary(&mut self) -> Result<Sub, CompileError> {
         let tok = self.advance()?;
         let c = match tok.tok {
             Tok::Str(ref s) => Const::Str(s.as_str().into()),
@@ -343,15 +545,15 @@ impl Parser<'_> {
             Tok::Kw(Keyword::True) => Const::Bool(true),
             Tok::Kw(Keyword::False) => Const::Bool(false),
             Tok::Kw(Keyword::Null) => Const::Null,
-            Tok::Ident(ref name) => return Ok(Expr::Prop(self.slot(name, &tok)?)),
+            Tok::Ident(ref name) => return Ok(Sub::leaf(Expr::Prop(self.slot(name, &tok)?))),
             Tok::LParen => {
-                let inner = self.or_expr()?;
+                let inner = self.nested(&tok, Self::or_expr)?;
                 self.expect(&Tok::RParen)?;
                 return Ok(inner);
             }
             _ => return Err(error_at(&tok, format!("Encountered \"{}\"", tok.text))),
         };
-        Ok(Expr::Const(c))
+        Ok(Sub::leaf(Expr::Const(c)))
     }
 }
 

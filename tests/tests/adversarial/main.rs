@@ -1,0 +1,8 @@
+//! The adversarial suite: every attack shape a hostile client, peer or scraper has been
+//! seen to try, replayed against real processes with nothing but sockets. Each test
+//! asserts the three things an attack must never take away: the process is alive, other
+//! clients are served, and memory stays within the bound the test states. The limits
+//! each test exercises are the ones `docs/security.md`'s threat model lists.
+
+mod common;
+mod sql92;
