@@ -1,6 +1,14 @@
 //! Connected clients (`ProducerManager`, `ConsumerManager`): which connection belongs to
 //! which producer and consumer groups, each consumer group's subscriptions, and
-//! expiry of channels that stopped heart-beating (120 s).
+//! expiry of memberships that stopped heart-beating (120 s).
+//!
+//! Every entry is keyed by names a client chose, so the tables are bounded
+//! ([`ClientLimits`]): a connection may belong to at most `maxGroupsPerConnection`
+//! groups and the broker tracks at most `maxClientGroups` distinct groups. A heartbeat
+//! that would pass a cap is refused; live memberships are never evicted to make room.
+//! Entries go with their owners: a membership when its connection closes, when the
+//! client unregisters, or when no heartbeat refreshed it for `channelExpiredTimeout`
+//! (4.9's `scanNotActiveChannel`); a group when its last member goes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -41,6 +49,19 @@ pub struct ConsumerGroupInfo {
     pub consume_from_where: ConsumeFromWhere,
     pub subscriptions: BTreeMap<String, SubscriptionData>,
     pub members: HashMap<ConnId, ClientInfo>,
+    /// What `subscriptions` holds, estimated from above.
+    subscription_bytes: usize,
+}
+
+/// Bytes one subscription holds in the table, estimated from above.
+fn subscription_bytes(sub: &SubscriptionData) -> usize {
+    const OVERHEAD: usize = 160;
+    OVERHEAD
+        + 2 * sub.topic.len()
+        + sub.sub_string.len()
+        + sub.expression_type.len()
+        + sub.tags_set.iter().map(|t| t.len() + 48).sum::<usize>()
+        + sub.code_set.len() * 16
 }
 
 #[derive(Default)]
@@ -48,14 +69,138 @@ struct Tables {
     channels: HashMap<ConnId, Channel>,
     producers: HashMap<String, HashMap<ConnId, ClientInfo>>,
     consumers: HashMap<String, ConsumerGroupInfo>,
+    /// Producer plus consumer memberships of each connection.
+    memberships: HashMap<ConnId, usize>,
+    /// Sum of the consumer groups' `subscription_bytes`.
+    subscription_bytes: usize,
+}
+
+/// The bounds on the tables.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientLimits {
+    /// `maxGroupsPerConnection`: producer and consumer memberships of one connection.
+    pub groups_per_connection: usize,
+    /// `maxClientGroups`: distinct producer plus consumer groups with a live member.
+    pub groups: usize,
+    /// `maxClientSubscriptionBytes`: what the consumer groups' subscriptions may hold.
+    pub subscription_bytes: usize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        Self {
+            groups_per_connection: 1024,
+            groups: 65_536,
+            subscription_bytes: 128 << 20,
+        }
+    }
+}
+
+/// A membership refused by a cap: the key of the limit and a remark for the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub limit: &'static str,
+    pub remark: String,
+}
+
+/// What one expiry scan removed.
+#[derive(Debug, Default)]
+pub struct Expired {
+    /// Connections none of whose memberships was refreshed in time: to be closed.
+    pub channels: Vec<Channel>,
+    /// Consumer groups that lost a member (to be told to rebalance).
+    pub groups: Vec<String>,
 }
 
 #[derive(Default)]
 pub struct ClientManager {
     tables: RwLock<Tables>,
+    limits: ClientLimits,
+}
+
+impl Tables {
+    /// Whether `conn` may join `new_groups` more groups, `distinct_new` of which the
+    /// broker does not track yet.
+    fn admit(
+        &self,
+        limits: &ClientLimits,
+        conn: ConnId,
+        new_groups: usize,
+        distinct_new: usize,
+    ) -> Result<(), Refused> {
+        let held = self.memberships.get(&conn).copied().unwrap_or(0);
+        if held + new_groups > limits.groups_per_connection {
+            return Err(Refused {
+                limit: "maxGroupsPerConnection",
+                remark: format!(
+                    "this connection would belong to {} groups, more than maxGroupsPerConnection {}",
+                    held + new_groups,
+                    limits.groups_per_connection
+                ),
+            });
+        }
+        let tracked = self.producers.len() + self.consumers.len();
+        if distinct_new > 0 && tracked + distinct_new > limits.groups {
+            return Err(Refused {
+                limit: "maxClientGroups",
+                remark: format!(
+                    "the broker tracks {tracked} client groups; {distinct_new} more would pass maxClientGroups {}",
+                    limits.groups
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn joined(&mut self, conn: ConnId) {
+        *self.memberships.entry(conn).or_insert(0) += 1;
+    }
+
+    fn left(&mut self, conn: ConnId) {
+        if let Some(n) = self.memberships.get_mut(&conn) {
+            *n -= 1;
+            if *n == 0 {
+                self.memberships.remove(&conn);
+            }
+        }
+    }
 }
 
 impl ClientManager {
+    pub fn new(limits: ClientLimits) -> Self {
+        Self {
+            tables: RwLock::default(),
+            limits,
+        }
+    }
+
+    /// Whether a heartbeat from `conn` naming these groups fits the caps, checked before
+    /// the heartbeat changes anything (each registration checks again under the lock).
+    pub fn admits<'a>(
+        &self,
+        conn: ConnId,
+        consumer_groups: impl IntoIterator<Item = &'a str>,
+        producer_groups: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), Refused> {
+        let t = self.tables.read();
+        let (mut new_groups, mut distinct_new) = (0, 0);
+        for g in consumer_groups {
+            match t.consumers.get(g) {
+                Some(info) if info.members.contains_key(&conn) => {}
+                Some(_) => new_groups += 1,
+                None => (new_groups, distinct_new) = (new_groups + 1, distinct_new + 1),
+            }
+        }
+        for g in producer_groups {
+            match t.producers.get(g) {
+                Some(members) if members.contains_key(&conn) => {}
+                Some(_) => new_groups += 1,
+                None => (new_groups, distinct_new) = (new_groups + 1, distinct_new + 1),
+            }
+        }
+        t.admit(&self.limits, conn, new_groups, distinct_new)
+    }
+
     pub fn add_channel(&self, channel: Channel) {
         self.tables.write().channels.insert(channel.id, channel);
     }
@@ -68,29 +213,88 @@ impl ClientManager {
         self.tables.read().channels.len()
     }
 
-    pub fn register_producer(&self, group: &str, conn: ConnId, info: ClientInfo) {
-        self.tables
-            .write()
-            .producers
+    /// `ProducerManager.registerProducer`, within the caps.
+    pub fn register_producer(
+        &self,
+        group: &str,
+        conn: ConnId,
+        info: ClientInfo,
+    ) -> Result<(), Refused> {
+        let mut t = self.tables.write();
+        let member = t.producers.get(group).map(|m| m.contains_key(&conn));
+        if member != Some(true) {
+            t.admit(&self.limits, conn, 1, usize::from(member.is_none()))?;
+            t.joined(conn);
+        }
+        t.producers
             .entry(group.to_owned())
             .or_default()
             .insert(conn, info);
+        Ok(())
     }
 
     pub fn unregister_producer(&self, group: &str, conn: ConnId) {
         let mut t = self.tables.write();
-        if let Some(members) = t.producers.get_mut(group) {
-            members.remove(&conn);
-            if members.is_empty() {
-                t.producers.remove(group);
-            }
+        let Some(members) = t.producers.get_mut(group) else {
+            return;
+        };
+        let removed = members.remove(&conn).is_some();
+        if members.is_empty() {
+            t.producers.remove(group);
+        }
+        if removed {
+            t.left(conn);
         }
     }
 
-    /// `ConsumerManager.registerConsumer`: returns true when the group's member set
-    /// changed (new member), which must be announced to every member.
-    pub fn register_consumer(&self, data: &ConsumerData, conn: ConnId, info: ClientInfo) -> bool {
+    /// `ConsumerManager.registerConsumer`, within the caps: `Ok(true)` when the group's
+    /// member set changed (new member), which must be announced to every member.
+    pub fn register_consumer(
+        &self,
+        data: &ConsumerData,
+        conn: ConnId,
+        info: ClientInfo,
+    ) -> Result<bool, Refused> {
         let mut t = self.tables.write();
+        let member = t
+            .consumers
+            .get(&data.group_name)
+            .map(|g| g.members.contains_key(&conn));
+        if member != Some(true) {
+            t.admit(&self.limits, conn, 1, usize::from(member.is_none()))?;
+            t.joined(conn);
+        }
+        // `updateSubscription`: keep an unchanged subscription's version, replace changed
+        // ones and drop topics the client no longer subscribes to.
+        let old = t.consumers.get(&data.group_name);
+        let old_bytes = old.map_or(0, |g| g.subscription_bytes);
+        let mut next = BTreeMap::new();
+        for sub in &data.subscription_data_set {
+            let keep = old
+                .and_then(|g| g.subscriptions.get(&sub.topic))
+                .filter(|old| {
+                    old.sub_string == sub.sub_string && old.sub_version >= sub.sub_version
+                });
+            next.insert(
+                sub.topic.clone(),
+                keep.cloned().unwrap_or_else(|| sub.clone()),
+            );
+        }
+        let next_bytes: usize = next.values().map(subscription_bytes).sum();
+        let total = t.subscription_bytes - old_bytes + next_bytes;
+        if next_bytes > old_bytes && total > self.limits.subscription_bytes {
+            if member != Some(true) {
+                t.left(conn);
+            }
+            return Err(Refused {
+                limit: "maxClientSubscriptionBytes",
+                remark: format!(
+                    "the subscriptions of group {} ({next_bytes} bytes) would pass maxClientSubscriptionBytes {}",
+                    data.group_name, self.limits.subscription_bytes
+                ),
+            });
+        }
+        t.subscription_bytes = total;
         let group = t
             .consumers
             .entry(data.group_name.clone())
@@ -100,25 +304,15 @@ impl ClientManager {
                 consume_from_where: data.consume_from_where,
                 subscriptions: BTreeMap::new(),
                 members: HashMap::new(),
+                subscription_bytes: 0,
             });
         group.consume_type = data.consume_type;
         group.message_model = data.message_model;
         group.consume_from_where = data.consume_from_where;
         let is_new = group.members.insert(conn, info).is_none();
-        // `updateSubscription`: keep an unchanged subscription's version, replace changed
-        // ones and drop topics the client no longer subscribes to.
-        let mut next = BTreeMap::new();
-        for sub in &data.subscription_data_set {
-            let keep = group.subscriptions.get(&sub.topic).filter(|old| {
-                old.sub_string == sub.sub_string && old.sub_version >= sub.sub_version
-            });
-            next.insert(
-                sub.topic.clone(),
-                keep.cloned().unwrap_or_else(|| sub.clone()),
-            );
-        }
         group.subscriptions = next;
-        is_new
+        group.subscription_bytes = next_bytes;
+        Ok(is_new)
     }
 
     /// Removes `conn` from the consumer group; true when it was a member.
@@ -128,10 +322,31 @@ impl ClientManager {
             return false;
         };
         let removed = info.members.remove(&conn).is_some();
-        if info.members.is_empty() {
-            t.consumers.remove(group);
+        if info.members.is_empty()
+            && let Some(gone) = t.consumers.remove(group)
+        {
+            t.subscription_bytes -= gone.subscription_bytes;
+        }
+        if removed {
+            t.left(conn);
         }
         removed
+    }
+
+    /// Whether `group` has a live consumer member.
+    pub fn has_consumer_group(&self, group: &str) -> bool {
+        self.tables.read().consumers.contains_key(group)
+    }
+
+    /// Bytes the consumer groups' subscriptions hold, estimated from above.
+    pub fn subscription_bytes(&self) -> usize {
+        self.tables.read().subscription_bytes
+    }
+
+    /// Distinct producer and consumer groups with a live member.
+    pub fn group_count(&self) -> usize {
+        let t = self.tables.read();
+        t.producers.len() + t.consumers.len()
     }
 
     pub fn consumer_group(&self, group: &str) -> Option<ConsumerGroupInfo> {
@@ -230,39 +445,78 @@ impl ClientManager {
     pub fn remove_channel(&self, conn: ConnId) -> Vec<String> {
         let mut t = self.tables.write();
         t.channels.remove(&conn);
+        t.memberships.remove(&conn);
         t.producers.retain(|_, members| {
             members.remove(&conn);
             !members.is_empty()
         });
         let mut left = Vec::new();
+        let mut freed = 0;
         t.consumers.retain(|group, info| {
             if info.members.remove(&conn).is_some() {
                 left.push(group.clone());
             }
-            !info.members.is_empty()
+            let keep = !info.members.is_empty();
+            if !keep {
+                freed += info.subscription_bytes;
+            }
+            keep
         });
+        t.subscription_bytes -= freed;
         left
     }
 
-    /// Channels whose last heartbeat (as producer or consumer) is older than `expiry`.
-    pub fn expired_channels(&self, now: Instant, expiry: Duration) -> Vec<Channel> {
-        let t = self.tables.read();
-        let mut stale: HashMap<ConnId, bool> = HashMap::new();
-        let members = t
-            .producers
-            .values()
-            .flat_map(|m| m.iter())
-            .chain(t.consumers.values().flat_map(|g| g.members.iter()));
-        for (conn, info) in members {
-            let expired = now.saturating_duration_since(info.last_update) > expiry;
-            let entry = stale.entry(*conn).or_insert(true);
-            *entry &= expired;
+    /// `scanNotActiveChannel`: drops every membership no heartbeat refreshed within
+    /// `expiry`, and names the connections left with no fresh membership (to be closed,
+    /// as 4.9 closes an expired channel). A connection that never heart-beat holds no
+    /// membership and is left to the idle timeout.
+    pub fn expire(&self, now: Instant, expiry: Duration) -> Expired {
+        let mut t = self.tables.write();
+        let stale = |info: &ClientInfo| now.saturating_duration_since(info.last_update) > expiry;
+        let mut fresh: HashMap<ConnId, bool> = HashMap::new();
+        let mut dropped: Vec<ConnId> = Vec::new();
+        let mut out = Expired::default();
+        let mut freed = 0;
+        t.producers.retain(|_, members| {
+            members.retain(|conn, info| {
+                let keep = !stale(info);
+                *fresh.entry(*conn).or_insert(false) |= keep;
+                if !keep {
+                    dropped.push(*conn);
+                }
+                keep
+            });
+            !members.is_empty()
+        });
+        t.consumers.retain(|group, g| {
+            let before = g.members.len();
+            g.members.retain(|conn, info| {
+                let keep = !stale(info);
+                *fresh.entry(*conn).or_insert(false) |= keep;
+                if !keep {
+                    dropped.push(*conn);
+                }
+                keep
+            });
+            if g.members.len() != before {
+                out.groups.push(group.clone());
+            }
+            let keep = !g.members.is_empty();
+            if !keep {
+                freed += g.subscription_bytes;
+            }
+            keep
+        });
+        t.subscription_bytes -= freed;
+        for conn in dropped {
+            t.left(conn);
         }
-        stale
+        out.channels = fresh
             .into_iter()
-            .filter(|(_, expired)| *expired)
+            .filter(|(_, any_fresh)| !any_fresh)
             .filter_map(|(c, _)| t.channels.get(&c).cloned())
-            .collect()
+            .collect();
+        out
     }
 
     /// `(group, client id)` of every consumer group `conn` is a member of.
@@ -354,22 +608,93 @@ mod tests {
         let (c2, _r2) = channel(2);
         m.add_channel(c1);
         m.add_channel(c2);
-        assert!(m.register_consumer(&consumer("g", "T", "*", 1), 1, info("a", now)));
-        assert!(!m.register_consumer(&consumer("g", "T", "*", 1), 1, info("a", now)));
-        assert!(m.register_consumer(&consumer("g", "T", "TagA", 2), 2, info("b", now)));
+        let join = |c: &ConsumerData, conn, i| m.register_consumer(c, conn, i).unwrap();
+        assert!(join(&consumer("g", "T", "*", 1), 1, info("a", now)));
+        assert!(!join(&consumer("g", "T", "*", 1), 1, info("a", now)));
+        assert!(join(&consumer("g", "T", "TagA", 2), 2, info("b", now)));
         assert_eq!(m.consumer_ids("g"), vec!["a", "b"]);
         assert_eq!(m.subscription("g", "T").unwrap().sub_string, "TagA");
         assert_eq!(m.consumer_channels("g").len(), 2);
-        m.register_producer("pg", 2, info("b", now));
+        m.register_producer("pg", 2, info("b", now)).unwrap();
         let later = now + Duration::from_secs(121);
-        assert_eq!(m.expired_channels(later, Duration::from_secs(120)).len(), 2);
-        m.register_producer("pg", 2, info("b", later));
-        let expired = m.expired_channels(later, Duration::from_secs(120));
-        assert_eq!(expired.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1]);
-        assert_eq!(m.remove_channel(1), vec!["g"]);
-        assert_eq!(m.consumer_ids("g"), vec!["b"]);
+        // Connection 2 refreshes only its producer membership: its stale consumer
+        // membership goes, the connection stays; connection 1 has nothing fresh.
+        m.register_producer("pg", 2, info("b", later)).unwrap();
+        let expired = m.expire(later, Duration::from_secs(120));
+        assert_eq!(
+            expired.channels.iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![1]
+        );
+        assert_eq!(expired.groups, vec!["g"]);
+        assert!(m.consumer_group("g").is_none());
+        assert_eq!(m.remove_channel(1), Vec::<String>::new());
+        assert!(join(&consumer("g", "T", "*", 3), 2, info("b", later)));
         assert!(m.unregister_consumer("g", 2));
         assert!(m.consumer_group("g").is_none());
         assert_eq!(m.producer_group_names(), vec!["pg"]);
+    }
+
+    #[test]
+    fn memberships_are_capped_per_connection_and_in_all() {
+        let m = ClientManager::new(ClientLimits {
+            groups_per_connection: 3,
+            groups: 4,
+            ..ClientLimits::default()
+        });
+        let now = Instant::now();
+        for g in ["a", "b", "c"] {
+            m.register_consumer(&consumer(g, "T", "*", 1), 1, info("x", now))
+                .unwrap();
+        }
+        // Refreshing a membership is not a new one.
+        m.register_consumer(&consumer("a", "T", "*", 1), 1, info("x", now))
+            .unwrap();
+        let e = m.register_producer("p", 1, info("x", now)).unwrap_err();
+        assert_eq!(e.limit, "maxGroupsPerConnection");
+        assert_eq!(
+            m.admits(2, ["a", "b", "c"], []).map_err(|e| e.limit),
+            Ok(())
+        );
+        m.register_producer("p", 2, info("y", now)).unwrap();
+        let e = m
+            .register_consumer(&consumer("d", "T", "*", 1), 2, info("y", now))
+            .unwrap_err();
+        assert_eq!(e.limit, "maxClientGroups");
+        assert_eq!(m.admits(2, ["d"], []).unwrap_err().limit, "maxClientGroups");
+        // Joining an existing group needs no new slot in the broker-wide table.
+        m.register_consumer(&consumer("a", "T", "*", 1), 2, info("y", now))
+            .unwrap();
+        // Owners leaving free the slots.
+        m.remove_channel(1);
+        assert_eq!(m.group_count(), 2);
+        m.register_consumer(&consumer("d", "T", "*", 1), 2, info("y", now))
+            .unwrap();
+    }
+
+    #[test]
+    fn subscriptions_are_bounded_in_bytes() {
+        let one = subscription_bytes(&consumer("g", "T", "*", 1).subscription_data_set[0]);
+        let m = ClientManager::new(ClientLimits {
+            subscription_bytes: 2 * one,
+            ..ClientLimits::default()
+        });
+        let now = Instant::now();
+        m.register_consumer(&consumer("a", "T", "*", 1), 1, info("x", now))
+            .unwrap();
+        m.register_consumer(&consumer("b", "T", "*", 1), 1, info("x", now))
+            .unwrap();
+        let e = m
+            .register_consumer(&consumer("c", "T", "*", 1), 1, info("x", now))
+            .unwrap_err();
+        assert_eq!(e.limit, "maxClientSubscriptionBytes");
+        // The refused membership was not counted; a bigger subscription of a member
+        // is refused, the old one stays.
+        assert_eq!(m.group_count(), 2);
+        let big = consumer("a", "T", &"x".repeat(64), 2);
+        assert!(m.register_consumer(&big, 1, info("x", now)).is_err());
+        assert_eq!(m.subscription("a", "T").unwrap().sub_string, "*");
+        assert_eq!(m.subscription_bytes(), 2 * one);
+        m.remove_channel(1);
+        assert_eq!(m.subscription_bytes(), 0);
     }
 }

@@ -185,6 +185,9 @@ broker_config! {
     filter_sql_max_depth: u32 = "filterSqlMaxDepth" => 32;
     /// Terms (nodes, `IN` items) of a compiled selector (not a RocketMQ key).
     filter_sql_max_nodes: u32 = "filterSqlMaxNodes" => 4096;
+    /// Bytes the compiled SQL92 subscriptions of all groups may hold (not a RocketMQ
+    /// key); a subscription that would pass it is refused, none is evicted.
+    filter_registry_max_bytes: u64 = "filterRegistryMaxBytes" => 64 * 1024 * 1024;
     /// `%RETRY%<group>` pulls apply the group's SQL92 filter of the original topic.
     filter_support_retry: bool = "filterSupportRetry" => false;
     /// Accepted for broker.conf compatibility; the ConsumeQueueExt bloom bitmap is not
@@ -207,6 +210,12 @@ broker_config! {
     max_in_flight_per_connection: u32 = "maxInFlightPerConnection" => 256;
     /// Requests the whole broker may have in progress before SYSTEM_BUSY.
     max_in_flight_total: u32 = "maxInFlightTotal" => 16_384;
+    /// Bytes (body and header) of the requests one connection may have in progress
+    /// before it gets SYSTEM_BUSY (not a RocketMQ key); a single larger request is
+    /// served when it is the connection's only one.
+    max_in_flight_bytes_per_connection: u64 = "maxInFlightBytesPerConnection" => 64 * 1024 * 1024;
+    /// Bytes of the requests the whole broker may have in progress (not a RocketMQ key).
+    max_in_flight_bytes_total: u64 = "maxInFlightBytesTotal" => 1024 * 1024 * 1024;
     /// Longest a pull may stay parked, ms, whatever `suspendTimeoutMillis` the client
     /// asks for (4.9 takes the client's value as is; its clients ask 15-20 s).
     max_suspend_timeout_millis: u64 = "maxSuspendTimeoutMillis" => 30_000;
@@ -234,6 +243,16 @@ broker_config! {
     max_auto_create_per_request: u32 = "maxAutoCreatePerRequest" => 64;
     /// Consumer and producer entries one HEART_BEAT may carry; more refuse the heartbeat.
     max_heartbeat_groups: u32 = "maxHeartbeatGroups" => 1024;
+    /// Subscriptions one consumer entry of a HEART_BEAT may carry, and tags one TAG
+    /// subscription may name; more refuse the heartbeat (not a RocketMQ key).
+    max_subscriptions_per_group: u32 = "maxSubscriptionsPerGroup" => 1024;
+    /// Producer and consumer groups one connection may belong to (not a RocketMQ key).
+    max_groups_per_connection: u32 = "maxGroupsPerConnection" => 1024;
+    /// Distinct producer and consumer groups with a live member (not a RocketMQ key).
+    max_client_groups: u32 = "maxClientGroups" => 65_536;
+    /// Bytes the consumer groups' subscriptions (as their heartbeats last sent them) may
+    /// hold in all (not a RocketMQ key).
+    max_client_subscription_bytes: u64 = "maxClientSubscriptionBytes" => 128 * 1024 * 1024;
     /// Read/write queue count cap for topic creation and updates (and `retryQueueNums`).
     max_queue_nums: i32 = "maxQueueNums" => 1024;
     /// Frame cap, `com.rocketmq.remoting.frameMaxLength`.

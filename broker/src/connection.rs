@@ -102,6 +102,10 @@ pub async fn serve_io<R, W>(
     let limits = ConnLimits {
         requests: InFlightLimit::new(broker.config.broker.max_in_flight_per_connection as usize),
         parked: InFlightLimit::new(broker.config.broker.max_parked_pulls_per_connection as usize),
+        bytes: InFlightLimit::new(
+            usize::try_from(broker.config.broker.max_in_flight_bytes_per_connection)
+                .unwrap_or(usize::MAX),
+        ),
     };
     let idle = broker.config.broker.idle_timeout();
     let mut frames = FramedRead::with_capacity(read, RemotingCodec::new(max_frame), READ_BUFFER);
@@ -171,9 +175,7 @@ pub async fn serve_io<R, W>(
     let memberships = broker.clients.consumer_memberships(id);
     let left = broker.clients.remove_channel(id);
     release_locks(&broker, memberships);
-    for group in left {
-        crate::handlers::client::notify_consumer_ids_changed(&broker, &group);
-    }
+    crate::handlers::client::groups_left(&broker, &left);
     tracing::debug!(%peer, conn = id, "connection closed");
 }
 
@@ -196,6 +198,8 @@ struct ConnLimits {
     requests: Arc<InFlightLimit>,
     /// `maxParkedPullsPerConnection`.
     parked: Arc<InFlightLimit>,
+    /// `maxInFlightBytesPerConnection`.
+    bytes: Arc<InFlightLimit>,
 }
 
 /// What keeps a spawned request counted while it waits.
@@ -204,9 +208,22 @@ enum Held {
     /// in-flight permits.
     Request {
         _permits: (InFlightPermit, InFlightPermit),
+        _bytes: (InFlightPermit, InFlightPermit),
     },
-    /// A parked pull: parked-pull permits only, shown in `rocketmq_broker_parked_pulls`.
-    Parked { _pull: ParkedPull },
+    /// A parked pull: parked-pull permits instead of request permits, shown in
+    /// `rocketmq_broker_parked_pulls`; it keeps its bytes permits (it holds its frame).
+    Parked {
+        _pull: ParkedPull,
+        _bytes: (InFlightPermit, InFlightPermit),
+    },
+}
+
+/// Bytes a request holds while in progress: its body and header (decoded header values
+/// are spans of the frame's header bytes).
+fn request_bytes(request: &RemotingCommand) -> usize {
+    request.body.len()
+        + request.ext_fields.source().len()
+        + request.remark.as_ref().map_or(0, String::len)
 }
 
 struct ParkedPull {
@@ -251,12 +268,26 @@ fn run_request(
         .requests
         .try_acquire()
         .zip(broker.in_flight.try_acquire());
-    let Some(permits) = permits else {
-        broker.metrics.rejected_busy();
-        if crate::dispatch::is_send(code) {
-            broker.metrics.send_answered(response::SYSTEM_BUSY);
+    let weight = request_bytes(&request);
+    let bytes = limits
+        .bytes
+        .try_acquire_units(weight)
+        .zip(broker.in_flight_bytes.try_acquire_units(weight));
+    let (permits, bytes) = match (permits, bytes) {
+        (Some(permits), Some(bytes)) => (permits, bytes),
+        (permits, _) => {
+            let limit = if permits.is_none() {
+                "maxInFlight"
+            } else {
+                "maxInFlightBytes"
+            };
+            broker.metrics.rejected_busy();
+            broker.metrics.limits.refusals.count(limit);
+            if crate::dispatch::is_send(code) {
+                broker.metrics.send_answered(response::SYSTEM_BUSY);
+            }
+            return (!oneway).then(|| busy(opaque, serialize_type, limit));
         }
-        return (!oneway).then(|| busy(opaque, serialize_type, "maxInFlight"));
     };
     let (task_broker, task_conn) = (Arc::clone(broker), Arc::clone(conn));
     let mut task =
@@ -286,9 +317,13 @@ fn run_request(
                     _permits: parked,
                     gauge,
                 },
+                _bytes: bytes,
             }
         }
-        Poll::Pending => Held::Request { _permits: permits },
+        Poll::Pending => Held::Request {
+            _permits: permits,
+            _bytes: bytes,
+        },
     };
     let (tx, close) = (tx.clone(), close.clone());
     tokio::spawn(async move {

@@ -69,6 +69,9 @@ pub enum FilterError {
     Unsupported(String),
     #[error("{0}")]
     Compile(#[from] CompileError),
+    /// A bound on what the broker holds for subscriptions (not the selector's own).
+    #[error("{remark}")]
+    Limit { limit: &'static str, remark: String },
 }
 
 /// A selector as quoted back in a remark: at most [`EXCERPT_CHARS`] characters, so a

@@ -1,5 +1,6 @@
-//! The bounds on requests in progress (`maxInFlightPerConnection`, `maxInFlightTotal`).
-//! A plain counter with a cap: nothing ever waits for a permit (a request over the bound
+//! The bounds on requests in progress (`maxInFlightPerConnection`, `maxInFlightTotal`)
+//! and on the bytes they hold (`maxInFlightBytesPerConnection`, `maxInFlightBytesTotal`:
+//! a permit may weigh more than one unit). A plain counter with a cap: nothing ever waits for a permit (a request over the bound
 //! is answered SYSTEM_BUSY at once), so a semaphore's wait queue, and the lock it takes on
 //! every release, would be pure cost on the request path.
 
@@ -12,9 +13,9 @@ pub struct InFlightLimit {
     used: AtomicUsize,
 }
 
-/// One request in progress; dropping it frees its slot.
+/// One request in progress; dropping it frees its units.
 #[derive(Debug)]
-pub struct InFlightPermit(Arc<InFlightLimit>);
+pub struct InFlightPermit(Arc<InFlightLimit>, usize);
 
 impl InFlightLimit {
     pub fn new(max: usize) -> Arc<Self> {
@@ -26,18 +27,25 @@ impl InFlightLimit {
 
     /// A permit while fewer than the cap are out, else `None`.
     pub fn try_acquire(self: &Arc<Self>) -> Option<InFlightPermit> {
+        self.try_acquire_units(1)
+    }
+
+    /// A permit of `units` while they fit under the cap, else `None`. When nothing is out
+    /// any weight is admitted, so one request larger than the cap is served alone
+    /// rather than never.
+    pub fn try_acquire_units(self: &Arc<Self>, units: usize) -> Option<InFlightPermit> {
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
-            if used >= self.max {
+            if used > 0 && used.saturating_add(units) > self.max {
                 return None;
             }
             match self.used.compare_exchange_weak(
                 used,
-                used + 1,
+                used.saturating_add(units),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Some(InFlightPermit(Arc::clone(self))),
+                Ok(_) => return Some(InFlightPermit(Arc::clone(self), units)),
                 Err(now) => used = now,
             }
         }
@@ -51,7 +59,7 @@ impl InFlightLimit {
 
 impl Drop for InFlightPermit {
     fn drop(&mut self) {
-        self.0.used.fetch_sub(1, Ordering::Release);
+        self.0.used.fetch_sub(self.1, Ordering::Release);
     }
 }
 
@@ -70,6 +78,20 @@ mod tests {
         let c = limit.try_acquire().expect("freed slot");
         assert!(limit.try_acquire().is_none());
         drop((b, c));
+        assert_eq!(limit.in_use(), 0);
+    }
+
+    #[test]
+    fn weighted_permits_fit_under_the_cap_or_come_alone() {
+        let limit = InFlightLimit::new(100);
+        let a = limit.try_acquire_units(60).expect("fits");
+        assert!(limit.try_acquire_units(41).is_none());
+        let b = limit.try_acquire_units(40).expect("fits exactly");
+        drop((a, b));
+        // Alone, a request over the cap is still served.
+        let big = limit.try_acquire_units(500).expect("alone");
+        assert!(limit.try_acquire_units(1).is_none());
+        drop(big);
         assert_eq!(limit.in_use(), 0);
     }
 

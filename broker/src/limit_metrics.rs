@@ -74,6 +74,10 @@ pub struct LimitMetrics {
     pub requests_refused: Counter,
     /// Refusals by the key of the limit that made them.
     pub refusals: Refusals,
+    /// What the registries keyed by client input hold now (set at scrape time).
+    pub filter_registry_bytes: Gauge,
+    pub filter_registry_entries: Gauge,
+    pub client_groups: Gauge,
 }
 
 impl LimitMetrics {
@@ -126,6 +130,21 @@ impl LimitMetrics {
             "rocketmq_broker_requests_refused_by_limit",
             "Requests refused by a size bound (maxHeartbeatGroups, maxQueueNums, invalid names)",
             self.requests_refused.clone(),
+        );
+        r.register(
+            "rocketmq_broker_filter_registry_bytes",
+            "Bytes held by compiled SQL92 subscriptions (bounded by filterRegistryMaxBytes)",
+            self.filter_registry_bytes.clone(),
+        );
+        r.register(
+            "rocketmq_broker_filter_registry_entries",
+            "Compiled SQL92 subscriptions registered, by (topic, group)",
+            self.filter_registry_entries.clone(),
+        );
+        r.register(
+            "rocketmq_broker_client_groups",
+            "Producer and consumer groups with a live member (bounded by maxClientGroups)",
+            self.client_groups.clone(),
         );
         r.register(
             "rocketmq_broker_limit_refusals",

@@ -68,6 +68,20 @@ impl LockManager {
 }
 
 impl LockManager {
+    /// Drops locks nobody renewed for [`LOCK_MAX_LIVE_TIME`] (they could only be taken
+    /// over anyway); returns how many.
+    pub fn purge_expired(&self, now: Instant) -> usize {
+        let mut groups = self.groups.lock();
+        let mut purged = 0;
+        groups.retain(|_, table| {
+            let before = table.len();
+            table.retain(|_, e| now.saturating_duration_since(e.last_update) <= LOCK_MAX_LIVE_TIME);
+            purged += before - table.len();
+            !table.is_empty()
+        });
+        purged
+    }
+
     /// Releases every queue of `group` held by `client_id`, when the client left the
     /// group (UNREGISTER_CLIENT) or its connection closed. RocketMQ 4.9 leaves such locks
     /// to expire after 60 s, stalling the queues of a crashed orderly consumer for that
@@ -132,5 +146,9 @@ mod tests {
         assert_eq!(m.try_lock_batch("g", &both, "c2", t0), both);
         // Other groups' locks of the same client are untouched.
         assert!(m.try_lock_batch("other", &both, "c3", t0).is_empty());
+        // Locks nobody renews go.
+        assert_eq!(m.purge_expired(t0 + Duration::from_secs(30)), 0);
+        assert_eq!(m.purge_expired(t0 + Duration::from_secs(61)), 4);
+        assert!(m.groups.lock().is_empty());
     }
 }

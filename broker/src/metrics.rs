@@ -551,6 +551,12 @@ impl Metrics {
             if let Some(ha) = b.ha.get() {
                 self.refresh_ha(ha);
             }
+            let (entries, bytes) = b.filters.usage();
+            self.limits.filter_registry_entries.set(entries as i64);
+            self.limits.filter_registry_bytes.set(bytes as i64);
+            self.limits
+                .client_groups
+                .set(b.clients.group_count() as i64);
             // Lag series only for existing groups, topics and queues: committed offsets
             // arrive unvalidated (UPDATE_CONSUMER_OFFSET), and must not mint labels.
             self.group_diff.clear();

@@ -120,7 +120,8 @@ pub async fn flush_offsets(broker: Arc<Broker>) {
     }
 }
 
-/// `ClientHousekeepingService`: closes connections whose clients stopped heart-beating.
+/// `ClientHousekeepingService`: drops memberships no heartbeat refreshed within
+/// `channelExpiredTimeout` and closes connections left with none.
 pub async fn expire_clients(broker: Arc<Broker>) {
     let expiry = Duration::from_millis(broker.config.broker.channel_expired_timeout);
     loop {
@@ -128,7 +129,11 @@ pub async fn expire_clients(broker: Arc<Broker>) {
             _ = broker.shutdown.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_secs(10)) => {}
         }
-        for channel in broker.clients.expired_channels(Instant::now(), expiry) {
+        let now = Instant::now();
+        broker.locks.purge_expired(now);
+        let expired = broker.clients.expire(now, expiry);
+        crate::handlers::client::groups_left(&broker, &expired.groups);
+        for channel in expired.channels {
             tracing::warn!(peer = %channel.peer, ?expiry, "client channel expired, closing");
             channel.close.cancel();
         }

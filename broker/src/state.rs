@@ -8,7 +8,7 @@ use store::config_files::ConfigFileError;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_requests::ClientRequests;
-use crate::clients::{ClientManager, ConnId};
+use crate::clients::{ClientLimits, ClientManager, ConnId};
 use crate::config::Config;
 use crate::consume_rate::ConsumeRate;
 use crate::filter::registry::FilterRegistry;
@@ -50,6 +50,8 @@ pub struct Broker {
     pub transactions: Transactions,
     /// Requests in progress across all connections (`maxInFlightTotal`).
     pub in_flight: Arc<InFlightLimit>,
+    /// Bytes of the requests in progress across all connections (`maxInFlightBytesTotal`).
+    pub in_flight_bytes: Arc<InFlightLimit>,
     /// Parked pulls across all connections (`maxParkedPullsTotal`); separate from
     /// `in_flight` so parked pulls never starve sends and heartbeats.
     pub parked: Arc<InFlightLimit>,
@@ -130,6 +132,8 @@ impl Broker {
         let tls_client = security::tls::TlsClient::new(&b.client_tls())
             .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
         let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
+        let in_flight_bytes =
+            InFlightLimit::new(usize::try_from(b.max_in_flight_bytes_total).unwrap_or(usize::MAX));
         let (open, refused) = metrics.limits.listener(Listener::Remoting);
         let remoting_gate = ConnGate::new(
             b.max_connections as usize,
@@ -143,13 +147,19 @@ impl Broker {
                 b.filter_sql_max_depth,
                 b.filter_sql_max_nodes,
             ),
+            usize::try_from(b.filter_registry_max_bytes).unwrap_or(usize::MAX),
             metrics.limits.refusals.clone(),
         ));
         Ok(Arc::new(Self {
             topics,
             groups,
             offsets,
-            clients: ClientManager::default(),
+            clients: ClientManager::new(ClientLimits {
+                groups_per_connection: b.max_groups_per_connection as usize,
+                groups: b.max_client_groups as usize,
+                subscription_bytes: usize::try_from(b.max_client_subscription_bytes)
+                    .unwrap_or(usize::MAX),
+            }),
             client_requests: ClientRequests::default(),
             locks: LockManager::default(),
             schedule,
@@ -159,6 +169,7 @@ impl Broker {
             filters,
             transactions: Transactions::default(),
             in_flight,
+            in_flight_bytes,
             parked,
             remoting_gate,
             ready: AtomicBool::new(false),

@@ -341,6 +341,26 @@ fn queue_locks_follow_their_holders_connection() {
         let port = cluster.broker.port;
         let a = e2e::Client::connect(port).await.expect("connect a");
         let b = e2e::Client::connect(port).await.expect("connect b");
+        // Only queues that exist can be locked.
+        let create = e2e::broker_harness::with_fields(
+            protocol::code::request::UPDATE_AND_CREATE_TOPIC,
+            &[
+                ("topic", "LockTopic".to_owned()),
+                ("defaultTopic", "TBW102".to_owned()),
+                ("readQueueNums", "4".to_owned()),
+                ("writeQueueNums", "4".to_owned()),
+                ("perm", "6".to_owned()),
+                ("topicFilterType", "SINGLE_TAG".to_owned()),
+                ("order", "false".to_owned()),
+            ],
+        );
+        let out = a.request(create).await.expect("create topic");
+        assert_eq!(
+            out.code,
+            protocol::code::response::SUCCESS,
+            "{:?}",
+            out.remark
+        );
         for (client, id) in [(&a, "10.0.0.1@a"), (&b, "10.0.0.2@b")] {
             let out = client
                 .request(heartbeat(id, group))

@@ -376,7 +376,21 @@ fn heartbeat_consumer_list_and_offsets() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 
-        // Offsets: a new group on an empty queue starts at 0; commits are read back.
+        // Offsets: a new group on an empty queue starts at 0; commits are read back. (An
+        // offset is kept only for a queue that exists.)
+        let create = with_fields(
+            request::UPDATE_AND_CREATE_TOPIC,
+            &[
+                ("topic", "HbTopic".to_owned()),
+                ("defaultTopic", "TBW102".to_owned()),
+                ("readQueueNums", "1".to_owned()),
+                ("writeQueueNums", "1".to_owned()),
+                ("perm", "6".to_owned()),
+                ("topicFilterType", "SINGLE_TAG".to_owned()),
+                ("order", "false".to_owned()),
+            ],
+        );
+        assert_eq!(c.request(create).await.unwrap().code, response::SUCCESS);
         let q = |g: &str| with_fields(request::QUERY_CONSUMER_OFFSET, &[("consumerGroup", g.to_owned()), ("topic", "HbTopic".to_owned()), ("queueId", "0".to_owned())]);
         let r = c.request(q("HG")).await.unwrap();
         assert_eq!(r.code, response::SUCCESS);

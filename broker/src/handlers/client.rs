@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use protocol::RemotingCommand;
 use protocol::body::{
-    ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody, SubscriptionData,
-    UnlockBatchRequestBody,
+    ConsumerData, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
+    SubscriptionData, UnlockBatchRequestBody,
 };
 use protocol::code::{request as rq, response};
 use protocol::header::{
@@ -18,8 +18,9 @@ use protocol::header::{
 use serde::Deserialize;
 
 use super::{HandlerResult, Reply, error, success};
-use crate::clients::ClientInfo;
+use crate::clients::{ClientInfo, Refused};
 use crate::connection::Conn;
+use crate::filter::FilterError;
 use crate::filter::registry::is_tag_type;
 use crate::names::{self, perm};
 use crate::state::Broker;
@@ -27,16 +28,25 @@ use crate::state::Broker;
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
 
-/// HEART_BEAT. Bounded before anything is touched: at most `maxHeartbeatGroups` entries
-/// and only valid group names, else the whole heartbeat is refused; at most
-/// `maxAutoCreatePerRequest` new groups (each with its `%RETRY%` topic) are created, the
-/// rest on later heartbeats. The creations reach disk through one deferred persist per
-/// file instead of 4.9's full rewrite per group on the request thread.
+/// HEART_BEAT. Bounded before anything is touched: at most `maxHeartbeatGroups` entries,
+/// `maxSubscriptionsPerGroup` subscriptions each, valid group and topic names, and room
+/// for the memberships (`maxGroupsPerConnection`, `maxClientGroups`), else the whole
+/// heartbeat is refused; at most `maxAutoCreatePerRequest` new groups (each with its
+/// `%RETRY%` topic) are created, the rest on later heartbeats. The creations reach disk
+/// through one deferred persist per file instead of 4.9's full rewrite per group on the
+/// request thread.
 pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -> HandlerResult {
     let data: HeartbeatData = protocol::body::decode(&request.body)?;
-    if let Err(remark) = check_heartbeat_bounds(broker, &data) {
-        broker.metrics.limits.requests_refused.inc();
-        return error(request, response::SYSTEM_ERROR, remark);
+    if let Err(refused) = check_heartbeat_bounds(broker, conn, &data) {
+        refuse(broker, refused.limit);
+        // An over-long selector is answered as the parser answers the other selector
+        // budgets.
+        let code = if refused.limit == "filterSqlMaxLength" {
+            response::SUBSCRIPTION_PARSE_FAILED
+        } else {
+            response::SYSTEM_ERROR
+        };
+        return error(request, code, refused.remark);
     }
     let info = ClientInfo {
         client_id: data.client_id.clone(),
@@ -45,6 +55,7 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
         last_update: Instant::now(),
     };
     let mut parse_failures = Vec::new();
+    let mut refusals = Vec::new();
     let auto_create = broker
         .live
         .auto_create_subscription_group
@@ -74,35 +85,42 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
                 sys_flag,
             );
         }
-        // `ConsumerFilterManager.register`: SQL92 subscriptions are compiled here, once
-        // per subscription version.
-        for sub in &consumer.subscription_data_set {
-            if let Err(e) = broker.filters.register(&consumer.group_name, sub) {
-                tracing::warn!(group = %consumer.group_name, topic = %sub.topic, error = %e, "subscription does not compile");
-                parse_failures.push(format!(
-                    "subscription of group {} to topic {} ({}): {e}",
-                    consumer.group_name,
-                    sub.topic,
-                    crate::filter::excerpt(&sub.sub_string)
-                ));
-            }
-        }
-        let changed = broker
+        // Checked before the heartbeat started; a concurrent heartbeat may have taken
+        // the room since.
+        let changed = match broker
             .clients
-            .register_consumer(consumer, conn.id, info.clone());
+            .register_consumer(consumer, conn.id, info.clone())
+        {
+            Ok(changed) => changed,
+            Err(refused) => {
+                refuse(broker, refused.limit);
+                refusals.push(refused.remark);
+                continue;
+            }
+        };
+        register_filters(broker, consumer, &mut parse_failures, &mut refusals);
         if changed {
             tracing::info!(group = %consumer.group_name, client = %data.client_id, "consumer joined");
             notify_consumer_ids_changed(broker, &consumer.group_name);
         }
     }
     for producer in &data.producer_data_set {
-        broker
-            .clients
-            .register_producer(&producer.group_name, conn.id, info.clone());
+        if let Err(refused) =
+            broker
+                .clients
+                .register_producer(&producer.group_name, conn.id, info.clone())
+        {
+            refuse(broker, refused.limit);
+            refusals.push(refused.remark);
+        }
     }
     // 4.9 answers SUCCESS and lets the pulls fail with FILTER_DATA_NOT_EXIST; the client
     // is told here too (it logs a failed heartbeat), with the error's position. The
     // consumer stays registered, so its other subscriptions keep working.
+    if !refusals.is_empty() {
+        refusals.extend(parse_failures);
+        return error(request, response::SYSTEM_ERROR, refusals.join("; "));
+    }
     if !parse_failures.is_empty() {
         return error(
             request,
@@ -113,16 +131,80 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
     Ok(success(request).into())
 }
 
-/// `maxHeartbeatGroups` and the group-name rules, checked before any side effect.
-fn check_heartbeat_bounds(broker: &Broker, data: &HeartbeatData) -> Result<(), String> {
-    let max = broker.config.broker.max_heartbeat_groups as usize;
+/// Counts a refusal by the limit whose key is `limit`.
+fn refuse(broker: &Broker, limit: &'static str) {
+    broker.metrics.limits.requests_refused.inc();
+    broker.metrics.limits.refusals.count(limit);
+}
+
+/// `ConsumerFilterManager.register` for a member's SQL92 subscriptions (compiled here,
+/// once per subscription version), then drops the group's entries for topics it no
+/// longer subscribes to with SQL92.
+fn register_filters(
+    broker: &Broker,
+    consumer: &ConsumerData,
+    parse_failures: &mut Vec<String>,
+    refusals: &mut Vec<String>,
+) {
+    let group = &consumer.group_name;
+    for sub in &consumer.subscription_data_set {
+        match broker.filters.register(group, sub) {
+            Ok(()) => {}
+            Err(FilterError::Limit { remark, .. }) => refusals.push(remark),
+            Err(e) => {
+                tracing::warn!(group = %group, topic = %sub.topic, error = %e, "subscription does not compile");
+                parse_failures.push(format!(
+                    "subscription of group {group} to topic {} ({}): {e}",
+                    sub.topic,
+                    crate::filter::excerpt(&sub.sub_string)
+                ));
+            }
+        }
+    }
+    let subscribed = broker
+        .clients
+        .consumer_group(group)
+        .map(|g| g.subscriptions)
+        .unwrap_or_default();
+    broker.filters.retain_group(group, |topic| {
+        subscribed
+            .get(topic)
+            .is_some_and(|s| !is_tag_type(Some(&s.expression_type)))
+    });
+}
+
+/// Consumer groups that lost members (a connection closed, a client unregistered or
+/// stopped heart-beating): a group left empty drops its compiled filters; every one is
+/// told to rebalance.
+pub fn groups_left(broker: &Broker, groups: &[String]) {
+    for group in groups {
+        if !broker.clients.has_consumer_group(group) {
+            broker.filters.retain_group(group, |_| false);
+        }
+        notify_consumer_ids_changed(broker, group);
+    }
+}
+
+/// The heartbeat's size and names, and room for its memberships, checked before any
+/// side effect.
+fn check_heartbeat_bounds(
+    broker: &Broker,
+    conn: &Conn,
+    data: &HeartbeatData,
+) -> Result<(), Refused> {
+    let b = &broker.config.broker;
+    let refused = |limit: &'static str, remark: String| Refused { limit, remark };
+    let max = b.max_heartbeat_groups as usize;
     let entries = data
         .consumer_data_set
         .len()
         .saturating_add(data.producer_data_set.len());
     if entries > max {
-        return Err(format!(
-            "heartbeat names {entries} consumer and producer groups, more than maxHeartbeatGroups {max}"
+        return Err(refused(
+            "maxHeartbeatGroups",
+            format!(
+                "heartbeat names {entries} consumer and producer groups, more than maxHeartbeatGroups {max}"
+            ),
         ));
     }
     let groups = data
@@ -131,9 +213,62 @@ fn check_heartbeat_bounds(broker: &Broker, data: &HeartbeatData) -> Result<(), S
         .map(|c| c.group_name.as_str())
         .chain(data.producer_data_set.iter().map(|p| p.group_name.as_str()));
     for group in groups {
-        names::validate_group(group)?;
+        names::validate_group(group).map_err(|remark| refused("groupName", remark))?;
     }
-    Ok(())
+    let max_subs = b.max_subscriptions_per_group as usize;
+    let max_len = b.filter_sql_max_length as usize;
+    for consumer in &data.consumer_data_set {
+        let subs = &consumer.subscription_data_set;
+        if subs.len() > max_subs {
+            return Err(refused(
+                "maxSubscriptionsPerGroup",
+                format!(
+                    "group {} subscribes to {} topics, more than maxSubscriptionsPerGroup {max_subs}",
+                    consumer.group_name,
+                    subs.len()
+                ),
+            ));
+        }
+        for sub in subs {
+            // Only the length: 4.9 lets a client subscribe to any name, and a name that
+            // cannot be created does no harm beyond its bytes.
+            if sub.topic.len() > names::MAX_TOPIC_LEN {
+                return Err(refused(
+                    "topicName",
+                    format!(
+                        "group {} subscribes to a topic name longer than {}",
+                        consumer.group_name,
+                        names::MAX_TOPIC_LEN
+                    ),
+                ));
+            }
+            if sub.tags_set.len() > max_subs || sub.code_set.len() > max_subs {
+                return Err(refused(
+                    "maxSubscriptionsPerGroup",
+                    format!(
+                        "the subscription of group {} to {} names more tags than maxSubscriptionsPerGroup {max_subs}",
+                        consumer.group_name, sub.topic
+                    ),
+                ));
+            }
+            if sub.sub_string.len() > max_len {
+                return Err(refused(
+                    "filterSqlMaxLength",
+                    format!(
+                        "the subscription of group {} to {} is {} bytes long, more than filterSqlMaxLength {max_len}",
+                        consumer.group_name,
+                        sub.topic,
+                        sub.sub_string.len()
+                    ),
+                ));
+            }
+        }
+    }
+    broker.clients.admits(
+        conn.id,
+        data.consumer_data_set.iter().map(|c| c.group_name.as_str()),
+        data.producer_data_set.iter().map(|p| p.group_name.as_str()),
+    )
 }
 
 pub fn unregister_client(
@@ -150,7 +285,7 @@ pub fn unregister_client(
     {
         tracing::info!(group, client = %h.client_id, "consumer left");
         crate::connection::release_locks(broker, vec![(group.to_owned(), h.client_id.clone())]);
-        notify_consumer_ids_changed(broker, group);
+        groups_left(broker, &[group.to_owned()]);
     }
     Ok(success(request).into())
 }
@@ -239,11 +374,25 @@ pub fn consumer_list(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
         .into())
 }
 
+/// LOCK_BATCH_MQ. Only queues that exist on this broker can be locked, and only for a
+/// subscription group it knows: the lock table is keyed by what the client names, so
+/// anything else would let it grow without bound. Such queues are simply not in the
+/// answer's locked set, as queues another client holds are not.
 pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let body: LockBatchRequestBody = protocol::body::decode(&request.body)?;
+    let lockable = if broker.groups.get(&body.consumer_group).is_some() {
+        let own = &broker.config.broker.broker_name;
+        body.mq_set
+            .iter()
+            .filter(|mq| mq.broker_name == *own && queue_exists(broker, &mq.topic, mq.queue_id))
+            .cloned()
+            .collect()
+    } else {
+        Default::default()
+    };
     let locked = broker.locks.try_lock_batch(
         &body.consumer_group,
-        &body.mq_set,
+        &lockable,
         &body.client_id,
         Instant::now(),
     );
@@ -253,6 +402,14 @@ pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
     Ok(success(request)
         .with_body(protocol::body::encode(&out))
         .into())
+}
+
+/// Whether `topic` exists here with a queue `queue_id` (read or write).
+pub fn queue_exists(broker: &Broker, topic: &str, queue_id: i32) -> bool {
+    broker
+        .topics
+        .get(topic)
+        .is_some_and(|t| (0..t.read_queue_nums.max(t.write_queue_nums)).contains(&queue_id))
 }
 
 pub fn unlock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {

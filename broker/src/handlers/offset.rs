@@ -49,8 +49,28 @@ pub fn query_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) ->
     )
 }
 
+/// UPDATE_CONSUMER_OFFSET. The offset table is keyed by what the client names and
+/// persisted, so unlike 4.9 only an offset of a known group on an existing queue is
+/// kept; anything else is refused with the code a pull of it would get.
 pub fn update_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: UpdateConsumerOffsetRequestHeader = request.header()?;
+    if broker.groups.get(&h.consumer_group).is_none() {
+        return error(
+            request,
+            response::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        );
+    }
+    if !super::client::queue_exists(broker, &h.topic, h.queue_id) {
+        return error(
+            request,
+            response::TOPIC_NOT_EXIST,
+            format!(
+                "topic[{}] has no queue {} on this broker",
+                h.topic, h.queue_id
+            ),
+        );
+    }
     broker
         .offsets
         .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);

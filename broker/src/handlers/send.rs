@@ -122,6 +122,11 @@ pub async fn send_message(
         );
     }
 
+    if batch && let Err(remark) = check_batch_flags(h.sys_flag, &properties) {
+        broker.metrics.rejected_illegal();
+        return error(request, response::MESSAGE_ILLEGAL, remark);
+    }
+
     let mut sys_flag = h.sys_flag;
     if topic_config.topic_filter_type == TopicFilterType::MultiTag {
         sys_flag = sys_flag.with(MessageSysFlag::MULTI_TAGS);
@@ -173,6 +178,19 @@ pub async fn send_message(
         result
     };
     Ok(answer(broker, request, &topic, queue_id, body_len, result).into())
+}
+
+/// `CommitLog.asyncPutMessages`' refusals of a batch: no transaction flag (nothing would
+/// ever check or decide its records) and no batch-level delay (its records would be
+/// stored as due at once).
+fn check_batch_flags(sys_flag: MessageSysFlag, properties: &str) -> Result<(), &'static str> {
+    if sys_flag.transaction_type() != protocol::message::TransactionType::Not {
+        return Err("a batch of messages cannot be transactional");
+    }
+    match properties::find(properties, properties::DELAY).map(|d| d.trim().parse::<i32>()) {
+        None | Some(Ok(..=0)) => Ok(()),
+        Some(_) => Err("a batch of messages cannot be delayed (DELAY is set on the batch)"),
+    }
 }
 
 /// `msgCheck`: the topic's config, or the error answer.

@@ -61,16 +61,19 @@ fn producer(broker: &Broker) -> (Conn, mpsc::Receiver<RemotingCommand>) {
         close: CancellationToken::new(),
     };
     broker.clients.add_channel(channel.clone());
-    broker.clients.register_producer(
-        GROUP,
-        id,
-        ClientInfo {
-            client_id: "127.0.0.1@tx".into(),
-            language: LanguageCode::Java,
-            version: 409,
-            last_update: Instant::now(),
-        },
-    );
+    broker
+        .clients
+        .register_producer(
+            GROUP,
+            id,
+            ClientInfo {
+                client_id: "127.0.0.1@tx".into(),
+                language: LanguageCode::Java,
+                version: 409,
+                last_update: Instant::now(),
+            },
+        )
+        .expect("producer registers");
     (Conn { id, peer, channel }, rx)
 }
 

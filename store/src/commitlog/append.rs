@@ -153,7 +153,9 @@ impl CommitLog {
         &self,
         batch: &BatchMessage,
     ) -> Result<AppendMessageResult, PutMessageStatus> {
-        if batch.items.is_empty() {
+        // `CommitLog.asyncPutMessages`: a batch is never transactional (its records
+        // would be stored as half or decided messages no checker tracks).
+        if batch.items.is_empty() || batch.sys_flag.transaction_type() != TransactionType::Not {
             return Err(PutMessageStatus::MessageIllegal);
         }
         let sys_flag = batch

@@ -4,5 +4,8 @@
 //! clients are served, and memory stays within the bound the test states. The limits
 //! each test exercises are the ones `docs/security.md`'s threat model lists.
 
+mod batch;
 mod common;
+mod memory;
+mod registries;
 mod sql92;

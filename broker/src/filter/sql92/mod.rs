@@ -109,6 +109,8 @@ pub struct Sql92Filter {
     expr: ast::Expr,
     /// The property names the selector reads; `names[i]` fills slot `i`.
     names: Box<[Name]>,
+    /// Bytes the compiled selector holds, estimated from above.
+    footprint: usize,
 }
 
 impl fmt::Debug for Sql92Filter {
@@ -134,12 +136,26 @@ impl Sql92Filter {
     /// Compiles `source`, refusing it when it does not fit `limits`; the compiled tree is
     /// then shallow enough for evaluation, cloning and dropping to recurse safely.
     pub fn compile_within(source: &str, limits: &Sql92Limits) -> Result<Self, CompileError> {
-        let (expr, names) = parser::parse(source, limits)?;
+        let parsed = parser::parse(source, limits)?;
+        let names: Box<[Name]> = parsed.names.into_iter().map(Name::new).collect();
+        // Every node at most one `Expr` plus its box; literals, IN items and names are
+        // copies of source text, so twice the source bounds them.
+        let footprint = std::mem::size_of::<Self>()
+            + parsed.nodes as usize * 2 * std::mem::size_of::<ast::Expr>()
+            + names.len() * std::mem::size_of::<Name>()
+            + 3 * source.len();
         Ok(Self {
-            expr,
-            names: names.into_iter().map(Name::new).collect(),
+            expr: parsed.expr,
+            names,
             source: source.into(),
+            footprint,
         })
+    }
+
+    /// Bytes this compiled selector holds, estimated from above: what registries
+    /// charge it against their byte budgets.
+    pub fn footprint(&self) -> usize {
+        self.footprint
     }
 
     pub fn source(&self) -> &str {

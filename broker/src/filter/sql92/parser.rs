@@ -25,13 +25,9 @@ use super::budget::{Budget, Sql92Limits};
 use super::lexer::{Keyword, Lexer, Spanned, Tok};
 use super::value::{Value, compare};
 
-/// The tree and its property-name table: `Expr::Prop(Slot(i))` names `names[i]`. The
-/// text must fit `limits` (see [`super::budget`]): length before lexing, depth and node
+/// The tree of `src`, which must fit `limits` (see [`super::budget`]): length before lexing, depth and node
 /// count while the tree is built, so an over-budget tree is never allocated whole.
-pub(super) fn parse(
-    src: &str,
-    limits: &Sql92Limits,
-) -> Result<(Expr, Vec<Box<str>>), CompileError> {
+pub(super) fn parse(src: &str, limits: &Sql92Limits) -> Result<Parsed, CompileError> {
     if src.len() > limits.max_length {
         return Err(CompileError::over(
             Budget::Length,
@@ -62,7 +58,20 @@ pub(super) fn parse(
         return Err(p.unexpected());
     }
     let at = p.current.clone();
-    Ok((p.as_boolean(expr, &at)?.expr, p.names))
+    let root = p.as_boolean(expr, &at)?;
+    Ok(Parsed {
+        expr: root.expr,
+        names: p.names,
+        nodes: root.nodes,
+    })
+}
+
+/// A compiled selector's tree, its property-name table (`Expr::Prop(Slot(i))` names
+/// `names[i]`) and its node count.
+pub(super) struct Parsed {
+    pub expr: Expr,
+    pub names: Vec<Box<str>>,
+    pub nodes: u32,
 }
 
 /// A subtree being built, with the two figures the budget needs: its depth (a leaf is
