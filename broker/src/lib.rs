@@ -35,6 +35,7 @@ pub mod registration;
 pub mod remoting_client;
 pub mod schedule;
 pub mod server;
+pub mod skipped;
 pub mod state;
 pub mod store_adapter;
 pub mod store_api;

@@ -101,6 +101,8 @@ pub struct Metrics {
     pub transactions: crate::transaction::metrics::TransactionMetrics,
     /// Where the resource limits bite.
     pub limits: crate::limit_metrics::LimitMetrics,
+    /// Records the transaction checker and the schedule service passed over.
+    pub skips: crate::skipped::SkipMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
     /// Handles into `latency`, `put_*` and `get_*` by request code / topic.
@@ -165,6 +167,7 @@ impl Metrics {
             group_diff: Family::default(),
             transactions: Default::default(),
             limits: Default::default(),
+            skips: Default::default(),
             put_total: AtomicU64::new(0),
             get_total: AtomicU64::new(0),
             latency_by_code: HandleCache::default(),
@@ -336,6 +339,7 @@ impl Metrics {
         );
         m.transactions.register(&mut r);
         m.limits.register(&mut r);
+        m.skips.register(&mut r);
         Self { registry: r, ..m }
     }
 
@@ -535,7 +539,7 @@ impl Metrics {
     }
 
     /// Refreshes the gauges read from the store and offsets, then encodes everything.
-    fn render(&self, broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
+    pub(crate) fn render(&self, broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
         if let Some(b) = broker {
             let store = &b.store;
             self.dispatch_behind

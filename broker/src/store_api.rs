@@ -63,6 +63,29 @@ pub enum PutStatus {
     UnknownError,
 }
 
+impl PutStatus {
+    /// True when the record is in the CommitLog and only durability or replication
+    /// lagged (`sendFinalMessage` and the schedule service treat these as stored).
+    pub fn is_stored(self) -> bool {
+        matches!(
+            self,
+            Self::PutOk
+                | Self::FlushDiskTimeout
+                | Self::FlushSlaveTimeout
+                | Self::SlaveNotAvailable
+        )
+    }
+
+    /// True when the store refused this record for what it is (a field over a limit,
+    /// an illegal topic or body): the same record is refused again however often it is
+    /// retried. Every other failure is about the store's state at that moment (a slave
+    /// or fenced master, the page cache busy, a file that could not be created, a failed
+    /// write) and may pass later, so a background service retries rather than skips it.
+    pub fn refuses_the_record(self) -> bool {
+        matches!(self, Self::MessageIllegal | Self::PropertiesSizeExceeded)
+    }
+}
+
 /// Where the (first) message landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {

@@ -7,6 +7,26 @@
 //! written every `flushDelayOffsetInterval` and at shutdown; after an unclean stop the
 //! deliveries the file had not caught up with are found again through the index
 //! (see [`recovery`]) so they are not delivered twice.
+//!
+//! # What pauses a level, and what is passed over
+//!
+//! A level's walk never stops for good at one unit. When the store cannot take the copy
+//! for its own reasons (not writable, page cache busy, a slave or fenced master, a file
+//! it could not create: [`PutStatus::refuses_the_record`] is false) the level pauses and
+//! retries the same unit, as passing it would lose the message. A unit that can never be
+//! delivered is passed over, counted in `rocketmq_broker_schedule_skipped_total{reason}`
+//! and logged (rate-limited, `crate::skipped`):
+//!
+//! * `unreadable`: the unit points at no valid record (the CommitLog file went with
+//!   retention, or the bytes are not a record);
+//! * `no_destination`: the record has no usable `REAL_TOPIC` / `REAL_QID`;
+//! * `half_message`: its real topic is the transaction half topic (4.9 drops these too);
+//! * `put_refused`: the store refuses the copy for what it is (a body over a
+//!   since-lowered `maxMessageSize`, properties over the limit), which no retry changes.
+//!   RocketMQ 4.9's timer task retries such a put for ever and so stops the level; its
+//!   later asynchronous delivery (`PutResultProcess.need2Skip`) passes it after a few
+//!   resends. The parked record stays in `SCHEDULE_TOPIC_XXXX` until retention, and the
+//!   log line names its CommitLog offset.
 
 pub mod delivery;
 pub mod recovery;
@@ -44,10 +64,41 @@ pub struct ScheduleService {
 /// What became of one due unit.
 enum Outcome {
     Delivered,
-    /// Nothing to deliver (record gone, no real topic, half message); move on.
-    Skipped,
-    /// The store refused; try the same unit again later.
-    Failed(PutStatus),
+    /// The unit can never be delivered; move on.
+    Skipped(Skip),
+    /// The store could not take the copy now; try the same unit again later.
+    Retry(PutStatus),
+}
+
+/// Why a unit was passed over (see the module docs); `label` is the metric's reason.
+#[derive(Debug, Clone, Copy)]
+enum Skip {
+    Unreadable,
+    NoDestination,
+    HalfMessage,
+    PutRefused(PutStatus),
+}
+
+impl Skip {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Unreadable => "unreadable",
+            Self::NoDestination => "no_destination",
+            Self::HalfMessage => "half_message",
+            Self::PutRefused(_) => "put_refused",
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Self::Unreadable => "no valid record at its CommitLog offset".to_owned(),
+            Self::NoDestination => "the parked record has no usable REAL_TOPIC/REAL_QID".to_owned(),
+            Self::HalfMessage => "its real topic is the transaction half topic".to_owned(),
+            Self::PutRefused(status) => {
+                format!("the store refuses its copy for the real topic ({status:?})")
+            }
+        }
+    }
 }
 
 impl ScheduleService {
@@ -212,8 +263,16 @@ async fn run_level(broker: Arc<Broker>, level: i32) {
             }
             match deliver(&broker, unit).await {
                 Outcome::Delivered => delivered += 1,
-                Outcome::Skipped => {}
-                Outcome::Failed(status) => {
+                Outcome::Skipped(why) => broker.metrics.skips.schedule.record(
+                    why.label(),
+                    format_args!(
+                        "delayed message of level {level} at offset {} (CommitLog offset {}) not delivered: {}",
+                        unit.offset.get(),
+                        unit.physical_offset.get(),
+                        why.describe()
+                    ),
+                ),
+                Outcome::Retry(status) => {
                     tracing::warn!(
                         level,
                         offset = unit.offset.get(),
@@ -244,37 +303,24 @@ async fn run_level(broker: Arc<Broker>, level: i32) {
 
 async fn deliver(broker: &Broker, unit: &QueueUnit) -> Outcome {
     let Some(stored) = broker.store.view_message(unit.physical_offset) else {
-        tracing::warn!(
-            offset = unit.physical_offset.get(),
-            "delayed message not found in the CommitLog, skipped"
-        );
-        return Outcome::Skipped;
+        return Outcome::Skipped(Skip::Unreadable);
     };
     let Ok(view) = record::decode(&stored, false) else {
-        tracing::warn!(
-            offset = unit.physical_offset.get(),
-            "delayed message unreadable, skipped"
-        );
-        return Outcome::Skipped;
+        return Outcome::Skipped(Skip::Unreadable);
     };
     let Some(copy) = delivery::copy_for_real_topic(&view, &stored) else {
-        tracing::warn!(
-            offset = unit.physical_offset.get(),
-            "delayed message without REAL_TOPIC/REAL_QID, skipped"
-        );
-        return Outcome::Skipped;
+        return Outcome::Skipped(Skip::NoDestination);
     };
     if copy.topic == TRANS_HALF_TOPIC {
-        return Outcome::Skipped;
+        return Outcome::Skipped(Skip::HalfMessage);
     }
-    let result = broker.put(crate::put_path::Put::Message(copy)).await;
-    match result.status {
-        // The record is in the CommitLog; only durability or replication lagged.
-        PutStatus::PutOk
-        | PutStatus::FlushDiskTimeout
-        | PutStatus::FlushSlaveTimeout
-        | PutStatus::SlaveNotAvailable => Outcome::Delivered,
-        status => Outcome::Failed(status),
+    let status = broker.put(crate::put_path::Put::Message(copy)).await.status;
+    if status.is_stored() {
+        Outcome::Delivered
+    } else if status.refuses_the_record() {
+        Outcome::Skipped(Skip::PutRefused(status))
+    } else {
+        Outcome::Retry(status)
     }
 }
 

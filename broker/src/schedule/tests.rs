@@ -127,3 +127,80 @@ fn offsets_load_and_correct_into_the_queue_range() {
     assert_eq!(b.schedule.offset(1), QueueOffset(0));
     assert_eq!(b.schedule.offset(2), QueueOffset(0));
 }
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn close(b: Arc<Broker>) {
+    b.persist_all();
+    b.store.shutdown();
+}
+
+/// An operator lowered `maxMessageSize` while a larger message was parked: the store
+/// refuses its copy for good, and the messages behind it are still delivered.
+#[test]
+fn a_delayed_message_the_store_refuses_for_good_does_not_stop_its_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let b = broker(dir.path());
+    let mut big = delayed("T", 0, 1, 0);
+    big.body = bytes::Bytes::from(vec![b'x'; 2000]);
+    rt.block_on(b.put(crate::put_path::Put::Message(big)));
+    close(b);
+
+    let b = test_fixture::broker(dir.path(), &format!("{LEVELS}maxMessageSize=1024\n"));
+    rt.block_on(async {
+        for n in 1..3 {
+            b.put(crate::put_path::Put::Message(delayed("T", 0, 1, n)))
+                .await;
+        }
+    });
+    let service = rt.spawn(run(Arc::clone(&b)));
+    wait_until("delivery behind the refused message", || {
+        b.store.max_offset_in_queue("T", 0) == QueueOffset(2)
+    });
+    let got: Vec<String> = bodies(&b, "T", 0).into_iter().map(|(b, _)| b).collect();
+    assert_eq!(got, ["m1", "m2"]);
+    assert_eq!(b.metrics.skips.schedule.get("put_refused"), 1);
+    let text = b.metrics.render(None).unwrap();
+    assert!(
+        text.contains("rocketmq_broker_schedule_skipped_total{reason=\"put_refused\"} 1"),
+        "{text}"
+    );
+    // The parked record stays where it was; the level's offset is past it.
+    assert_eq!(
+        b.store.max_offset_in_queue(SCHEDULE_TOPIC, 0),
+        QueueOffset(3)
+    );
+    assert_eq!(b.schedule.offset(1), QueueOffset(3));
+    b.shutdown.cancel();
+    rt.block_on(service).unwrap();
+}
+
+/// A record in `SCHEDULE_TOPIC_XXXX` without a real destination (not one the store
+/// parked) is counted and passed.
+#[test]
+fn a_parked_record_without_destination_is_counted_and_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let b = broker(dir.path());
+    rt.block_on(async {
+        let stray = test_fixture::message(SCHEDULE_TOPIC, 0, "stray", "TAGS\u{1}A".to_owned());
+        b.put(crate::put_path::Put::Message(stray)).await;
+        b.put(crate::put_path::Put::Message(delayed("T", 1, 1, 7)))
+            .await;
+    });
+    let service = rt.spawn(run(Arc::clone(&b)));
+    wait_until("delivery behind the stray record", || {
+        b.store.max_offset_in_queue("T", 1) == QueueOffset(1)
+    });
+    assert_eq!(bodies(&b, "T", 1)[0].0, "m7");
+    assert_eq!(b.metrics.skips.schedule.get("no_destination"), 1);
+    b.shutdown.cancel();
+    rt.block_on(service).unwrap();
+}

@@ -10,7 +10,7 @@ use crate::filter::MessageFilter;
 use crate::names::perm;
 use crate::put_path::Put;
 use crate::state::Broker;
-use crate::store_api::{GetStatus, PutMessage, PutResult, PutStatus};
+use crate::store_api::{Appended, GetStatus, PutMessage, PutResult, PutStatus};
 
 /// Op records read per store call (RocketMQ pulls 32 at a time).
 const OP_BATCH: i32 = 32;
@@ -48,15 +48,27 @@ pub fn ensure_topic(broker: &Broker, topic: &str) {
         .get_or_create_system(topic, 1, perm::READ | perm::WRITE, 0);
 }
 
-/// The record at `offset` of the half queue; `None` when it is gone or not there yet.
-pub fn read_half(broker: &Broker, offset: QueueOffset) -> Option<StoredRecord> {
+/// What one offset of the half queue holds.
+pub enum HalfAt {
+    Record(StoredRecord),
+    /// Nothing: removed by retention, a hole, or not there yet.
+    Gone,
+    /// Bytes that are not a valid record.
+    Corrupt,
+}
+
+/// The record at `offset` of the half queue.
+pub fn read_half(broker: &Broker, offset: QueueOffset) -> HalfAt {
     let r = broker
         .store
         .get_message(HALF_TOPIC, QUEUE_ID, offset, 1, &MessageFilter::All);
     if r.status != GetStatus::Found {
-        return None;
+        return HalfAt::Gone;
     }
-    r.messages.into_iter().next().and_then(StoredRecord::new)
+    match r.messages.into_iter().next() {
+        None => HalfAt::Gone,
+        Some(bytes) => StoredRecord::new(bytes).map_or(HalfAt::Corrupt, HalfAt::Record),
+    }
 }
 
 /// The record stored at a CommitLog offset (`lookMessageByOffset`).
@@ -175,13 +187,25 @@ pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutResult 
 /// True when the store kept the record (`sendFinalMessage` treats the flush and slave
 /// timeouts as stored).
 pub fn stored(r: &PutResult) -> bool {
-    matches!(
-        r.status,
-        PutStatus::PutOk
-            | PutStatus::FlushDiskTimeout
-            | PutStatus::FlushSlaveTimeout
-            | PutStatus::SlaveNotAvailable
-    ) && r.appended.is_some()
+    r.status.is_stored() && r.appended.is_some()
+}
+
+/// A put's result as the checker acts on it.
+pub enum PutOutcome {
+    Stored(Appended),
+    /// The store could not take anything now (see [`PutStatus::refuses_the_record`]);
+    /// the same put may pass later.
+    Unavailable(PutStatus),
+    /// The store refuses this record for what it is; it never passes.
+    Refused(PutStatus),
+}
+
+pub fn outcome(r: PutResult) -> PutOutcome {
+    match r.appended {
+        Some(appended) if r.status.is_stored() => PutOutcome::Stored(appended),
+        _ if r.status.refuses_the_record() => PutOutcome::Refused(r.status),
+        _ => PutOutcome::Unavailable(r.status),
+    }
 }
 
 /// True when the real topic already holds a message with this `UNIQ_KEY` (an earlier

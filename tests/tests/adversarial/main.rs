@@ -5,6 +5,7 @@
 //! each test exercises are the ones `docs/security.md`'s threat model lists.
 
 mod batch;
+mod checker;
 mod common;
 mod memory;
 mod registries;
