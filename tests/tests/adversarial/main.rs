@@ -5,4 +5,5 @@
 //! each test exercises are the ones `docs/security.md`'s threat model lists.
 
 mod common;
+mod listeners;
 mod sql92;
