@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use security::conn_gate::ExemptSources;
 use security::sign::{Credentials, Secret};
 use security::tls::{ClientTlsSettings, ServerTlsSettings};
 use store::MessageStoreConfig;
@@ -71,6 +72,29 @@ impl ConfigValue for Option<String> {
     }
     fn render(&self) -> String {
         self.clone().unwrap_or_default()
+    }
+}
+
+/// A percentage, 0 to 100; anything else is a bad value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Percent(pub u32);
+
+impl ConfigValue for Percent {
+    fn parse_value(text: &str) -> Option<Self> {
+        text.trim().parse().ok().filter(|p| *p <= 100).map(Self)
+    }
+    fn render(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+/// `connectionLimitExemptAddresses`: a list that does not parse is a bad value.
+impl ConfigValue for ExemptSources {
+    fn parse_value(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+    fn render(&self) -> String {
+        self.to_string()
     }
 }
 
@@ -228,14 +252,39 @@ broker_config! {
     write_timeout_millis: u64 = "writeTimeoutMillis" => 15_000;
     /// TCP keepalive idle time on accepted connections, s (0 disables keepalive).
     tcp_keep_alive_seconds: u64 = "tcpKeepAliveSeconds" => 60;
-    /// Open remoting connections; a peer over the cap is closed at once.
+    /// Open remoting connections (main and VIP port together); a peer over the cap is
+    /// closed at once.
     max_connections: u32 = "maxConnections" => 10_000;
-    /// Open remoting connections per source IP (0: no per-IP cap).
-    max_connections_per_ip: u32 = "maxConnectionsPerIp" => 0;
+    /// Open remoting connections one source IP may hold (not a RocketMQ key; 0: no
+    /// per-source share). 1000 leaves room for a thousand client instances behind one
+    /// NAT address; list larger NATs in `connectionLimitExemptAddresses`.
+    max_connections_per_ip: u32 = "maxConnectionsPerIp" => 1000;
     /// Open HA connections (slaves) on `haListenPort`.
     ha_max_connections: u32 = "haMaxConnections" => 16;
+    /// Open HA connections one source IP may hold (0: no per-source share).
+    ha_max_connections_per_ip: u32 = "haMaxConnectionsPerIp" => 8;
     /// Open HTTP connections on `metricsPort`.
     http_max_connections: u32 = "httpMaxConnections" => 64;
+    /// Open HTTP connections one source IP may hold (0: no per-source share).
+    http_max_connections_per_ip: u32 = "httpMaxConnectionsPerIp" => 16;
+    /// Percent (0-100) of each listener's cap (rounded down, at most all but one slot) that only
+    /// admits a source holding no connection there yet, so a new client, slave or probe
+    /// gets in while others hold everything their share allows (not a RocketMQ key).
+    connection_reserve_percent: Percent = "connectionReservePercent" => Percent(10);
+    /// Comma-separated IP addresses and CIDR blocks the per-source shares do not apply
+    /// to (clients behind one NAT address); the caps and the reserve still do.
+    connection_limit_exempt_addresses: ExemptSources = "connectionLimitExemptAddresses" => ExemptSources::default();
+    /// A remoting connection that sends no complete, decodable frame this long after it
+    /// was accepted (TLS handshake included) is closed. Only the first request: 4.x
+    /// clients then heartbeat every 30 s, and later silence is
+    /// `serverChannelMaxIdleTimeSeconds`' business.
+    first_request_timeout_millis: u64 = "firstRequestTimeoutMillis" => 10_000;
+    /// An HTTP connection on `metricsPort` whose first request head is not complete
+    /// this long after it was accepted (TLS handshake included) is closed.
+    http_first_request_timeout_millis: u64 = "httpFirstRequestTimeoutMillis" => 10_000;
+    /// An HA connection whose slave has not completed the handshake (TLS included) this
+    /// long after it was accepted is closed.
+    ha_handshake_timeout_millis: u64 = "haHandshakeTimeoutMillis" => 5_000;
     /// An HTTP connection on `metricsPort` that moves no byte this long is closed.
     http_idle_timeout_millis: u64 = "httpIdleTimeoutMillis" => 60_000;
     /// Groups or topics one request (a heartbeat, a send) may auto-create; the rest are

@@ -13,7 +13,10 @@
 //! requests to the client (NOTIFY_CONSUMER_IDS_CHANGED); a write that makes no progress
 //! within `writeTimeoutMillis` closes the connection, so a peer that stops reading cannot
 //! pin the connection, its consumer membership and its queue locks. A frame that does
-//! not decode closes this connection only.
+//! not decode closes this connection only. A connection whose first complete frame has
+//! not arrived by its slot's deadline (`firstRequestTimeoutMillis`, counted from accept)
+//! is closed, so silent peers cannot hold slots; after that first frame only
+//! `serverChannelMaxIdleTimeSeconds` applies (4.x clients heartbeat every 30 s).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -70,7 +73,6 @@ pub async fn serve_io<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let _slot = slot;
     let id = broker.next_conn_id();
     let (tx, rx) = mpsc::channel::<Answers>(OUTBOUND_QUEUE);
     let (push_tx, push_rx) = mpsc::channel::<RemotingCommand>(64);
@@ -108,6 +110,9 @@ pub async fn serve_io<R, W>(
         ),
     };
     let idle = broker.config.broker.idle_timeout();
+    // Until the first frame decodes, the wait is bounded by the slot's first-request
+    // deadline too, which partial frames do not push back.
+    let mut first_request_by = Some(slot.first_request_deadline());
     let mut frames = FramedRead::with_capacity(read, RemotingCodec::new(max_frame), READ_BUFFER);
     // Answers produced while serving the frames at hand; handed to the writer together
     // when the reader has to wait for more input (or ANSWER_BATCH of them are ready), so a
@@ -128,13 +133,20 @@ pub async fn serve_io<R, W>(
                 if !answers.is_empty() && !hand_over(&tx, &mut answers, &close).await {
                     break;
                 }
+                let idle_by = tokio::time::Instant::now() + idle;
+                let until = first_request_by.map_or(idle_by, |by| by.min(idle_by));
                 tokio::select! {
                     _ = close.cancelled() => break,
-                    next = tokio::time::timeout(idle, frames.next()) => next,
+                    next = tokio::time::timeout_at(until, frames.next()) => next,
                 }
             }
         };
         let request = match next {
+            Err(_) if first_request_by.is_some() => {
+                let e = slot.first_request_timed_out();
+                tracing::info!(%peer, error = %e, "no request within firstRequestTimeoutMillis, closing");
+                break;
+            }
             Err(_) => {
                 tracing::info!(%peer, "closing idle connection");
                 break;
@@ -152,6 +164,7 @@ pub async fn serve_io<R, W>(
             }
             Ok(Some(Ok(cmd))) => cmd,
         };
+        first_request_by = None;
         if request.is_response() {
             // An answer to a request the broker pushed (GET_CONSUMER_STATUS_FROM_CLIENT);
             // one nobody waits for any more is dropped.
@@ -511,10 +524,8 @@ mod tests {
     use std::time::Duration;
 
     use futures::StreamExt;
-    use prometheus_client::metrics::counter::Counter;
-    use prometheus_client::metrics::gauge::Gauge;
     use protocol::RemotingCodec;
-    use security::conn_gate::ConnGate;
+    use security::conn_gate::{ConnGate, GateLimits, GateMetrics};
     use tokio::io::{AsyncWriteExt, BufWriter};
     use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -529,7 +540,10 @@ mod tests {
         let broker = crate::test_fixture::broker(dir.path(), "");
         let (client, server) = tokio::io::duplex(64 * 1024);
         let (server_read, server_write) = tokio::io::split(server);
-        let gate = ConnGate::new(1, 0, Gauge::default(), Counter::default());
+        let gate = ConnGate::new(
+            GateLimits::cap(1, Duration::from_secs(60)),
+            GateMetrics::default(),
+        );
         let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         let slot = gate.admit(peer.ip()).unwrap();
         tokio::spawn(serve_io(
@@ -555,5 +569,67 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((answer.opaque, answer.code), (7, response::SUCCESS));
+    }
+
+    /// A peer that sends part of a frame and then nothing is closed at the first-request
+    /// deadline (counted), not after `serverChannelMaxIdleTimeSeconds`; one whose first
+    /// frame arrived in time is not, however long it then stays quiet.
+    #[tokio::test]
+    async fn a_connection_without_a_first_frame_is_closed_at_the_deadline() {
+        use security::conn_gate::{Refusal, RefusalCounters};
+        use tokio::io::AsyncReadExt;
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::test_fixture::broker(dir.path(), "");
+        let timeouts = prometheus_client::metrics::counter::Counter::default();
+        let gate = ConnGate::new(
+            GateLimits::cap(4, Duration::from_millis(300)),
+            GateMetrics {
+                reasons: RefusalCounters::default()
+                    .with(Refusal::FirstRequestTimeout, timeouts.clone()),
+                ..GateMetrics::default()
+            },
+        );
+        let peer: SocketAddr = "127.0.0.1:40001".parse().unwrap();
+        let serve = |server: tokio::io::DuplexStream| {
+            let (r, w) = tokio::io::split(server);
+            let slot = gate.admit(peer.ip()).unwrap();
+            tokio::spawn(serve_io(r, w, peer, Arc::clone(&broker), slot))
+        };
+
+        let (mut silent, server) = tokio::io::duplex(64 * 1024);
+        let served = serve(server);
+        // Half a frame header: bytes arrived, no frame did.
+        silent.write_all(&[0, 0, 0]).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), served)
+            .await
+            .expect("closed at the first-request deadline")
+            .unwrap();
+        assert_eq!(timeouts.get(), 1);
+        assert_eq!(gate.open(), 0, "its slot is free");
+        let mut buf = [0u8; 8];
+        assert_eq!(silent.read(&mut buf).await.unwrap(), 0);
+
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let served = serve(server);
+        let (client_read, client_write) = tokio::io::split(client);
+        let mut requests = FramedWrite::new(client_write, RemotingCodec::new(1 << 20));
+        let mut answers = FramedRead::new(client_read, RemotingCodec::new(1 << 20));
+        let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
+        request.opaque = 1;
+        futures::SinkExt::send(&mut requests, request)
+            .await
+            .unwrap();
+        answers.next().await.unwrap().unwrap();
+        // Quiet for twice the deadline, then served again on the same connection.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
+        request.opaque = 2;
+        futures::SinkExt::send(&mut requests, request)
+            .await
+            .unwrap();
+        let answer = answers.next().await.unwrap().unwrap();
+        assert_eq!(answer.opaque, 2);
+        assert!(!served.is_finished());
+        assert_eq!(timeouts.get(), 1);
     }
 }

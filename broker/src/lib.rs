@@ -16,6 +16,7 @@ pub mod connection;
 pub mod consume_rate;
 pub mod dispatch;
 pub mod filter;
+pub mod gates;
 pub mod groups;
 pub mod ha;
 pub mod handlers;

@@ -6,6 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use security::conn_gate::{GateMetrics, Refusal, RefusalCounters};
 
 /// A refusal's label: the broker.conf key of the limit that refused it.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -28,6 +29,12 @@ impl Refusals {
     pub fn get(&self, key: &'static str) -> u64 {
         self.0.get_or_create(&LimitLabels { limit: key }).get()
     }
+
+    /// The counter of `key`'s series, for code that counts without this type (the
+    /// listeners' gates).
+    pub fn counter(&self, key: &'static str) -> Counter {
+        self.0.get_or_create(&LimitLabels { limit: key }).clone()
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,23 +42,49 @@ pub struct ListenerLabels {
     pub listener: String,
 }
 
-/// The listeners that have a connection cap.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerReasonLabels {
+    pub listener: String,
+    pub reason: String,
+}
+
+/// The listeners that have a connection gate.
 #[derive(Debug, Clone, Copy)]
 pub enum Listener {
+    /// The remoting port and the VIP port (one gate for both).
     Remoting,
     Ha,
     Http,
 }
 
 impl Listener {
-    fn label(self) -> ListenerLabels {
-        let name = match self {
+    fn name(self) -> &'static str {
+        match self {
             Self::Remoting => "remoting",
             Self::Ha => "ha",
             Self::Http => "http",
-        };
+        }
+    }
+
+    fn label(self) -> ListenerLabels {
         ListenerLabels {
-            listener: name.to_owned(),
+            listener: self.name().to_owned(),
+        }
+    }
+
+    /// The broker.conf key of the limit behind each refusal on this listener.
+    pub fn key(self, reason: Refusal) -> &'static str {
+        match (self, reason) {
+            (_, Refusal::Reserved) => "connectionReservePercent",
+            (Self::Remoting, Refusal::Cap) => "maxConnections",
+            (Self::Remoting, Refusal::PerSource) => "maxConnectionsPerIp",
+            (Self::Remoting, Refusal::FirstRequestTimeout) => "firstRequestTimeoutMillis",
+            (Self::Ha, Refusal::Cap) => "haMaxConnections",
+            (Self::Ha, Refusal::PerSource) => "haMaxConnectionsPerIp",
+            (Self::Ha, Refusal::FirstRequestTimeout) => "haHandshakeTimeoutMillis",
+            (Self::Http, Refusal::Cap) => "httpMaxConnections",
+            (Self::Http, Refusal::PerSource) => "httpMaxConnectionsPerIp",
+            (Self::Http, Refusal::FirstRequestTimeout) => "httpFirstRequestTimeoutMillis",
         }
     }
 }
@@ -60,6 +93,7 @@ impl Listener {
 pub struct LimitMetrics {
     conn_open: Family<ListenerLabels, Gauge>,
     conn_refused: Family<ListenerLabels, Counter>,
+    conn_refusals: Family<ListenerReasonLabels, Counter>,
     /// Pulls parked now (long polling).
     pub parked_pulls: Gauge,
     /// Pulls answered SYSTEM_BUSY because a parked-pull cap was reached.
@@ -81,13 +115,26 @@ pub struct LimitMetrics {
 }
 
 impl LimitMetrics {
-    /// The open-connections gauge and refused counter of `listener`.
-    pub fn listener(&self, listener: Listener) -> (Gauge, Counter) {
+    /// The series of `listener`'s gate: open connections, refusals at accept, and each
+    /// refusal by reason, counted both by listener and reason and by the config key of
+    /// the limit (`rocketmq_broker_limit_refusals_total{limit="<key>"}`).
+    pub fn listener(&self, listener: Listener) -> GateMetrics {
         let l = listener.label();
-        (
-            self.conn_open.get_or_create(&l).clone(),
-            self.conn_refused.get_or_create(&l).clone(),
-        )
+        let mut reasons = RefusalCounters::default();
+        for reason in Refusal::ALL {
+            let labels = ListenerReasonLabels {
+                listener: listener.name().to_owned(),
+                reason: reason.label().to_owned(),
+            };
+            reasons = reasons
+                .with(reason, self.conn_refusals.get_or_create(&labels).clone())
+                .with(reason, self.refusals.counter(listener.key(reason)));
+        }
+        GateMetrics {
+            open: self.conn_open.get_or_create(&l).clone(),
+            refused: self.conn_refused.get_or_create(&l).clone(),
+            reasons,
+        }
     }
 
     pub fn register(&self, r: &mut Registry) {
@@ -100,6 +147,12 @@ impl LimitMetrics {
             "rocketmq_listener_connections_refused",
             "Connections closed at accept because a connection cap was reached",
             self.conn_refused.clone(),
+        );
+        r.register(
+            "rocketmq_listener_refusals",
+            "Connections refused at accept or closed before their first request, by listener \
+             and reason (cap, per_source, reserved, first_request_timeout)",
+            self.conn_refusals.clone(),
         );
         r.register(
             "rocketmq_broker_parked_pulls",

@@ -16,7 +16,7 @@ use broker::store_adapter::StoreAdapter;
 use broker::store_api::MessageStoreApi;
 use broker::{metrics, server};
 use clap::Parser;
-use security::conn_gate::{ConnGate, GatedListener};
+use security::conn_gate::GatedListener;
 use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
@@ -84,17 +84,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let metrics_tls =
         security::http_stream::metrics_tls(tls.as_ref(), config.broker.tls_metrics_enable)?;
     let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
-    let (open, refused) = metrics.limits.listener(Listener::Http);
     let http_listener = GatedListener {
         inner: TcpListener::bind(http_addr)
             .await
             .with_context(|| format!("cannot listen on {http_addr} (metricsPort)"))?,
-        gate: ConnGate::new(
-            config.broker.http_max_connections as usize,
-            0,
-            open,
-            refused,
-        ),
+        gate: broker::gates::gate(&config.broker, &metrics.limits, Listener::Http),
         idle: Duration::from_millis(config.broker.http_idle_timeout_millis.max(100)),
         idle_closed: metrics.limits.http_idle_closed.clone(),
         tls: metrics_tls,

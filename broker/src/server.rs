@@ -1,5 +1,6 @@
-//! The remoting listener (capped by `maxConnections` / `maxConnectionsPerIp`) and the
-//! broker's periodic tasks: consumer offset flush
+//! The remoting listeners (main and VIP port, one gate: `maxConnections`,
+//! `maxConnectionsPerIp`, the reserve, `firstRequestTimeoutMillis`) and the broker's
+//! periodic tasks: consumer offset flush
 //! (`flushConsumerOffsetInterval`) and expiry of silent clients (every 10 s, 120 s).
 
 use std::net::SocketAddr;
@@ -66,10 +67,12 @@ pub async fn serve_listener(listener: TcpListener, broker: Arc<Broker>) {
             Ok((stream, peer)) => {
                 // Over a cap: the stream is dropped (closed) here, before any work.
                 match broker.remoting_gate.admit(peer.ip()) {
-                    Some(slot) => {
+                    Ok(slot) => {
                         tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker), slot));
                     }
-                    None => tracing::debug!(%peer, "connection cap reached, closing at once"),
+                    Err(reason) => {
+                        tracing::debug!(%peer, %reason, "connection refused at accept")
+                    }
                 }
             }
             Err(e) => {
@@ -82,7 +85,8 @@ pub async fn serve_listener(listener: TcpListener, broker: Arc<Broker>) {
 }
 
 /// TLS or plaintext as `tls.server.mode` decides, then the connection; a plaintext
-/// stream keeps tokio's lock-free owned halves. `slot` is its place under the caps.
+/// stream keeps tokio's lock-free owned halves. `slot` is its place under the caps; the
+/// TLS handshake counts against its first-request deadline.
 async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>, slot: ConnSlot) {
     let b = &broker.config.broker;
     conn_gate::tune_socket(
@@ -90,16 +94,22 @@ async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker
         Duration::from_secs(b.tcp_keep_alive_seconds),
         b.write_timeout(),
     );
-    match security::tls::accept(broker.tls.as_deref(), stream).await {
-        Ok(MaybeTls::Plain(tcp)) => {
+    let accepted = slot
+        .before_first_request(security::tls::accept(broker.tls.as_deref(), stream))
+        .await;
+    match accepted {
+        Ok(Ok(MaybeTls::Plain(tcp))) => {
             let (read, write) = tcp.into_split();
             connection::serve_io(read, write, peer, broker, slot).await;
         }
-        Ok(tls) => {
+        Ok(Ok(tls)) => {
             let (read, write) = tokio::io::split(tls);
             connection::serve_io(read, write, peer, broker, slot).await;
         }
-        Err(e) => tracing::info!(%peer, error = %e, "connection refused by TLS"),
+        Ok(Err(e)) => tracing::info!(%peer, error = %e, "connection refused by TLS"),
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "TLS handshake past firstRequestTimeoutMillis, closing")
+        }
     }
 }
 

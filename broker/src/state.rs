@@ -55,7 +55,7 @@ pub struct Broker {
     /// Parked pulls across all connections (`maxParkedPullsTotal`); separate from
     /// `in_flight` so parked pulls never starve sends and heartbeats.
     pub parked: Arc<InFlightLimit>,
-    /// The remoting listener's connection caps.
+    /// The remoting listeners' gate (main and VIP port together).
     pub remoting_gate: Arc<ConnGate>,
     /// True once recovery finished and the listener is up (`/readyz`).
     pub ready: AtomicBool,
@@ -134,13 +134,7 @@ impl Broker {
         let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
         let in_flight_bytes =
             InFlightLimit::new(usize::try_from(b.max_in_flight_bytes_total).unwrap_or(usize::MAX));
-        let (open, refused) = metrics.limits.listener(Listener::Remoting);
-        let remoting_gate = ConnGate::new(
-            b.max_connections as usize,
-            b.max_connections_per_ip as usize,
-            open,
-            refused,
-        );
+        let remoting_gate = crate::gates::gate(b, &metrics.limits, Listener::Remoting);
         let filters = Arc::new(FilterRegistry::new(
             Sql92Limits::new(
                 b.filter_sql_max_length as usize,

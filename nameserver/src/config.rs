@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use security::conn_gate::ExemptSources;
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq)]
@@ -80,10 +81,25 @@ pub struct NamesrvConfig {
     pub tls_metrics_enable: bool,
     /// Open remoting connections (`maxConnections`); a peer over it is closed at once.
     pub max_connections: usize,
-    /// Open remoting connections per source IP (`maxConnectionsPerIp`, 0: no cap).
+    /// Open remoting connections one source IP may hold (`maxConnectionsPerIp`, 0: no
+    /// per-source share). 1000 leaves room for a thousand clients behind one NAT address.
     pub max_connections_per_ip: usize,
     /// Open HTTP connections (`httpMaxConnections`).
     pub http_max_connections: usize,
+    /// Open HTTP connections one source IP may hold (`httpMaxConnectionsPerIp`, 0: none).
+    pub http_max_connections_per_ip: usize,
+    /// Percent of each listener's cap kept for sources holding no connection there
+    /// (`connectionReservePercent`, 0-100).
+    pub connection_reserve_percent: u32,
+    /// Sources the per-source shares spare (`connectionLimitExemptAddresses`: IPs and
+    /// CIDR blocks, comma-separated).
+    pub connection_limit_exempt_addresses: ExemptSources,
+    /// A remoting connection with no complete frame this long after accept is closed
+    /// (`firstRequestTimeoutMillis`; the first request only).
+    pub first_request_timeout: Duration,
+    /// An HTTP connection with no complete request head this long after accept is closed
+    /// (`httpFirstRequestTimeoutMillis`).
+    pub http_first_request_timeout: Duration,
     /// An HTTP connection that moves no byte this long is closed (`httpIdleTimeoutMillis`).
     pub http_idle_timeout: Duration,
     /// A write that makes no progress this long closes the connection
@@ -122,8 +138,13 @@ impl Default for NamesrvConfig {
             tls_file_check_interval: Duration::from_secs(1),
             tls_metrics_enable: false,
             max_connections: 10_000,
-            max_connections_per_ip: 0,
+            max_connections_per_ip: 1000,
             http_max_connections: 64,
+            http_max_connections_per_ip: 16,
+            connection_reserve_percent: 10,
+            connection_limit_exempt_addresses: ExemptSources::default(),
+            first_request_timeout: Duration::from_secs(10),
+            http_first_request_timeout: Duration::from_secs(10),
             http_idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(15),
             tcp_keep_alive: Duration::from_secs(60),
@@ -186,6 +207,29 @@ impl NamesrvConfig {
             }
             "httpMaxConnections" => {
                 self.http_max_connections = count(value, 1).ok_or_else(invalid)?
+            }
+            "httpMaxConnectionsPerIp" => {
+                self.http_max_connections_per_ip = count(value, 0).ok_or_else(invalid)?
+            }
+            "connectionReservePercent" => {
+                self.connection_reserve_percent = value
+                    .parse()
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or_else(invalid)?
+            }
+            "connectionLimitExemptAddresses" => {
+                self.connection_limit_exempt_addresses = value.parse().map_err(|_| invalid())?
+            }
+            "firstRequestTimeoutMillis" => {
+                self.first_request_timeout = millis(value)
+                    .filter(|d| *d >= Duration::from_millis(100))
+                    .ok_or_else(invalid)?
+            }
+            "httpFirstRequestTimeoutMillis" => {
+                self.http_first_request_timeout = millis(value)
+                    .filter(|d| *d >= Duration::from_millis(100))
+                    .ok_or_else(invalid)?
             }
             "httpIdleTimeoutMillis" => {
                 self.http_idle_timeout = millis(value)
@@ -277,6 +321,26 @@ impl NamesrvConfig {
                 self.max_connections_per_ip.to_string(),
             ),
             ("httpMaxConnections", self.http_max_connections.to_string()),
+            (
+                "httpMaxConnectionsPerIp",
+                self.http_max_connections_per_ip.to_string(),
+            ),
+            (
+                "connectionReservePercent",
+                self.connection_reserve_percent.to_string(),
+            ),
+            (
+                "connectionLimitExemptAddresses",
+                self.connection_limit_exempt_addresses.to_string(),
+            ),
+            (
+                "firstRequestTimeoutMillis",
+                self.first_request_timeout.as_millis().to_string(),
+            ),
+            (
+                "httpFirstRequestTimeoutMillis",
+                self.http_first_request_timeout.as_millis().to_string(),
+            ),
             (
                 "httpIdleTimeoutMillis",
                 self.http_idle_timeout.as_millis().to_string(),
@@ -477,6 +541,42 @@ mod tests {
         c.apply_properties("brokerChannelExpiredMillis=1500")
             .unwrap();
         assert_eq!(c.broker_channel_expired, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn listener_keys_apply_and_bad_values_name_the_key() {
+        let mut c = NamesrvConfig::default();
+        assert_eq!(c.max_connections_per_ip, 1000);
+        c.apply_properties(
+            "maxConnectionsPerIp=5\nhttpMaxConnectionsPerIp=2\nconnectionReservePercent=25\n\
+             connectionLimitExemptAddresses=10.0.0.0/8, 192.168.1.9\n\
+             firstRequestTimeoutMillis=700\nhttpFirstRequestTimeoutMillis=800\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.max_connections_per_ip, c.http_max_connections_per_ip),
+            (5, 2)
+        );
+        assert_eq!(c.connection_reserve_percent, 25);
+        assert!(
+            c.connection_limit_exempt_addresses
+                .contains("10.2.3.4".parse().unwrap())
+        );
+        assert_eq!(c.first_request_timeout, Duration::from_millis(700));
+        assert_eq!(c.http_first_request_timeout, Duration::from_millis(800));
+        assert!(c.entries().contains(&(
+            "connectionLimitExemptAddresses",
+            "10.0.0.0/8, 192.168.1.9".into()
+        )));
+        for bad in [
+            "connectionLimitExemptAddresses=10.0.0.*",
+            "connectionReservePercent=101",
+            "firstRequestTimeoutMillis=5",
+        ] {
+            let e = c.apply_properties(bad).unwrap_err();
+            let key = bad.split('=').next().unwrap();
+            assert!(e.to_string().contains(key), "{e}");
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! One client connection: decode frames, dispatch requests in arrival order, write the
 //! answers. A frame that does not decode closes this connection only; so does an answer
 //! the peer does not take within `writeTimeoutMillis` (a peer that stopped reading), so
-//! a stuck peer cannot pin a broker registration's channel for ever.
+//! a stuck peer cannot pin a broker registration's channel for ever. A connection whose
+//! first complete frame has not arrived by its slot's deadline (`firstRequestTimeoutMillis`,
+//! counted from accept) is closed; after that only `serverChannelMaxIdleTimeSeconds`
+//! applies.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,19 +28,27 @@ pub async fn serve(
     close: CancellationToken,
     slot: ConnSlot,
 ) {
-    let _slot = slot;
     // Keepalive and TCP_USER_TIMEOUT were set on the socket before the TLS handshake.
     let (idle, write_timeout) = {
         let c = shared.config.read();
         (c.server_channel_max_idle, c.write_timeout)
     };
     let mut framed = Framed::new(stream, RemotingCodec::default());
+    // Partial frames do not push the first-request deadline back.
+    let mut first_request_by = Some(slot.first_request_deadline());
     loop {
+        let idle_by = tokio::time::Instant::now() + idle;
+        let until = first_request_by.map_or(idle_by, |by| by.min(idle_by));
         let next = tokio::select! {
             _ = close.cancelled() => break,
-            next = tokio::time::timeout(idle, framed.next()) => next,
+            next = tokio::time::timeout_at(until, framed.next()) => next,
         };
         let request = match next {
+            Err(_) if first_request_by.is_some() => {
+                let e = slot.first_request_timed_out();
+                tracing::info!(%peer, error = %e, "no request within firstRequestTimeoutMillis, closing");
+                break;
+            }
             Err(_) => {
                 tracing::info!(%peer, "closing idle connection");
                 break;
@@ -54,6 +65,7 @@ pub async fn serve(
             }
             Ok(Some(Ok(cmd))) => cmd,
         };
+        first_request_by = None;
         if request.is_response() {
             // The nameserver sends no requests, so no response can be expected.
             tracing::debug!(%peer, opaque = request.opaque, "ignoring unexpected response");

@@ -15,6 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use security::conn_gate::{GateMetrics, Refusal, RefusalCounters};
 use tokio_util::sync::CancellationToken;
 
 use crate::state::Shared;
@@ -35,11 +36,18 @@ pub struct ListenerLabels {
     pub listener: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerReasonLabels {
+    pub listener: String,
+    pub reason: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     acl_refused: Family<ReasonLabels, Counter>,
     listener_open: Family<ListenerLabels, Gauge>,
     listener_refused: Family<ListenerLabels, Counter>,
+    listener_refusals: Family<ListenerReasonLabels, Counter>,
     /// Connections closed because a write made no progress within `writeTimeoutMillis`.
     pub write_timeouts: Counter,
     /// HTTP connections closed after `httpIdleTimeoutMillis` without progress.
@@ -95,6 +103,7 @@ impl Default for Metrics {
         );
         let listener_open = Family::<ListenerLabels, Gauge>::default();
         let listener_refused = Family::<ListenerLabels, Counter>::default();
+        let listener_refusals = Family::<ListenerReasonLabels, Counter>::default();
         let write_timeouts = Counter::default();
         let http_idle_closed = Counter::default();
         let register_refused = Counter::default();
@@ -107,6 +116,12 @@ impl Default for Metrics {
             "listener_connections_refused",
             "Connections closed at accept because a connection cap was reached",
             listener_refused.clone(),
+        );
+        registry.register(
+            "listener_refusals",
+            "Connections refused at accept or closed before their first request, by listener \
+             and reason (cap, per_source, reserved, first_request_timeout)",
+            listener_refusals.clone(),
         );
         registry.register(
             "write_timeouts",
@@ -128,6 +143,7 @@ impl Default for Metrics {
             acl_refused,
             listener_open,
             listener_refused,
+            listener_refusals,
             write_timeouts,
             http_idle_closed,
             register_refused,
@@ -141,15 +157,28 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// The open-connections gauge and refused counter of `listener`.
-    pub fn listener(&self, listener: &str) -> (Gauge, Counter) {
+    /// The series of `listener`'s gate: open connections, refusals at accept, and
+    /// refusals and first-request timeouts by reason.
+    pub fn listener(&self, listener: &str) -> GateMetrics {
         let l = ListenerLabels {
             listener: listener.to_owned(),
         };
-        (
-            self.listener_open.get_or_create(&l).clone(),
-            self.listener_refused.get_or_create(&l).clone(),
-        )
+        let mut reasons = RefusalCounters::default();
+        for reason in Refusal::ALL {
+            let labels = ListenerReasonLabels {
+                listener: listener.to_owned(),
+                reason: reason.label().to_owned(),
+            };
+            reasons = reasons.with(
+                reason,
+                self.listener_refusals.get_or_create(&labels).clone(),
+            );
+        }
+        GateMetrics {
+            open: self.listener_open.get_or_create(&l).clone(),
+            refused: self.listener_refused.get_or_create(&l).clone(),
+            reasons,
+        }
     }
 
     /// Known request codes get their own series; every other code shares `UNKNOWN`, so a

@@ -1,6 +1,10 @@
-//! Listeners (each capped: `maxConnections`, `maxConnectionsPerIp`, `httpMaxConnections`)
-//! and background tasks: the remoting port, the HTTP port, and the scanner
-//! that drops silent brokers (`NamesrvController` schedules it every 10 s).
+//! Listeners and background tasks: the remoting port, the HTTP port, and the scanner
+//! that drops silent brokers (`NamesrvController` schedules it every 10 s). Each listener
+//! admits through a gate ([`security::conn_gate`]): a cap (`maxConnections`,
+//! `httpMaxConnections`), a per-source share (`maxConnectionsPerIp`,
+//! `httpMaxConnectionsPerIp`, sparing `connectionLimitExemptAddresses`), the reserve
+//! (`connectionReservePercent`) and a first-request deadline (`firstRequestTimeoutMillis`,
+//! `httpFirstRequestTimeoutMillis`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,30 +17,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::state::Shared;
 use crate::{connection, metrics};
-use security::conn_gate::{self, ConnGate, GatedListener};
+use security::conn_gate::{self, ConnGate, GateLimits, GatedListener};
 
 /// Runs until `shutdown` is cancelled, then waits for the listeners to stop.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let (bind, port, http_port, caps, http_idle, http_tls) = {
+    let (bind, port, http_port, limits, http_idle, http_tls) = {
         let c = shared.config.read();
         (
             c.bind_address,
             c.listen_port,
             c.metrics_port,
-            (
-                c.max_connections,
-                c.max_connections_per_ip,
-                c.http_max_connections,
-            ),
+            gate_limits(&c),
             c.http_idle_timeout,
             c.tls_metrics_enable,
         )
     };
     let http_tls = security::http_stream::metrics_tls(shared.tls.as_ref(), http_tls)?;
-    let (open, refused) = shared.metrics.listener("remoting");
-    let gate = ConnGate::new(caps.0, caps.1, open, refused);
-    let (open, refused) = shared.metrics.listener("http");
-    let http_gate = ConnGate::new(caps.2, 0, open, refused);
+    let gate = ConnGate::new(limits.0, shared.metrics.listener("remoting"));
+    let http_gate = ConnGate::new(limits.1, shared.metrics.listener("http"));
     let listener = TcpListener::bind(SocketAddr::new(bind, port))
         .await
         .with_context(|| format!("cannot listen on {bind}:{port}"))?;
@@ -71,10 +69,13 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
         };
         match accepted {
             Ok((stream, peer)) => {
-                // Over a cap: the stream is dropped (closed) here, before any work.
-                let Some(slot) = gate.admit(peer.ip()) else {
-                    tracing::debug!(%peer, "connection cap reached, closing at once");
-                    continue;
+                // Refused: the stream is dropped (closed) here, before any work.
+                let slot = match gate.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(reason) => {
+                        tracing::debug!(%peer, %reason, "connection refused at accept");
+                        continue;
+                    }
                 };
                 let (conn, close) = shared.open_connection(&shutdown);
                 tracing::debug!(%peer, conn, "connection opened");
@@ -85,13 +86,21 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
                         (c.write_timeout, c.tcp_keep_alive)
                     };
                     conn_gate::tune_socket(&stream, keepalive, write_timeout);
-                    // TLS or plaintext as `tls.server.mode` decides.
-                    match security::tls::accept(shared.tls.as_deref(), stream).await {
-                        Ok(stream) => {
+                    // TLS or plaintext as `tls.server.mode` decides, within the
+                    // first-request deadline.
+                    let accepted = slot
+                        .before_first_request(security::tls::accept(shared.tls.as_deref(), stream))
+                        .await;
+                    match accepted {
+                        Ok(Ok(stream)) => {
                             connection::serve(stream, peer, shared, conn, close, slot).await
                         }
-                        Err(e) => {
+                        Ok(Err(e)) => {
                             tracing::info!(%peer, error = %e, "connection refused by TLS");
+                            shared.close_connection(conn);
+                        }
+                        Err(e) => {
+                            tracing::info!(%peer, error = %e, "TLS handshake past firstRequestTimeoutMillis");
                             shared.close_connection(conn);
                         }
                     }
@@ -112,6 +121,29 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
         Err(e) => tracing::warn!(error = %e, "HTTP task ended abnormally"),
     }
     Ok(())
+}
+
+/// The remoting and HTTP listeners' bounds.
+fn gate_limits(c: &crate::config::NamesrvConfig) -> (GateLimits, GateLimits) {
+    let limits = |max, per_source, first_request| GateLimits {
+        max,
+        per_source,
+        reserve_percent: c.connection_reserve_percent,
+        exempt: c.connection_limit_exempt_addresses.clone(),
+        first_request,
+    };
+    (
+        limits(
+            c.max_connections,
+            c.max_connections_per_ip,
+            c.first_request_timeout,
+        ),
+        limits(
+            c.http_max_connections,
+            c.http_max_connections_per_ip,
+            c.http_first_request_timeout,
+        ),
+    )
 }
 
 async fn scan_brokers(shared: Arc<Shared>, shutdown: CancellationToken) {

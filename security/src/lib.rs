@@ -13,8 +13,9 @@
 //!   stream servers and clients use either way; [`http_stream::HttpStream`] is the
 //!   metrics port's (`tls.metrics.enable`).
 //!
-//! - [`conn_gate`]: connection caps, socket options and the HTTP idle timeout that every
-//!   listener applies to its peers before anything is read.
+//! - [`conn_gate`]: what every listener applies to its peers: connection caps, a
+//!   per-source share with exemptions, slots reserved for new sources, the deadline for
+//!   a connection's first request, socket options and the HTTP idle timeout.
 //!
 //! What each server asks for per request code lives with the server's dispatch table
 //! (`broker/src/acl.rs`, `nameserver/src/acl.rs`); this crate only decides.

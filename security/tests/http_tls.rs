@@ -11,8 +11,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use security::conn_gate::{ConnGate, GatedListener};
+use security::conn_gate::{ConnGate, GateLimits, GateMetrics, GatedListener};
 use security::tls::{
     ClientAuth, ClientTlsSettings, ServerTlsSettings, TlsClient, TlsMode, TlsServer,
 };
@@ -42,7 +41,12 @@ async fn serve(pki: &Pki, mode: TlsMode) -> (u16, Arc<TlsServer>, Counter) {
     let idle_closed = Counter::default();
     let listener = GatedListener {
         inner,
-        gate: ConnGate::new(8, 0, Gauge::default(), Counter::default()),
+        gate: ConnGate::new(
+            // The first-request deadline is longer than the idle one: a stalled
+            // handshake here is closed as idle.
+            GateLimits::cap(8, Duration::from_secs(60)),
+            GateMetrics::default(),
+        ),
         idle: IDLE,
         idle_closed: idle_closed.clone(),
         tls: Some(Arc::clone(&tls)),

@@ -38,7 +38,18 @@ impl Client {
 
     /// Connects to `host:port`.
     pub async fn connect_addr(addr: &str) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
+        Self::over(TcpStream::connect(addr).await?)
+    }
+
+    /// Connects to 127.0.0.1:`port` from `source` (another loopback address, to stand
+    /// for a second host).
+    pub async fn connect_from(source: std::net::IpAddr, port: u16) -> io::Result<Self> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind((source, 0).into())?;
+        Self::over(socket.connect(([127, 0, 0, 1], port).into()).await?)
+    }
+
+    fn over(stream: TcpStream) -> io::Result<Self> {
         stream.set_nodelay(true)?;
         let (sink, stream) = Framed::new(stream, RemotingCodec::default()).split();
         let pending: Pending = Arc::default();

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use protocol::message::PhysicalOffset;
+use security::conn_gate::ConnSlot;
 use security::tls::{MaybeTls, TlsServer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -19,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::Ha;
 use super::handshake::{self, HandshakeError};
 
-const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Shortest time a slave gets for its history proof (it may first cut its log's tail);
+/// the housekeeping interval when that is longer.
+const PROOF_TIMEOUT_MIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Permissive TLS on the HA port: how long a fresh peer may stay silent before it is
 /// taken for a plaintext slave waiting for the master's greeting (a TLS slave sends its
 /// ClientHello at once).
@@ -27,7 +30,10 @@ const TLS_QUIET: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Binds `haListenPort` (retrying while the port is taken) and serves slaves, over TLS
 /// as `tls.server.mode` says (the remoting port's certificates; beyond 4.9, whose HA is
-/// plaintext). Connections over `gate`'s cap are closed at once.
+/// plaintext). Connections `gate` refuses (`haMaxConnections`, `haMaxConnectionsPerIp`,
+/// the reserve) are closed at once; one that has not completed the TLS and HA handshakes
+/// by its slot's deadline (`haHandshakeTimeoutMillis`) is closed then, so a peer without
+/// the secret cannot keep slots from the group's slaves.
 pub async fn run_listener(
     ha: Arc<Ha>,
     gate: Arc<security::conn_gate::ConnGate>,
@@ -55,27 +61,38 @@ pub async fn run_listener(
         };
         match accepted {
             Ok((stream, peer)) => {
-                let Some(slot) = gate.admit(peer.ip()) else {
-                    tracing::warn!(slave = %peer, "haMaxConnections reached, closing at once");
-                    continue;
+                let slot = match gate.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(reason) => {
+                        // Counted by reason; a log line per refusal would let a peer
+                        // flood the log.
+                        tracing::debug!(slave = %peer, %reason, "HA connection refused at accept");
+                        continue;
+                    }
                 };
                 let ha = Arc::clone(&ha);
                 let stop = shutdown.child_token();
                 let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _slot = slot;
                     let stream = match tls {
-                        Some(t) => t.accept_server_first(stream, TLS_QUIET).await,
-                        None => Ok(MaybeTls::Plain(stream)),
+                        Some(t) => {
+                            slot.before_first_request(t.accept_server_first(stream, TLS_QUIET))
+                                .await
+                        }
+                        None => Ok(Ok(MaybeTls::Plain(stream))),
                     };
                     let stream = match stream {
-                        Ok(s) => s,
-                        Err(e) => {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
                             tracing::warn!(slave = %peer, error = %e, "HA connection refused by TLS");
                             return;
                         }
+                        Err(e) => {
+                            tracing::warn!(slave = %peer, error = %e, "HA TLS handshake past haHandshakeTimeoutMillis");
+                            return;
+                        }
                     };
-                    if let Err(e) = serve_slave(&ha, stream, peer.to_string(), stop).await {
+                    if let Err(e) = serve_slave(&ha, stream, peer.to_string(), &slot, stop).await {
                         tracing::warn!(slave = %peer, error = %e, "HA connection closed");
                     }
                 });
@@ -92,7 +109,7 @@ pub async fn run_listener(
 pub enum ConnError {
     #[error(transparent)]
     Handshake(#[from] HandshakeError),
-    #[error("handshake timed out")]
+    #[error("handshake not completed within haHandshakeTimeoutMillis")]
     HandshakeTimeout,
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
@@ -128,10 +145,12 @@ pub(crate) async fn superseded(ha: &Ha, epoch: i32) {
     }
 }
 
+/// `slot`'s first-request deadline bounds the handshake (`haHandshakeTimeoutMillis`).
 async fn serve_slave(
     ha: &Arc<Ha>,
     mut stream: MaybeTls,
     peer: String,
+    slot: &ConnSlot,
     stop: CancellationToken,
 ) -> Result<(), ConnError> {
     if ha.is_slave() {
@@ -140,17 +159,15 @@ async fn serve_slave(
     let _ = stream.set_nodelay(true);
     let s = &ha.settings;
     let history = (ha.store.epochs().entries(), ha.store.max_phy_offset());
-    let hello = match tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        handshake::accept(
+    let hello = match slot
+        .before_first_request(handshake::accept(
             &mut stream,
             &s.group,
             s.secret.expose(),
             ha.epoch(),
             history,
-        ),
-    )
-    .await
+        ))
+        .await
     {
         Err(_) => return Err(ConnError::HandshakeTimeout),
         Ok(Err(e)) => {
@@ -167,7 +184,7 @@ async fn serve_slave(
     // The slave cuts what this master does not have, then proves the rest is a prefix of
     // this log (issue 15 defect 3); only then do its reports count as acks.
     let proof = match tokio::time::timeout(
-        s.housekeeping.max(HANDSHAKE_TIMEOUT),
+        s.housekeeping.max(PROOF_TIMEOUT_MIN),
         handshake::read_proof(&mut stream, s.secret.expose(), &hello.session),
     )
     .await

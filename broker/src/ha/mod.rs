@@ -435,14 +435,14 @@ pub fn role_name(role: BrokerRole) -> &'static str {
     }
 }
 
-/// The HA listener's connection cap (`haMaxConnections`).
+/// The HA listener's gate (`haMaxConnections`, `haMaxConnectionsPerIp`, the reserve,
+/// `haHandshakeTimeoutMillis`).
 fn ha_gate(broker: &crate::state::Broker) -> Arc<security::conn_gate::ConnGate> {
-    let (open, refused) = broker
-        .metrics
-        .limits
-        .listener(crate::limit_metrics::Listener::Ha);
-    let max = broker.config.broker.ha_max_connections as usize;
-    security::conn_gate::ConnGate::new(max, 0, open, refused)
+    crate::gates::gate(
+        &broker.config.broker,
+        &broker.metrics.limits,
+        crate::limit_metrics::Listener::Ha,
+    )
 }
 
 /// The role a promotion gives (`haMasterRole`, see the config key).

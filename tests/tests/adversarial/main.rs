@@ -7,6 +7,7 @@
 mod batch;
 mod checker;
 mod common;
+mod listeners;
 mod memory;
 mod registries;
 mod sql92;
