@@ -38,7 +38,22 @@ impl Client {
 
     /// Connects to `host:port`.
     pub async fn connect_addr(addr: &str) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
+        Self::over(TcpStream::connect(addr).await?)
+    }
+
+    /// Connects to 127.0.0.1:`port` from the loopback address `from` (127.0.0.2 for an
+    /// attacker, so per-source limits tell it from the victim).
+    pub async fn connect_from(port: u16, from: std::net::IpAddr) -> io::Result<Self> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::new(from, 0))?;
+        Self::over(
+            socket
+                .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+                .await?,
+        )
+    }
+
+    fn over(stream: TcpStream) -> io::Result<Self> {
         stream.set_nodelay(true)?;
         let (sink, stream) = Framed::new(stream, RemotingCodec::default()).split();
         let pending: Pending = Arc::default();

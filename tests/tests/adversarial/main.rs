@@ -8,5 +8,6 @@ mod batch;
 mod checker;
 mod common;
 mod memory;
+mod nameserver;
 mod registries;
 mod sql92;
