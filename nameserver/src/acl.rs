@@ -77,7 +77,7 @@ mod tests {
         )
         .unwrap();
         let acl = security::acl::AclStore::open(&path).unwrap();
-        let kv = KvConfig::load(&dir.join("kv.json")).unwrap();
+        let kv = KvConfig::load(&dir.join("kv.json"), Default::default()).unwrap();
         Shared::new(NamesrvConfig::default(), kv).with_acl(Some(std::sync::Arc::new(acl)))
     }
 

@@ -111,6 +111,9 @@ pub struct NamesrvConfig {
     pub max_register_body_bytes: usize,
     /// REGISTER_BROKER bodies decoded at once (`maxConcurrentRegistrations`).
     pub max_concurrent_registrations: usize,
+    /// Bounds of the route and KV tables (`maxBrokers`, `maxRouteTopics`, `maxKvEntries`,
+    /// ...; see `crate::limits`).
+    pub table_limits: crate::limits::TableLimits,
     compat: BTreeMap<&'static str, String>,
 }
 
@@ -151,6 +154,7 @@ impl Default for NamesrvConfig {
             // A broker with 100k topics registers ~5 MiB of JSON.
             max_register_body_bytes: 16 * 1024 * 1024,
             max_concurrent_registrations: 4,
+            table_limits: crate::limits::TableLimits::default(),
             compat: COMPAT_KEYS
                 .iter()
                 .map(|(k, v)| (*k, (*v).to_owned()))
@@ -247,6 +251,9 @@ impl NamesrvConfig {
             }
             "maxConcurrentRegistrations" => {
                 self.max_concurrent_registrations = count(value, 1).ok_or_else(invalid)?
+            }
+            _ if crate::limits::TableLimits::KEYS.contains(&key) => {
+                self.table_limits.set(key, value).ok_or_else(invalid)?
             }
             _ => match self.compat.get_mut(key) {
                 Some(slot) => *slot = value.to_owned(),
@@ -386,6 +393,7 @@ impl NamesrvConfig {
             "aclFileCheckIntervalMs",
             self.acl_file_check_interval.as_millis().to_string(),
         ));
+        out.extend(self.table_limits.entries());
         out.extend(self.compat.iter().map(|(k, v)| (*k, v.clone())));
         out
     }
@@ -577,6 +585,24 @@ mod tests {
             let key = bad.split('=').next().unwrap();
             assert!(e.to_string().contains(key), "{e}");
         }
+    }
+
+    #[test]
+    fn table_limits_are_file_keys_only() {
+        let mut c = NamesrvConfig::default();
+        c.apply_properties("maxBrokers=8\nmaxKvBytes=4096\n")
+            .unwrap();
+        assert_eq!(c.table_limits.route.max_brokers, 8);
+        assert_eq!(c.table_limits.kv.max_bytes, 4096);
+        assert!(c.entries().contains(&("maxRouteTopics", "200000".into())));
+        assert!(matches!(
+            c.apply_properties("maxBrokers=0"),
+            Err(ConfigError::InvalidValue { .. })
+        ));
+        assert_eq!(
+            c.update_at_runtime("maxBrokers=9"),
+            Err(ConfigError::NotUpdatable("maxBrokers".into()))
+        );
     }
 
     #[test]

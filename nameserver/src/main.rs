@@ -10,6 +10,7 @@ mod connection;
 mod dispatch;
 mod handlers;
 mod kv_config;
+mod limits;
 mod metrics;
 mod properties;
 mod route_table;
@@ -127,7 +128,8 @@ fn main() -> anyhow::Result<()> {
         print!("{}", properties::render(config.entries()));
         return Ok(());
     }
-    let kv = KvConfig::load(config.kv_config_path()).context("loading KV config")?;
+    let kv = KvConfig::load(config.kv_config_path(), config.table_limits.kv.clone())
+        .context("loading KV config")?;
     let acl = if config.acl_enable {
         let path = config.acl_file_path();
         let store = security::acl::AclStore::open(&path)

@@ -18,6 +18,8 @@ use prometheus_client::registry::Registry;
 use security::conn_gate::{GateMetrics, Refusal, RefusalCounters};
 use tokio_util::sync::CancellationToken;
 
+use crate::kv_config::KvUsage;
+use crate::route_table::RouteSizes;
 use crate::state::Shared;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,6 +44,87 @@ pub struct ListenerReasonLabels {
     pub reason: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// The config key of the limit (`crate::limits`), a fixed set.
+    pub limit: String,
+}
+
+/// What the tables keyed by peer input hold, set at scrape time.
+#[derive(Default)]
+struct TableGauges {
+    live_brokers: Gauge,
+    broker_names: Gauge,
+    topics: Gauge,
+    queue_datas: Gauge,
+    filter_servers: Gauge,
+    master_epochs: Gauge,
+    kv_entries: Gauge,
+    kv_bytes: Gauge,
+}
+
+impl TableGauges {
+    fn register(&self, registry: &mut Registry) {
+        let gauges: [(&str, &str, &Gauge); 8] = [
+            (
+                "live_brokers",
+                "Brokers currently registered (bounded by maxBrokers)",
+                &self.live_brokers,
+            ),
+            (
+                "broker_names",
+                "Broker names with a registered address",
+                &self.broker_names,
+            ),
+            (
+                "topics",
+                "Topics with route data (bounded by maxRouteTopics)",
+                &self.topics,
+            ),
+            (
+                "queue_datas",
+                "Topic and broker-name pairs of the routes (bounded by maxQueueDatas)",
+                &self.queue_datas,
+            ),
+            (
+                "filter_servers",
+                "Filter server addresses of registered brokers",
+                &self.filter_servers,
+            ),
+            (
+                "master_epochs",
+                "Broker names whose newest master epoch is remembered (bounded by maxMasterEpochs)",
+                &self.master_epochs,
+            ),
+            (
+                "kv_entries",
+                "KV config entries (bounded by maxKvEntries)",
+                &self.kv_entries,
+            ),
+            (
+                "kv_bytes",
+                "Namespace, key and value bytes of the KV config (bounded by maxKvBytes)",
+                &self.kv_bytes,
+            ),
+        ];
+        for (name, help, gauge) in gauges {
+            registry.register(name, help, gauge.clone());
+        }
+    }
+
+    fn set(&self, routes: &RouteSizes, kv: &KvUsage) {
+        let set = |g: &Gauge, n: usize| g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        set(&self.live_brokers, routes.live_brokers);
+        set(&self.broker_names, routes.broker_names);
+        set(&self.topics, routes.topics);
+        set(&self.queue_datas, routes.queue_datas);
+        set(&self.filter_servers, routes.filter_servers);
+        set(&self.master_epochs, routes.master_epochs);
+        set(&self.kv_entries, kv.entries);
+        set(&self.kv_bytes, kv.bytes);
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
     acl_refused: Family<ReasonLabels, Counter>,
@@ -54,11 +137,12 @@ pub struct Metrics {
     pub http_idle_closed: Counter,
     /// REGISTER_BROKER requests refused by `maxRegisterBodyBytes`.
     pub register_refused: Counter,
+    /// Requests refused by a table limit, by its config key.
+    limit_refusals: Family<LimitLabels, Counter>,
     requests: Family<CodeLabels, Counter>,
     latency: Family<CodeLabels, Histogram, fn() -> Histogram>,
     connections: Gauge,
-    live_brokers: Gauge,
-    topics: Gauge,
+    tables: TableGauges,
 }
 
 fn latency_histogram() -> Histogram {
@@ -72,8 +156,6 @@ impl Default for Metrics {
         let requests = Family::<CodeLabels, Counter>::default();
         let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let connections = Gauge::default();
-        let live_brokers = Gauge::default();
-        let topics = Gauge::default();
         registry.register(
             "requests",
             "Requests handled, by request code",
@@ -89,12 +171,14 @@ impl Default for Metrics {
             "Open client connections",
             connections.clone(),
         );
+        let tables = TableGauges::default();
+        tables.register(&mut registry);
+        let limit_refusals = Family::<LimitLabels, Counter>::default();
         registry.register(
-            "live_brokers",
-            "Brokers currently registered",
-            live_brokers.clone(),
+            "limit_refusals",
+            "Requests refused by a limit on what the tables hold, by the limit's config key",
+            limit_refusals.clone(),
         );
-        registry.register("topics", "Topics with route data", topics.clone());
         let acl_refused = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "acl_refused",
@@ -147,11 +231,11 @@ impl Default for Metrics {
             write_timeouts,
             http_idle_closed,
             register_refused,
+            limit_refusals,
             requests,
             latency,
             connections,
-            live_brokers,
-            topics,
+            tables,
         }
     }
 }
@@ -203,6 +287,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a refusal by the limit `key`.
+    pub fn limit_refused(&self, key: &str) {
+        self.limit_refusals
+            .get_or_create(&LimitLabels {
+                limit: key.to_owned(),
+            })
+            .inc();
+    }
+
     pub fn connection_opened(&self) {
         self.connections.inc();
     }
@@ -211,9 +304,8 @@ impl Metrics {
         self.connections.dec();
     }
 
-    fn render(&self, live_brokers: usize, topics: usize) -> Result<String, std::fmt::Error> {
-        self.live_brokers.set(live_brokers as i64);
-        self.topics.set(topics as i64);
+    fn render(&self, routes: &RouteSizes, kv: &KvUsage) -> Result<String, std::fmt::Error> {
+        self.tables.set(routes, kv);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
@@ -237,11 +329,9 @@ pub async fn serve_http(
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let (brokers, topics) = {
-        let routes = shared.routes.read();
-        (routes.live_broker_count(), routes.topic_count())
-    };
-    match shared.metrics.render(brokers, topics) {
+    let routes = shared.routes.read().sizes();
+    let kv = shared.kv.usage();
+    match shared.metrics.render(&routes, &kv) {
         Ok(text) => (
             StatusCode::OK,
             [(
@@ -274,7 +364,18 @@ mod tests {
         m.observe_request(9999, Duration::from_micros(50));
         m.observe_request(-7, Duration::from_micros(50));
         m.connection_opened();
-        let text = m.render(2, 3).unwrap();
+        m.limit_refused("maxBrokers");
+        let routes = RouteSizes {
+            live_brokers: 2,
+            topics: 3,
+            master_epochs: 4,
+            ..RouteSizes::default()
+        };
+        let kv = KvUsage {
+            entries: 5,
+            bytes: 60,
+        };
+        let text = m.render(&routes, &kv).unwrap();
         assert!(text.contains(r#"rmq_namesrv_requests_total{code="GET_ROUTEINFO_BY_TOPIC"} 1"#));
         assert!(text.contains(r#"rmq_namesrv_requests_total{code="UNKNOWN"} 2"#));
         assert!(!text.contains("9999"));
@@ -282,5 +383,10 @@ mod tests {
         assert!(text.contains("rmq_namesrv_live_brokers 2"));
         assert!(text.contains("rmq_namesrv_topics 3"));
         assert!(text.contains("rmq_namesrv_open_connections 1"));
+        assert!(text.contains("rmq_namesrv_master_epochs 4"));
+        assert!(text.contains("rmq_namesrv_kv_entries 5"));
+        assert!(text.contains("rmq_namesrv_kv_bytes 60"));
+        assert!(text.contains("rmq_namesrv_queue_datas 0"));
+        assert!(text.contains(r#"rmq_namesrv_limit_refusals_total{limit="maxBrokers"} 1"#));
     }
 }

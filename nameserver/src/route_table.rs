@@ -1,6 +1,15 @@
 //! The routing state of the nameserver, with the semantics of RocketMQ 4.9's
-//! `namesrv/routeinfo/RouteInfoManager.java` (reference §7.14). Pure data: callers pass
-//! the clock and the connection id, and hold the lock.
+//! `namesrv/routeinfo/RouteInfoManager.java`. Pure data: callers pass the clock and the
+//! connection id, and hold the lock.
+//!
+//! Every table here is keyed by what a peer sends in REGISTER_BROKER, so each is bounded
+//! ([`RouteLimits`], checked in `admission` before anything is applied) and shrinks with
+//! its owners: an address's entries go with its connection or its expiry, a broker
+//! name's topics, cluster memberships and filter servers with its last address, its
+//! master epoch `masterEpochRetentionMillis` later (`epochs`).
+
+mod admission;
+mod epochs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -10,6 +19,9 @@ use protocol::body::{
     BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfigSerializeWrapper, TopicList,
     TopicRouteData,
 };
+
+use self::epochs::MasterEpochs;
+use crate::limits::{LimitRefusal, RouteLimits};
 
 /// Identity of a client connection (Java keys live brokers by Netty channel).
 pub type ConnId = u64;
@@ -50,9 +62,38 @@ pub struct Registration {
 pub struct RegisterResult {
     pub master_addr: Option<String>,
     pub ha_server_addr: Option<String>,
-    /// Set when a brokerId-0 registration was refused: the group has a master of a newer
-    /// epoch (`(theirs, ours)`). Nothing of the registration was applied.
-    pub stale_master: Option<(Option<i32>, i32)>,
+    /// Set when an already registered broker reported topics that would pass
+    /// `maxRouteTopics` or `maxQueueDatas`: those new topics were not added (none of
+    /// them), everything else of the registration was, and its data version was not
+    /// taken, so its next periodic registration is applied again and adds them once
+    /// there is room.
+    pub growth_refused: Option<LimitRefusal>,
+}
+
+/// Why nothing of a registration was applied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RegisterRefusal {
+    /// A brokerId-0 registration while the group has a master of a newer epoch.
+    StaleMaster { theirs: Option<i32>, ours: i32 },
+    /// It would pass a limit (or breaks a name rule, counted under `maxNameLength`).
+    Limit(LimitRefusal),
+}
+
+impl From<LimitRefusal> for RegisterRefusal {
+    fn from(refusal: LimitRefusal) -> Self {
+        Self::Limit(refusal)
+    }
+}
+
+/// How full each table is, for the gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RouteSizes {
+    pub live_brokers: usize,
+    pub broker_names: usize,
+    pub topics: usize,
+    pub queue_datas: usize,
+    pub filter_servers: usize,
+    pub master_epochs: usize,
 }
 
 /// Which unit-topic list (codes 311/312/313).
@@ -73,6 +114,7 @@ pub enum WritePermOp {
 
 #[derive(Debug, Default)]
 pub struct RouteTable {
+    limits: RouteLimits,
     /// topic → brokerName → queue data.
     topic_queue_table: BTreeMap<String, BTreeMap<String, QueueData>>,
     /// brokerName → addresses by brokerId.
@@ -83,55 +125,70 @@ pub struct RouteTable {
     broker_live_table: HashMap<String, BrokerLiveInfo>,
     /// brokerAddr → filter servers.
     filter_server_table: HashMap<String, Vec<String>>,
-    /// brokerName → the highest `masterEpoch` a brokerId-0 registration carried. Kept
-    /// after that master expires: a fenced or partitioned former master that registers
-    /// again with an older epoch must not take the route back.
-    master_epochs: HashMap<String, i32>,
+    /// (topic, brokerName) pairs in `topic_queue_table`.
+    queue_datas: usize,
+    /// brokerName → the highest `masterEpoch` a brokerId-0 registration carried, kept
+    /// for a while after the name's last broker went (see `epochs`).
+    epochs: MasterEpochs,
 }
 
 impl RouteTable {
-    pub fn register(&mut self, reg: Registration, now: Instant) -> RegisterResult {
+    pub fn new(limits: RouteLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// `registerBroker`, all or nothing: a registration refused (a stale master, a
+    /// limit) changes nothing. Growth an already registered broker reports past the
+    /// topic caps is the one partial case ([`RegisterResult::growth_refused`]): refusing
+    /// its whole registration would let it expire and drop every route it serves.
+    pub fn register(
+        &mut self,
+        reg: Registration,
+        now: Instant,
+    ) -> Result<RegisterResult, RegisterRefusal> {
+        let admission = self.admit(&reg, now)?;
         if reg.broker_id == MASTER_ID
-            && let Some(refused) = self.stale_master(&reg)
+            && let Some(epoch) = reg.master_epoch
         {
-            return RegisterResult {
-                stale_master: Some(refused),
-                ..RegisterResult::default()
-            };
+            self.epochs.record(&reg.broker_name, epoch);
+        } else {
+            self.epochs.name_registered(&reg.broker_name);
         }
         self.cluster_addr_table
             .entry(reg.cluster_name.clone())
             .or_default()
             .insert(reg.broker_name.clone());
 
-        let mut first = false;
         let broker_data = self
             .broker_addr_table
             .entry(reg.broker_name.clone())
-            .or_insert_with(|| {
-                first = true;
-                BrokerData {
-                    cluster: reg.cluster_name.clone(),
-                    broker_name: reg.broker_name.clone(),
-                    broker_addrs: BTreeMap::new(),
-                    enable_acting_master: None,
-                }
+            .or_insert_with(|| BrokerData {
+                cluster: reg.cluster_name.clone(),
+                broker_name: reg.broker_name.clone(),
+                broker_addrs: BTreeMap::new(),
+                enable_acting_master: None,
             });
         // One address has one brokerId: a slave promoted to master (or the reverse)
         // first loses its old id.
         broker_data
             .broker_addrs
             .retain(|id, addr| *addr != reg.broker_addr || *id == reg.broker_id);
-        let old = broker_data
+        broker_data
             .broker_addrs
             .insert(reg.broker_id, reg.broker_addr.clone());
-        first |= old.is_none();
 
-        if reg.broker_id == MASTER_ID
-            && (first
-                || self.is_topic_config_changed(&reg.broker_addr, &reg.topic_config.data_version))
-        {
+        if admission.apply_topics {
             for config in reg.topic_config.topic_config_table.values() {
+                let known = self
+                    .topic_queue_table
+                    .get(&config.topic_name)
+                    .is_some_and(|by_broker| by_broker.contains_key(&reg.broker_name));
+                if !known && admission.growth_refused.is_some() {
+                    continue;
+                }
                 let queue_data = QueueData {
                     broker_name: reg.broker_name.clone(),
                     read_queue_nums: config.read_queue_nums,
@@ -139,18 +196,29 @@ impl RouteTable {
                     perm: config.perm,
                     topic_sys_flag: config.topic_sys_flag,
                 };
-                self.topic_queue_table
+                let old = self
+                    .topic_queue_table
                     .entry(config.topic_name.clone())
                     .or_default()
                     .insert(reg.broker_name.clone(), queue_data);
+                self.queue_datas += usize::from(old.is_none());
             }
         }
 
+        // A broker whose growth was refused keeps its last applied version, so the
+        // next QUERY_DATA_VERSION says "changed" and it registers its topics again.
+        let data_version = match (
+            &admission.growth_refused,
+            self.data_version(&reg.broker_addr),
+        ) {
+            (Some(_), Some(applied)) => applied,
+            _ => reg.topic_config.data_version,
+        };
         self.broker_live_table.insert(
             reg.broker_addr.clone(),
             BrokerLiveInfo {
                 last_update: now,
-                data_version: reg.topic_config.data_version,
+                data_version,
                 conn: reg.conn,
                 ha_server_addr: reg.ha_server_addr.clone(),
             },
@@ -162,7 +230,10 @@ impl RouteTable {
                 .insert(reg.broker_addr.clone(), reg.filter_server_list);
         }
 
-        let mut result = RegisterResult::default();
+        let mut result = RegisterResult {
+            growth_refused: admission.growth_refused,
+            ..RegisterResult::default()
+        };
         if reg.broker_id != MASTER_ID {
             let master = self
                 .broker_addr_table
@@ -175,21 +246,18 @@ impl RouteTable {
                 result.ha_server_addr = Some(live.ha_server_addr.clone());
             }
         }
-        result
+        Ok(result)
     }
 
     /// Deviation from 4.9, which lets the last brokerId-0 registration win: a master
     /// registering with an epoch below the highest one seen for its group is refused, and
     /// so is one without an epoch (a RocketMQ broker) while a live master of the group
     /// registered with one. Equal or higher epochs register as before.
-    fn stale_master(&mut self, reg: &Registration) -> Option<(Option<i32>, i32)> {
-        let highest = self.master_epochs.get(&reg.broker_name).copied();
+    fn stale_master(&self, reg: &Registration) -> Option<(Option<i32>, i32)> {
+        let highest = self.epochs.highest(&reg.broker_name);
         match (reg.master_epoch, highest) {
             (Some(theirs), Some(ours)) if theirs < ours => Some((Some(theirs), ours)),
-            (Some(theirs), _) => {
-                self.master_epochs.insert(reg.broker_name.clone(), theirs);
-                None
-            }
+            (Some(_), _) => None,
             (None, Some(ours)) => {
                 let live_master = self
                     .broker_addr_table
@@ -224,37 +292,17 @@ impl RouteTable {
         }
     }
 
-    pub fn unregister(
-        &mut self,
-        cluster_name: &str,
-        broker_addr: &str,
-        broker_name: &str,
-        broker_id: i64,
-    ) {
-        self.broker_live_table.remove(broker_addr);
-        self.filter_server_table.remove(broker_addr);
-        let mut broker_gone = false;
-        if let Some(bd) = self.broker_addr_table.get_mut(broker_name) {
-            bd.broker_addrs.remove(&broker_id);
-            if bd.broker_addrs.is_empty() {
-                self.broker_addr_table.remove(broker_name);
-                broker_gone = true;
-            }
-        }
-        if broker_gone {
-            if let Some(names) = self.cluster_addr_table.get_mut(cluster_name) {
-                names.remove(broker_name);
-                if names.is_empty() {
-                    self.cluster_addr_table.remove(cluster_name);
-                }
-            }
-            self.remove_topics_of_brokers(&BTreeSet::from([broker_name.to_owned()]));
-        }
+    /// UNREGISTER_BROKER: drops `broker_addr` wherever it is registered. 4.9 removes the
+    /// liveness of the address and whatever address holds the named brokerId, which can
+    /// leave an address in brokerData (and its cluster membership) with no liveness, so
+    /// that no scan ever removes it; here every address in brokerData is live.
+    pub fn unregister(&mut self, broker_addr: &str, now: Instant) {
+        self.drop_broker_addr(broker_addr, now);
     }
 
     /// `onChannelDestroy` for every broker registered over `conn`; returns the dropped
     /// broker addresses.
-    pub fn on_connection_closed(&mut self, conn: ConnId) -> Vec<String> {
+    pub fn on_connection_closed(&mut self, conn: ConnId, now: Instant) -> Vec<String> {
         let addrs: Vec<String> = self
             .broker_live_table
             .iter()
@@ -262,13 +310,14 @@ impl RouteTable {
             .map(|(addr, _)| addr.clone())
             .collect();
         for addr in &addrs {
-            self.drop_broker_addr(addr);
+            self.drop_broker_addr(addr, now);
         }
         addrs
     }
 
     /// `scanNotActiveBroker`: drops brokers silent for longer than `expiry`; returns
-    /// their addresses and connections so the caller can close those.
+    /// their addresses and connections so the caller can close those. Also forgets the
+    /// master epochs of names gone longer than `masterEpochRetentionMillis`.
     pub fn expire(&mut self, now: Instant, expiry: Duration) -> Vec<(String, ConnId)> {
         let expired: Vec<(String, ConnId)> = self
             .broker_live_table
@@ -277,12 +326,13 @@ impl RouteTable {
             .map(|(addr, live)| (addr.clone(), live.conn))
             .collect();
         for (addr, _) in &expired {
-            self.drop_broker_addr(addr);
+            self.drop_broker_addr(addr, now);
         }
+        self.epochs.purge(now, self.limits.master_epoch_retention);
         expired
     }
 
-    fn drop_broker_addr(&mut self, addr: &str) {
+    fn drop_broker_addr(&mut self, addr: &str, now: Instant) {
         self.broker_live_table.remove(addr);
         self.filter_server_table.remove(addr);
         let mut gone_names = BTreeSet::new();
@@ -298,6 +348,9 @@ impl RouteTable {
         if gone_names.is_empty() {
             return;
         }
+        for name in &gone_names {
+            self.epochs.name_gone(name, now);
+        }
         self.cluster_addr_table.retain(|_, names| {
             names.retain(|n| !gone_names.contains(n));
             !names.is_empty()
@@ -307,10 +360,14 @@ impl RouteTable {
 
     /// Removes the queue data of `broker_names`; topics left with none disappear.
     fn remove_topics_of_brokers(&mut self, broker_names: &BTreeSet<String>) {
+        let mut removed = 0;
         self.topic_queue_table.retain(|_, by_broker| {
+            let before = by_broker.len();
             by_broker.retain(|name, _| !broker_names.contains(name));
+            removed += before - by_broker.len();
             !by_broker.is_empty()
         });
+        self.queue_datas -= removed;
     }
 
     /// `pickupTopicRouteData`: `None` unless the topic has queue data and at least one
@@ -399,7 +456,9 @@ impl RouteTable {
         match cluster.and_then(|c| self.cluster_addr_table.get(c)) {
             Some(names) => {
                 if let Some(by_broker) = self.topic_queue_table.get_mut(topic) {
+                    let before = by_broker.len();
                     by_broker.retain(|name, _| !names.contains(name));
+                    self.queue_datas -= before - by_broker.len();
                     if by_broker.is_empty() {
                         self.topic_queue_table.remove(topic);
                     }
@@ -407,7 +466,9 @@ impl RouteTable {
             }
             None if cluster.is_some() => {}
             None => {
-                self.topic_queue_table.remove(topic);
+                if let Some(by_broker) = self.topic_queue_table.remove(topic) {
+                    self.queue_datas -= by_broker.len();
+                }
             }
         }
     }
@@ -428,12 +489,15 @@ impl RouteTable {
         count
     }
 
-    pub fn live_broker_count(&self) -> usize {
-        self.broker_live_table.len()
-    }
-
-    pub fn topic_count(&self) -> usize {
-        self.topic_queue_table.len()
+    pub fn sizes(&self) -> RouteSizes {
+        RouteSizes {
+            live_brokers: self.broker_live_table.len(),
+            broker_names: self.broker_addr_table.len(),
+            topics: self.topic_queue_table.len(),
+            queue_datas: self.queue_datas,
+            filter_servers: self.filter_server_table.values().map(Vec::len).sum(),
+            master_epochs: self.epochs.len(),
+        }
     }
 }
 

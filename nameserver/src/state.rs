@@ -33,8 +33,8 @@ impl Shared {
         let heavy = config.max_concurrent_registrations.max(1);
         Self {
             heavy_slots: tokio::sync::Semaphore::new(heavy),
+            routes: RwLock::new(RouteTable::new(config.table_limits.route.clone())),
             config: RwLock::new(config),
-            routes: RwLock::new(RouteTable::default()),
             kv,
             metrics: Metrics::default(),
             acl: None,
@@ -70,7 +70,9 @@ impl Shared {
         if self.connections.lock().remove(&id).is_some() {
             self.metrics.connection_closed();
         }
-        self.routes.write().on_connection_closed(id)
+        self.routes
+            .write()
+            .on_connection_closed(id, std::time::Instant::now())
     }
 
     pub fn cancel_connection(&self, id: ConnId) {

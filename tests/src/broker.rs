@@ -14,6 +14,8 @@ pub struct FakeBroker {
     pub id: i64,
     pub data_version: DataVersion,
     pub topics: Vec<TopicConfig>,
+    /// The `masterEpoch` this project's masters register with; `None` as RocketMQ's.
+    pub master_epoch: Option<i32>,
 }
 
 impl FakeBroker {
@@ -28,7 +30,14 @@ impl FakeBroker {
                 counter: 1,
             },
             topics: Vec::new(),
+            master_epoch: None,
         }
+    }
+
+    /// Registers as a master of replication epoch `epoch`.
+    pub fn epoch(mut self, epoch: i32) -> Self {
+        self.master_epoch = Some(epoch);
+        self
     }
 
     /// Adds a topic with `queues` read and write queues and perm READ|WRITE.
@@ -65,8 +74,7 @@ impl FakeBroker {
                 broker_id: self.id,
                 compressed,
                 body_crc32: crc,
-                // As RocketMQ's brokers register: without an epoch.
-                master_epoch: None,
+                master_epoch: self.master_epoch,
             },
         )
         .with_body(body)

@@ -116,6 +116,20 @@ impl NameServer {
         self.child.id()
     }
 
+    /// Resident anonymous memory (`RssAnon` of /proc/<pid>/status), in KiB.
+    pub fn anon_rss_kib(&self) -> Option<u64> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self, within: Duration) -> Option<std::process::ExitStatus> {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.

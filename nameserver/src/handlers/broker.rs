@@ -12,7 +12,8 @@ use protocol::header::{
 
 use crate::dispatch::{HandlerError, success};
 use crate::kv_config::NAMESPACE_ORDER_TOPIC_CONFIG;
-use crate::route_table::{ConnId, Registration};
+use crate::limits::MAX_REGISTER_BODY_BYTES;
+use crate::route_table::{ConnId, RegisterRefusal, Registration};
 use crate::state::Shared;
 
 /// `MQVersion.Version.V3_0_11.ordinal()`: older brokers send a bare topic wrapper.
@@ -46,6 +47,7 @@ pub fn register(
         RegisterBrokerBody::decode_with_limit(&request.body, header.compressed, max).inspect_err(
             |_| {
                 shared.metrics.register_refused.inc();
+                shared.metrics.limit_refused(MAX_REGISTER_BODY_BYTES);
             },
         )?
     } else {
@@ -57,7 +59,7 @@ pub fn register(
         }
     };
     let topics = body.topic_config_serialize_wrapper.topic_config_table.len();
-    let result = shared.routes.write().register(
+    let registered = shared.routes.write().register(
         Registration {
             cluster_name: header.cluster_name,
             broker_addr: header.broker_addr.clone(),
@@ -71,23 +73,38 @@ pub fn register(
         },
         Instant::now(),
     );
-    if let Some((theirs, ours)) = result.stale_master {
-        tracing::warn!(
-            broker = %header.broker_addr, name = %header.broker_name,
-            epoch = ?theirs, highest = ours,
-            "refused a master registration older than the group's newest master"
-        );
-        return Ok(RemotingCommand::error_response(
-            request,
-            response::SYSTEM_ERROR,
-            format!(
-                "stale master: brokerName {} has a master of epoch {ours}; this registration \
-                 carries {}",
-                header.broker_name,
-                theirs.map_or("no epoch".to_owned(), |e| format!("epoch {e}"))
-            ),
-        ));
-    }
+    let result = match registered {
+        Ok(result) => result,
+        Err(RegisterRefusal::StaleMaster { theirs, ours }) => {
+            tracing::warn!(
+                broker = %header.broker_addr, name = %header.broker_name,
+                epoch = ?theirs, highest = ours,
+                "refused a master registration older than the group's newest master"
+            );
+            return Ok(RemotingCommand::error_response(
+                request,
+                response::SYSTEM_ERROR,
+                format!(
+                    "stale master: brokerName {} has a master of epoch {ours}; this \
+                     registration carries {}",
+                    header.broker_name,
+                    theirs.map_or("no epoch".to_owned(), |e| format!("epoch {e}"))
+                ),
+            ));
+        }
+        Err(RegisterRefusal::Limit(refusal)) => {
+            shared.metrics.limit_refused(refusal.key);
+            tracing::warn!(
+                broker = %header.broker_addr, name = %header.broker_name,
+                limit = refusal.key, "registration refused: {}", refusal.detail
+            );
+            return Ok(RemotingCommand::error_response(
+                request,
+                response::SYSTEM_ERROR,
+                refusal.remark(),
+            ));
+        }
+    };
     tracing::debug!(
         broker = %header.broker_addr,
         name = %header.broker_name,
@@ -99,6 +116,16 @@ pub fn register(
         ha_server_addr: result.ha_server_addr,
         master_addr: result.master_addr,
     });
+    // The broker stays registered with the routes it had; the remark (which brokers
+    // ignore on SUCCESS) and the log say which growth was left out.
+    if let Some(refusal) = result.growth_refused {
+        shared.metrics.limit_refused(refusal.key);
+        tracing::warn!(
+            broker = %header.broker_addr, name = %header.broker_name,
+            limit = refusal.key, "new topics of a registered broker left out: {}", refusal.detail
+        );
+        response.remark = Some(refusal.remark());
+    }
     if let Some(order) = shared.kv.list(NAMESPACE_ORDER_TOPIC_CONFIG) {
         response = response.with_body(body::encode(&order));
     }
@@ -114,7 +141,7 @@ pub fn unregister(
     shared
         .routes
         .write()
-        .unregister(&h.cluster_name, &h.broker_addr, &h.broker_name, h.broker_id);
+        .unregister(&h.broker_addr, Instant::now());
     tracing::info!(broker = %h.broker_addr, name = %h.broker_name, "broker unregistered");
     Ok(success(request))
 }

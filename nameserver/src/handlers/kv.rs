@@ -9,6 +9,7 @@ use protocol::header::{
 };
 
 use crate::dispatch::{HandlerError, success};
+use crate::kv_config::KvError;
 use crate::route_table::ConnId;
 use crate::state::Shared;
 
@@ -16,10 +17,19 @@ type Reply = Result<RemotingCommand, HandlerError>;
 
 pub fn put(shared: &Shared, request: &RemotingCommand, _: ConnId) -> Reply {
     let h: PutKVConfigRequestHeader = request.header()?;
-    shared
-        .kv
-        .put(&h.namespace, &h.key, &h.value)
-        .map_err(|e| HandlerError::Failed(e.to_string()))?;
+    match shared.kv.put(&h.namespace, &h.key, &h.value) {
+        Ok(()) => {}
+        Err(KvError::Limit(refusal)) => {
+            shared.metrics.limit_refused(refusal.key);
+            tracing::warn!(namespace = %h.namespace, limit = refusal.key, "kv config put refused: {}", refusal.detail);
+            return Ok(RemotingCommand::error_response(
+                request,
+                response::SYSTEM_ERROR,
+                refusal.remark(),
+            ));
+        }
+        Err(e) => return Err(HandlerError::Failed(e.to_string())),
+    }
     tracing::info!(namespace = %h.namespace, key = %h.key, "kv config put");
     Ok(success(request))
 }

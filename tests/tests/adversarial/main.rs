@@ -9,5 +9,6 @@ mod checker;
 mod common;
 mod listeners;
 mod memory;
+mod nameserver;
 mod registries;
 mod sql92;
