@@ -11,6 +11,7 @@ use store::config_files::{
     ConfigFile, ConfigFileError, DeferredPersist, SubscriptionGroupConfig, SubscriptionGroupTable,
     subscription_group_path,
 };
+use store::fs::{OsFs, StoreFs};
 
 use crate::names;
 use crate::now_ms;
@@ -36,7 +37,12 @@ const DEFAULT_GROUPS: &[&str] = &[
 
 impl GroupManager {
     pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(subscription_group_path(store_root));
+        Self::open_with_fs(store_root, Arc::new(OsFs))
+    }
+
+    /// [`Self::open`] writing through `fs` (the store's file system).
+    pub fn open_with_fs(store_root: &Path, fs: Arc<dyn StoreFs>) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::with_fs(subscription_group_path(store_root), fs);
         let mut table = file
             .load_with("subscriptionGroup.json", |text| {
                 protocol::body::decode::<SubscriptionGroupTable>(text.as_bytes())

@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 use protocol::message::ConsumerOffset;
 use serde::Deserialize;
 use store::config_files::{ConfigFile, ConfigFileError, consumer_offset_path};
+use store::fs::{OsFs, StoreFs};
 
 type Table = BTreeMap<String, BTreeMap<i32, ConsumerOffset>>;
 
@@ -31,7 +33,12 @@ fn key(topic: &str, group: &str) -> String {
 
 impl OffsetManager {
     pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(consumer_offset_path(store_root));
+        Self::open_with_fs(store_root, Arc::new(OsFs))
+    }
+
+    /// [`Self::open`] writing through `fs` (the store's file system).
+    pub fn open_with_fs(store_root: &Path, fs: Arc<dyn StoreFs>) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::with_fs(consumer_offset_path(store_root), fs);
         let table = file
             .load_with("consumerOffset.json", |text| {
                 protocol::body::decode::<Wire>(text.as_bytes()).map_err(|e| e.to_string())

@@ -17,12 +17,17 @@ use crate::store_api::{MessageStoreApi, PutMessage};
 
 /// A broker rooted at `dir` with 8 MiB CommitLog files; `extra` is more broker.conf text.
 pub fn broker(dir: &Path, extra: &str) -> Arc<Broker> {
+    broker_with_fs(dir, extra, Arc::new(store::fs::OsFs))
+}
+
+/// [`broker`] with the store and the config files written through `fs` (fault injection).
+pub fn broker_with_fs(dir: &Path, extra: &str, fs: Arc<dyn store::fs::StoreFs>) -> Arc<Broker> {
     let text = format!(
         "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\n{extra}",
         dir.display()
     );
     let config = Config::from_properties(&text).unwrap();
-    let store = store::MessageStore::open(config.store.clone()).unwrap();
+    let store = store::MessageStore::open_with_fs(config.store.clone(), fs).unwrap();
     let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
     Broker::open(config, store, Arc::new(Metrics::new())).unwrap()
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 use store::config_files::{ConfigFile, ConfigFileError, DeferredPersist, topics_path};
+use store::fs::{OsFs, StoreFs};
 use tokio::sync::Notify;
 
 use crate::config::BrokerConfig;
@@ -43,7 +44,16 @@ struct TopicTable {
 impl TopicManager {
     /// Loads `topics.json` and adds the system topics RocketMQ always has.
     pub fn open(store_root: &Path, broker: &BrokerConfig) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(topics_path(store_root));
+        Self::open_with_fs(store_root, broker, Arc::new(OsFs))
+    }
+
+    /// [`Self::open`] writing through `fs` (the store's file system).
+    pub fn open_with_fs(
+        store_root: &Path,
+        broker: &BrokerConfig,
+        fs: Arc<dyn StoreFs>,
+    ) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::with_fs(topics_path(store_root), fs);
         let loaded = file.load_with("topics.json", |text| {
             protocol::body::decode::<TopicConfigSerializeWrapper>(text.as_bytes())
                 .map_err(|e| e.to_string())
