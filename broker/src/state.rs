@@ -196,7 +196,7 @@ impl Broker {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Writes every metadata file (shutdown, and the periodic offset flush).
+    /// Writes every metadata file (shutdown). Blocks: never on an async worker.
     pub fn persist_all(&self) {
         for (what, result) in [
             ("consumerOffset.json", self.offsets.persist()),

@@ -21,7 +21,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{ConfigDocument, ConfigFileError};
 use crate::fs::{OsFs, StoreFs};
@@ -105,6 +105,12 @@ impl ConfigFile {
         self.write_locked(bytes)
     }
 
+    /// Holds off every other persist of this path (for a writer that must install what
+    /// it wrote before another persist can snapshot the state).
+    pub(super) fn lock_persists(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock()
+    }
+
     /// Persists what `snapshot` renders, taking the snapshot under this file's persist
     /// lock: concurrent persists of changing state can only end with the newest state.
     pub fn persist_with(&self, snapshot: impl FnOnce() -> Vec<u8>) -> Result<(), ConfigFileError> {
@@ -114,7 +120,7 @@ impl ConfigFile {
     }
 
     /// The write sequence; the caller holds `self.lock`.
-    fn write_locked(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
+    pub(super) fn write_locked(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ConfigFileError::Io { path, source }
