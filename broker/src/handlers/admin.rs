@@ -128,35 +128,59 @@ pub async fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
             format!("The topic[{}] is conflict with system topic.", h.topic),
         );
     }
-    if let Err(e) = broker.topics.delete(&h.topic).await {
-        return not_durable(request, format!("delete topic[{}] failed", h.topic), &e);
-    }
-    broker.metrics.forget_topic(&h.topic);
-    let store = Arc::clone(&broker.store);
-    let topic = h.topic.clone();
-    let deleted = tokio::task::spawn_blocking(move || store.delete_topic(&topic)).await;
-    let queues = match deleted {
-        Ok(Ok(queues)) => queues,
-        Ok(Err(e)) => {
+    // A task of its own, so the client hanging up mid-way cannot stop the deletion
+    // between topics.json and the ConsumeQueues (a re-created topic would resume at the
+    // old offsets).
+    let deletion = tokio::spawn(delete_everywhere(Arc::clone(broker), h.topic.clone())).await;
+    match deletion {
+        Ok(Deletion::Done(queues)) => {
+            tracing::info!(topic = %h.topic, queues, "topic deleted");
+            Ok(success(request).into())
+        }
+        Ok(Deletion::NotDurable(e)) => {
+            not_durable(request, format!("delete topic[{}] failed", h.topic), &e)
+        }
+        Ok(Deletion::Store(e)) => {
             tracing::error!(topic = %h.topic, error = %e, "deleting the topic's ConsumeQueues failed");
-            return error(
+            error(
                 request,
                 response::SYSTEM_ERROR,
                 format!("delete topic {} from the store failed: {e}", h.topic),
-            );
+            )
         }
-        Err(e) => {
-            tracing::error!(topic = %h.topic, error = %e, "deleting the topic's ConsumeQueues panicked");
-            return error(
-                request,
-                response::SYSTEM_ERROR,
-                format!("delete topic {} from the store failed: {e}", h.topic),
-            );
+        Err(e) => error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("delete topic {} did not complete: {e}", h.topic),
+        ),
+    }
+}
+
+/// How a topic deletion ended.
+enum Deletion {
+    /// Gone from topics.json (on disk), the store (this many queues) and the offsets.
+    Done(usize),
+    /// topics.json could not be rewritten; nothing was deleted.
+    NotDurable(WriteError),
+    /// Gone from topics.json, but removing its ConsumeQueues failed.
+    Store(String),
+}
+
+async fn delete_everywhere(broker: Arc<Broker>, topic: String) -> Deletion {
+    if let Err(e) = broker.topics.delete(&topic).await {
+        return Deletion::NotDurable(e);
+    }
+    broker.metrics.forget_topic(&topic);
+    let (store, name) = (Arc::clone(&broker.store), topic.clone());
+    // File removals and a deletedTopics.json rewrite: on the blocking pool.
+    match tokio::task::spawn_blocking(move || store.delete_topic(&name)).await {
+        Ok(Ok(queues)) => {
+            broker.offsets.remove_topic(&topic);
+            Deletion::Done(queues)
         }
-    };
-    broker.offsets.remove_topic(&h.topic);
-    tracing::info!(topic = %h.topic, queues, "topic deleted");
-    Ok(success(request).into())
+        Ok(Err(e)) => Deletion::Store(e.to_string()),
+        Err(e) => Deletion::Store(e.to_string()),
+    }
 }
 
 pub fn all_topic_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
