@@ -65,29 +65,29 @@ pub async fn dispatch(
         rq::GET_EARLIEST_MSG_STORETIME => offset::earliest_store_time(broker, &request),
         rq::GET_ALL_DELAY_OFFSET => delay_offset::all_delay_offsets(broker, &request),
         rq::GET_ALL_CONSUMER_OFFSET => offset::all_consumer_offsets(broker, &request),
-        rq::UPDATE_AND_CREATE_TOPIC => admin::create_topic(broker, &request),
-        rq::DELETE_TOPIC_IN_BROKER => admin::delete_topic(broker, &request),
+        rq::UPDATE_AND_CREATE_TOPIC => admin::create_topic(broker, &request).await,
+        rq::DELETE_TOPIC_IN_BROKER => admin::delete_topic(broker, &request).await,
         rq::GET_ALL_TOPIC_CONFIG => admin::all_topic_config(broker, &request),
-        rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => admin::create_group(broker, &request),
+        rq::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => admin::create_group(broker, &request).await,
         rq::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => admin::all_groups(broker, &request),
-        rq::DELETE_SUBSCRIPTIONGROUP => admin::delete_group(broker, &request),
+        rq::DELETE_SUBSCRIPTIONGROUP => admin::delete_group(broker, &request).await,
         rq::GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         rq::GET_BROKER_CONFIG => admin::broker_config(broker, &request),
         rq::UPDATE_BROKER_CONFIG => admin::update_broker_config(broker, &request),
         rq::GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         rq::GET_PRODUCER_CONNECTION_LIST => producer::producer_connections(broker, &request),
-        rq::INVOKE_BROKER_TO_RESET_OFFSET => offset_reset::reset_offset(broker, &request),
+        rq::INVOKE_BROKER_TO_RESET_OFFSET => offset_reset::reset_offset(broker, &request).await,
         rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => {
             offset_reset::consumer_status(broker, &request).await
         }
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),
         rq::END_TRANSACTION => crate::transaction::end::end_transaction(broker, &request).await,
-        rq::UPDATE_AND_CREATE_ACL_CONFIG => acl_admin::update_account(broker, &request),
-        rq::DELETE_ACL_CONFIG => acl_admin::delete_account(broker, &request),
+        rq::UPDATE_AND_CREATE_ACL_CONFIG => acl_admin::update_account(broker, &request).await,
+        rq::DELETE_ACL_CONFIG => acl_admin::delete_account(broker, &request).await,
         rq::GET_BROKER_CLUSTER_ACL_INFO => acl_admin::acl_info(broker, &request),
         rq::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG => {
-            acl_admin::update_global_whitelist(broker, &request)
+            acl_admin::update_global_whitelist(broker, &request).await
         }
         rq::GET_BROKER_CLUSTER_ACL_CONFIG => acl_admin::acl_config(broker, &request),
         rq::GET_BROKER_HA_STATUS => crate::ha::admin::ha_status(broker, &request),

@@ -8,18 +8,71 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use protocol::body::DataVersion;
 use store::config_files::{
-    ConfigFile, ConfigFileError, DeferredPersist, SubscriptionGroupConfig, SubscriptionGroupTable,
-    subscription_group_path,
+    ConfigFile, ConfigFileError, ConfigState, ConfigWriter, Durable, SubscriptionGroupConfig,
+    SubscriptionGroupTable, subscription_group_path,
 };
+use store::fs::{OsFs, StoreFs};
 
 use crate::names;
 use crate::now_ms;
 
+/// `subscriptionGroup.json` is rewritten by a [`ConfigWriter`] thread: groups
+/// auto-created on request paths are in force at once and written soon after; admin
+/// changes (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, a slave's
+/// sync) are in force, and answered, only once a rewrite carrying them succeeded, and
+/// refused (not applied) when it failed.
 pub struct GroupManager {
-    table: Arc<RwLock<SubscriptionGroupTable>>,
+    groups: Arc<Groups>,
     file: ConfigFile,
-    /// Persists of groups auto-created on request paths, coalesced off the async workers.
-    deferred: DeferredPersist,
+    writer: ConfigWriter<Groups>,
+}
+
+/// The live table, shared with the writer thread.
+struct Groups {
+    table: RwLock<SubscriptionGroupTable>,
+}
+
+/// An admin change of the table.
+pub enum GroupChange {
+    Upsert(SubscriptionGroupConfig),
+    Delete(String),
+}
+
+fn apply(table: &mut SubscriptionGroupTable, change: &GroupChange) {
+    let changed = match change {
+        GroupChange::Upsert(config) => {
+            table
+                .subscription_group_table
+                .insert(config.group_name.clone(), config.clone());
+            true
+        }
+        GroupChange::Delete(group) => table.subscription_group_table.remove(group).is_some(),
+    };
+    if changed {
+        table.data_version = table.data_version.next(now_ms());
+    }
+}
+
+impl ConfigState for Groups {
+    type Change = GroupChange;
+
+    fn render(&self, staged: &[GroupChange]) -> Vec<u8> {
+        if staged.is_empty() {
+            return protocol::body::encode(&*self.table.read());
+        }
+        let mut table = self.table.read().clone();
+        for change in staged {
+            apply(&mut table, change);
+        }
+        protocol::body::encode(&table)
+    }
+
+    fn apply(&self, written: Vec<GroupChange>) {
+        let mut table = self.table.write();
+        for change in &written {
+            apply(&mut table, change);
+        }
+    }
 }
 
 /// Groups `SubscriptionGroupManager.init` always has (all with default settings; the
@@ -36,7 +89,12 @@ const DEFAULT_GROUPS: &[&str] = &[
 
 impl GroupManager {
     pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(subscription_group_path(store_root));
+        Self::open_with_fs(store_root, Arc::new(OsFs))
+    }
+
+    /// [`Self::open`] writing through `fs` (the store's file system).
+    pub fn open_with_fs(store_root: &Path, fs: Arc<dyn StoreFs>) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::with_fs(subscription_group_path(store_root), fs);
         let mut table = file
             .load_with("subscriptionGroup.json", |text| {
                 protocol::body::decode::<SubscriptionGroupTable>(text.as_bytes())
@@ -55,21 +113,20 @@ impl GroupManager {
                     ..SubscriptionGroupConfig::default()
                 });
         }
-        let table = Arc::new(RwLock::new(table));
-        let snapshot_of = Arc::clone(&table);
-        let deferred = DeferredPersist::spawn(
-            file.clone(),
-            Box::new(move || protocol::body::encode(&*snapshot_of.read())),
-        )?;
+        let groups = Arc::new(Groups {
+            table: RwLock::new(table),
+        });
+        let writer = ConfigWriter::spawn(file.clone(), Arc::clone(&groups))?;
         Ok(Self {
-            table,
+            groups,
             file,
-            deferred,
+            writer,
         })
     }
 
     pub fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
-        self.table
+        self.groups
+            .table
             .read()
             .subscription_group_table
             .get(group)
@@ -100,61 +157,49 @@ impl GroupManager {
             ..SubscriptionGroupConfig::default()
         };
         {
-            let mut t = self.table.write();
+            let mut t = self.groups.table.write();
             t.subscription_group_table
                 .entry(group.to_owned())
                 .or_insert_with(|| config.clone());
             t.data_version = t.data_version.next(now_ms());
         }
         tracing::info!(group, "subscription group created");
-        self.deferred.mark_dirty();
+        self.writer.mark_dirty();
         Some(config)
     }
 
-    pub fn upsert(&self, config: SubscriptionGroupConfig) -> Result<(), ConfigFileError> {
-        {
-            let mut t = self.table.write();
-            t.subscription_group_table
-                .insert(config.group_name.clone(), config);
-            t.data_version = t.data_version.next(now_ms());
-        }
-        self.persist()
+    /// Inserts or replaces a group once the returned future reports it written.
+    pub fn upsert(&self, config: SubscriptionGroupConfig) -> Durable {
+        self.writer.commit(GroupChange::Upsert(config))
     }
 
-    pub fn delete(&self, group: &str) -> Result<bool, ConfigFileError> {
-        let removed = {
-            let mut t = self.table.write();
-            let removed = t.subscription_group_table.remove(group).is_some();
-            if removed {
-                t.data_version = t.data_version.next(now_ms());
-            }
-            removed
-        };
-        if removed {
-            self.persist()?;
-        }
-        Ok(removed)
+    /// Removes a group (absent: nothing changes) once the returned future reports the
+    /// table without it written.
+    pub fn delete(&self, group: &str) -> Durable {
+        self.writer.commit(GroupChange::Delete(group.to_owned()))
     }
 
     pub fn snapshot(&self) -> SubscriptionGroupTable {
-        self.table.read().clone()
+        self.groups.table.read().clone()
     }
 
     /// Writes `subscriptionGroup.json` now, from a snapshot taken under the file's
-    /// persist lock.
+    /// persist lock (shutdown; blocks, so never on an async worker).
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.file
-            .persist_with(|| protocol::body::encode(&*self.table.read()))
+            .persist_with(|| protocol::body::encode(&*self.groups.table.read()))
     }
 
     /// Waits until auto-created groups are on disk; `true` when they are.
     pub fn flush_created(&self, within: Duration) -> bool {
-        self.deferred.flush(within)
+        self.writer.flush(within)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use futures::executor::block_on;
+
     use super::*;
 
     #[test]
@@ -172,13 +217,14 @@ mod tests {
         );
         let g = on.find_or_create("g1", true).unwrap();
         assert_eq!((g.retry_queue_nums, g.retry_max_times), (1, 16));
-        on.upsert(SubscriptionGroupConfig {
+        block_on(on.upsert(SubscriptionGroupConfig {
             group_name: "g2".into(),
             retry_max_times: 3,
             ..SubscriptionGroupConfig::default()
-        })
+        }))
         .unwrap();
-        assert!(on.delete("g1").unwrap());
+        block_on(on.delete("g1")).unwrap();
+        assert!(on.get("g1").is_none());
         let again = GroupManager::open(dir.path()).unwrap();
         assert_eq!(again.get("g2").unwrap().retry_max_times, 3);
         assert!(again.get("g1").is_none());

@@ -222,7 +222,7 @@ pub async fn run(broker: Arc<Broker>, registrar: Arc<Registrar>) {
                 registered = true;
             }
             _ = tokio::time::sleep(period) => {}
-            _ = broker.topics.changed.notified() => {}
+            _ = broker.topics.changed().notified() => {}
             _ = async {
                 match broker.ha.get() {
                     Some(ha) => ha.register_now.notified().await,

@@ -95,10 +95,12 @@ impl Broker {
     ) -> Result<Arc<Self>, ConfigFileError> {
         let root = config.store.store_path_root_dir.clone();
         let b = &config.broker;
-        let topics = TopicManager::open(&root, b)?;
-        let groups = GroupManager::open(&root)?;
+        // Config files are written through the store's file system (fault injection).
+        let fs = store.config_fs();
+        let topics = TopicManager::open_with_fs(&root, b, Arc::clone(&fs))?;
+        let groups = GroupManager::open_with_fs(&root, Arc::clone(&fs))?;
         let live = LiveConfig::new(b);
-        let offsets = OffsetManager::open(&root)?;
+        let offsets = OffsetManager::open_with_fs(&root, fs)?;
         let levels = config
             .store
             .delay_levels()
@@ -199,7 +201,7 @@ impl Broker {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Writes every metadata file (shutdown, and the periodic offset flush).
+    /// Writes every metadata file (shutdown). Blocks: never on an async worker.
     pub fn persist_all(&self) {
         for (what, result) in [
             ("consumerOffset.json", self.offsets.persist()),

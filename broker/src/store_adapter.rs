@@ -375,4 +375,8 @@ impl MessageStoreApi for StoreAdapter {
             tracing::error!(error = %e, "store shutdown failed");
         }
     }
+
+    fn config_fs(&self) -> Arc<dyn store::fs::StoreFs> {
+        Arc::clone(self.store.fs())
+    }
 }

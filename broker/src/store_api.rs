@@ -225,4 +225,9 @@ pub trait MessageStoreApi: Send + Sync + 'static {
     fn set_arrival_listener(&self, listener: ArrivalListener);
     /// Flushes and stops the store's services; removes the abort file on success.
     fn shutdown(&self);
+    /// The file system the broker's config files under the store root are written
+    /// through (the store's own, so a test's injected faults reach both).
+    fn config_fs(&self) -> Arc<dyn store::fs::StoreFs> {
+        Arc::new(store::fs::OsFs)
+    }
 }

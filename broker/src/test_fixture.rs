@@ -8,7 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use protocol::message::{QueueOffset, record};
 
+use crate::clients::Channel;
 use crate::config::Config;
+use crate::connection::Conn;
 use crate::filter::MessageFilter;
 use crate::metrics::Metrics;
 use crate::state::Broker;
@@ -17,14 +19,46 @@ use crate::store_api::{MessageStoreApi, PutMessage};
 
 /// A broker rooted at `dir` with 8 MiB CommitLog files; `extra` is more broker.conf text.
 pub fn broker(dir: &Path, extra: &str) -> Arc<Broker> {
+    broker_with_fs(dir, extra, Arc::new(store::fs::OsFs))
+}
+
+/// [`broker`] with the store and the config files written through `fs` (fault injection).
+pub fn broker_with_fs(dir: &Path, extra: &str, fs: Arc<dyn store::fs::StoreFs>) -> Arc<Broker> {
     let text = format!(
         "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\n{extra}",
         dir.display()
     );
     let config = Config::from_properties(&text).unwrap();
-    let store = store::MessageStore::open(config.store.clone()).unwrap();
+    let store = store::MessageStore::open_with_fs(config.store.clone(), fs).unwrap();
     let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
     Broker::open(config, store, Arc::new(Metrics::new())).unwrap()
+}
+
+/// A client connection to `b`; the receiver sees what the broker pushes to it.
+pub fn conn(b: &Broker) -> (Conn, tokio::sync::mpsc::Receiver<protocol::RemotingCommand>) {
+    let (outbound, pushed) = tokio::sync::mpsc::channel(16);
+    let id = b.next_conn_id();
+    let peer = SocketAddr::from(([127, 0, 0, 1], 40000));
+    let channel = Channel {
+        id,
+        peer,
+        outbound,
+        close: tokio_util::sync::CancellationToken::new(),
+    };
+    b.clients.add_channel(channel.clone());
+    (Conn { id, peer, channel }, pushed)
+}
+
+/// Runs `request` through the dispatch table, as a connection does; the answer.
+pub async fn dispatch(
+    b: &Arc<Broker>,
+    conn: &Conn,
+    request: protocol::RemotingCommand,
+) -> protocol::RemotingCommand {
+    crate::dispatch::dispatch(b, conn, request)
+        .await
+        .expect("an answer")
+        .command
 }
 
 pub fn message(topic: &str, queue_id: i32, body: &str, properties: String) -> PutMessage {

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 use protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
-use store::config_files::{ConfigFile, ConfigFileError, DeferredPersist, topics_path};
+use store::config_files::{
+    ConfigFile, ConfigFileError, ConfigState, ConfigWriter, Durable, topics_path,
+};
+use store::fs::{OsFs, StoreFs};
 use tokio::sync::Notify;
 
 use crate::config::BrokerConfig;
@@ -23,27 +26,92 @@ pub enum AutoCreateError {
     NotExist { topic: String },
 }
 
+/// `topics.json` is rewritten by a [`ConfigWriter`] thread. Topics created on request
+/// paths (sends, heartbeats) are in force at once and written soon after; admin changes
+/// (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, a slave's sync) are committed: in
+/// force, and answered, only once a rewrite carrying them succeeded, and refused (not
+/// applied) when it failed. See `store::config_files::ConfigWriter` for the group commit.
 pub struct TopicManager {
-    table: Arc<RwLock<TopicTable>>,
+    topics: Arc<Topics>,
     file: ConfigFile,
-    /// Persists of topics created on request paths (sends, heartbeats), coalesced off the
-    /// async workers.
-    deferred: DeferredPersist,
+    writer: ConfigWriter<Topics>,
     /// `maxQueueNums`: queue counts of created topics are capped at it.
     max_queue_nums: i32,
-    /// Woken on every change so the registration task re-registers at once.
-    pub changed: Notify,
 }
 
+/// The live table, shared with the writer thread.
+struct Topics {
+    table: RwLock<TopicTable>,
+    /// Woken on every change so the registration task re-registers at once.
+    changed: Notify,
+}
+
+#[derive(Clone)]
 struct TopicTable {
     topics: BTreeMap<String, TopicConfig>,
     version: DataVersion,
 }
 
+/// An admin change of the table.
+pub enum TopicChange {
+    Upsert(TopicConfig),
+    Delete(String),
+}
+
+impl TopicTable {
+    fn apply(&mut self, change: &TopicChange) {
+        let changed = match change {
+            TopicChange::Upsert(config) => {
+                self.topics
+                    .insert(config.topic_name.clone(), config.clone());
+                true
+            }
+            TopicChange::Delete(topic) => self.topics.remove(topic).is_some(),
+        };
+        if changed {
+            self.version = self.version.next(now_ms());
+        }
+    }
+}
+
+impl ConfigState for Topics {
+    type Change = TopicChange;
+
+    fn render(&self, staged: &[TopicChange]) -> Vec<u8> {
+        let mut table = self.table.read().clone();
+        for change in staged {
+            table.apply(change);
+        }
+        protocol::body::encode(&TopicConfigSerializeWrapper {
+            topic_config_table: table.topics,
+            data_version: table.version,
+        })
+    }
+
+    fn apply(&self, written: Vec<TopicChange>) {
+        {
+            let mut table = self.table.write();
+            for change in &written {
+                table.apply(change);
+            }
+        }
+        self.changed.notify_one();
+    }
+}
+
 impl TopicManager {
     /// Loads `topics.json` and adds the system topics RocketMQ always has.
     pub fn open(store_root: &Path, broker: &BrokerConfig) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(topics_path(store_root));
+        Self::open_with_fs(store_root, broker, Arc::new(OsFs))
+    }
+
+    /// [`Self::open`] writing through `fs` (the store's file system).
+    pub fn open_with_fs(
+        store_root: &Path,
+        broker: &BrokerConfig,
+        fs: Arc<dyn StoreFs>,
+    ) -> Result<Self, ConfigFileError> {
+        let file = ConfigFile::with_fs(topics_path(store_root), fs);
         let loaded = file.load_with("topics.json", |text| {
             protocol::body::decode::<TopicConfigSerializeWrapper>(text.as_bytes())
                 .map_err(|e| e.to_string())
@@ -59,35 +127,37 @@ impl TopicManager {
             // TBW102 is only a template while auto-creation is on (`TopicConfigManager`).
             topics.remove(names::AUTO_CREATE_TOPIC);
         }
-        let table = Arc::new(RwLock::new(TopicTable { topics, version }));
-        let snapshot_of = Arc::clone(&table);
-        let deferred = DeferredPersist::spawn(
-            file.clone(),
-            Box::new(move || encode_table(&snapshot_of.read())),
-        )?;
-        Ok(Self {
-            table,
-            file,
-            deferred,
-            max_queue_nums: broker.max_queue_nums.max(1),
+        let topics = Arc::new(Topics {
+            table: RwLock::new(TopicTable { topics, version }),
             changed: Notify::new(),
+        });
+        let writer = ConfigWriter::spawn(file.clone(), Arc::clone(&topics))?;
+        Ok(Self {
+            topics,
+            file,
+            writer,
+            max_queue_nums: broker.max_queue_nums.max(1),
         })
     }
 
+    fn table(&self) -> parking_lot::RwLockReadGuard<'_, TopicTable> {
+        self.topics.table.read()
+    }
+
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
-        self.table.read().topics.get(topic).cloned()
+        self.table().topics.get(topic).cloned()
     }
 
     pub fn contains(&self, topic: &str) -> bool {
-        self.table.read().topics.contains_key(topic)
+        self.table().topics.contains_key(topic)
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.table.read().topics.keys().cloned().collect()
+        self.table().topics.keys().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.table.read().topics.len()
+        self.table().topics.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -95,42 +165,33 @@ impl TopicManager {
     }
 
     pub fn data_version(&self) -> DataVersion {
-        self.table.read().version
+        self.table().version
+    }
+
+    /// Woken on every change (the registration task re-registers at once).
+    pub fn changed(&self) -> &Notify {
+        &self.topics.changed
     }
 
     /// The table as registrations and GET_ALL_TOPIC_CONFIG carry it.
     pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
-        let t = self.table.read();
+        let t = self.table();
         TopicConfigSerializeWrapper {
             topic_config_table: t.topics.clone(),
             data_version: t.version,
         }
     }
 
-    /// Inserts or replaces a topic (UPDATE_AND_CREATE_TOPIC), persists, signals a change.
-    pub fn upsert(&self, config: TopicConfig) -> Result<(), ConfigFileError> {
-        {
-            let mut t = self.table.write();
-            t.topics.insert(config.topic_name.clone(), config);
-            t.version = t.version.next(now_ms());
-        }
-        self.after_change()
+    /// Inserts or replaces a topic (UPDATE_AND_CREATE_TOPIC): in force, with a change
+    /// signalled, once the returned future reports it written.
+    pub fn upsert(&self, config: TopicConfig) -> Durable {
+        self.writer.commit(TopicChange::Upsert(config))
     }
 
-    /// Removes a topic; `false` when it did not exist.
-    pub fn delete(&self, topic: &str) -> Result<bool, ConfigFileError> {
-        let removed = {
-            let mut t = self.table.write();
-            let removed = t.topics.remove(topic).is_some();
-            if removed {
-                t.version = t.version.next(now_ms());
-            }
-            removed
-        };
-        if removed {
-            self.after_change()?;
-        }
-        Ok(removed)
+    /// Removes a topic (absent: nothing changes) once the returned future reports the
+    /// table without it written.
+    pub fn delete(&self, topic: &str) -> Durable {
+        self.writer.commit(TopicChange::Delete(topic.to_owned()))
     }
 
     /// `createTopicInSendMessageMethod`: the topic's config, creating it from the
@@ -187,44 +248,39 @@ impl TopicManager {
     }
 
     fn insert_if_absent(&self, config: TopicConfig) -> (TopicConfig, bool) {
-        let created = {
-            let mut t = self.table.write();
+        {
+            let mut t = self.topics.table.write();
             if let Some(existing) = t.topics.get(&config.topic_name) {
                 return (existing.clone(), false);
             }
             t.topics.insert(config.topic_name.clone(), config.clone());
             t.version = t.version.next(now_ms());
-            true
-        };
+        }
         tracing::info!(topic = %config.topic_name, queues = config.write_queue_nums, perm = config.perm, "topic created");
-        self.changed.notify_one();
-        self.deferred.mark_dirty();
-        (config, created)
+        self.topics.changed.notify_one();
+        self.writer.mark_dirty();
+        (config, true)
     }
 
     /// A new data version with the table unchanged (brokerPermission changed), so the
     /// next registration, which this triggers, counts as new route data.
     pub fn touch(&self) {
         {
-            let mut t = self.table.write();
+            let mut t = self.topics.table.write();
             t.version = t.version.next(now_ms());
         }
-        self.changed.notify_one();
+        self.topics.changed.notify_one();
     }
 
-    fn after_change(&self) -> Result<(), ConfigFileError> {
-        self.changed.notify_one();
-        self.persist()
-    }
-
-    /// Writes `topics.json` now, from a snapshot taken under the file's persist lock.
+    /// Writes `topics.json` now, from a snapshot taken under the file's persist lock
+    /// (shutdown; blocks, so never on an async worker).
     pub fn persist(&self) -> Result<(), ConfigFileError> {
-        self.file.persist_with(|| encode_table(&self.table.read()))
+        self.file.persist_with(|| encode_table(&self.table()))
     }
 
     /// Waits until topics created on request paths are on disk; `true` when they are.
     pub fn flush_created(&self, within: Duration) -> bool {
-        self.deferred.flush(within)
+        self.writer.flush(within)
     }
 }
 
@@ -284,6 +340,8 @@ fn system_topics(b: &BrokerConfig) -> Vec<TopicConfig> {
 
 #[cfg(test)]
 mod tests {
+    use futures::executor::block_on;
+
     use super::*;
 
     fn manager(dir: &Path, auto: bool) -> TopicManager {
@@ -318,8 +376,8 @@ mod tests {
         assert_eq!(again.get("T1").unwrap().write_queue_nums, 4);
     }
 
-    /// Defect 3: persists from many threads at once never lose a topic nor fail on the
-    /// shared `.tmp` (each takes its snapshot under the file's lock).
+    /// Persists from many threads at once never lose a topic nor fail on the shared
+    /// `.tmp` (each takes its snapshot under the file's lock).
     #[test]
     fn concurrent_persists_never_lose_a_topic() {
         let dir = tempfile::tempdir().unwrap();
@@ -329,7 +387,7 @@ mod tests {
                 let m = std::sync::Arc::clone(&m);
                 std::thread::spawn(move || {
                     for i in 0..20 {
-                        m.upsert(TopicConfig::new(format!("A{t}_{i}"))).unwrap();
+                        block_on(m.upsert(TopicConfig::new(format!("A{t}_{i}")))).unwrap();
                         m.get_or_create_system(&format!("S{t}_{i}"), 1, perm::READ, 0);
                     }
                 })
@@ -369,7 +427,16 @@ mod tests {
             .get_or_auto_create("T1", names::AUTO_CREATE_TOPIC, 4, 0)
             .unwrap_err();
         assert_eq!(err.to_string(), "topic[T1] not exist, apply first please!");
-        assert!(m.delete(names::SELF_TEST_TOPIC).unwrap());
-        assert!(!m.delete(names::SELF_TEST_TOPIC).unwrap());
+        let v0 = m.data_version();
+        block_on(m.delete(names::SELF_TEST_TOPIC)).unwrap();
+        assert!(!m.contains(names::SELF_TEST_TOPIC));
+        let v1 = m.data_version();
+        assert_ne!(v1, v0);
+        block_on(m.delete(names::SELF_TEST_TOPIC)).unwrap();
+        assert_eq!(
+            m.data_version(),
+            v1,
+            "deleting an absent topic changes nothing"
+        );
     }
 }

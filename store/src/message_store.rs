@@ -68,6 +68,7 @@ pub struct MessageStore {
     pub(crate) role: crate::replication::RoleCell,
     pub(crate) epochs: crate::ha::EpochFile,
     pub(crate) confirm: crate::ha::ConfirmOffset,
+    fs: Arc<dyn StoreFs>,
     /// Released by shutdown, so another store may open the directory afterwards.
     lock: parking_lot::Mutex<Option<StoreLock>>,
 }
@@ -155,7 +156,7 @@ impl MessageStore {
         let retention = Arc::new(Retention::new(
             &config,
             Arc::clone(&commit_log),
-            fs,
+            Arc::clone(&fs),
             Arc::clone(&disk_full),
             Box::new(move |min| {
                 if let Err(e) = hook_dispatcher.on_commit_log_min_offset(min) {
@@ -186,8 +187,14 @@ impl MessageStore {
             role,
             epochs,
             confirm,
+            fs,
             lock: parking_lot::Mutex::new(Some(lock)),
         })
+    }
+
+    /// The file system the store writes through (the broker's config files use it too).
+    pub fn fs(&self) -> &Arc<dyn StoreFs> {
+        &self.fs
     }
 
     pub fn config(&self) -> &MessageStoreConfig {

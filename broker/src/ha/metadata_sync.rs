@@ -70,10 +70,15 @@ pub async fn sync_once(broker: &Broker, c: &RemotingClient) -> Result<(), SyncEr
     if let Some(body) = fetch(c, request::GET_ALL_TOPIC_CONFIG).await? {
         let wrapper: TopicConfigSerializeWrapper =
             protocol::body::decode(&body).map_err(|e| SyncError::Decode(e.to_string()))?;
-        for (name, config) in wrapper.topic_config_table {
-            if broker.topics.get(&name).as_ref() != Some(&config)
-                && let Err(e) = broker.topics.upsert(config)
-            {
+        // Every changed topic is staged before any is awaited: one rewrite carries them.
+        let writes: Vec<_> = wrapper
+            .topic_config_table
+            .into_iter()
+            .filter(|(name, config)| broker.topics.get(name).as_ref() != Some(config))
+            .map(|(name, config)| (name, broker.topics.upsert(config)))
+            .collect();
+        for (name, written) in writes {
+            if let Err(e) = written.await {
                 tracing::warn!(topic = name, error = %e, "storing a synced topic failed");
             }
         }
@@ -81,10 +86,14 @@ pub async fn sync_once(broker: &Broker, c: &RemotingClient) -> Result<(), SyncEr
     if let Some(body) = fetch(c, request::GET_ALL_SUBSCRIPTIONGROUP_CONFIG).await? {
         let text = String::from_utf8_lossy(&body);
         let table = SubscriptionGroupTable::decode(&text).map_err(SyncError::Decode)?;
-        for (name, config) in table.subscription_group_table {
-            if broker.groups.get(&name).as_ref() != Some(&config)
-                && let Err(e) = broker.groups.upsert(config)
-            {
+        let writes: Vec<_> = table
+            .subscription_group_table
+            .into_iter()
+            .filter(|(name, config)| broker.groups.get(name).as_ref() != Some(config))
+            .map(|(name, config)| (name, broker.groups.upsert(config)))
+            .collect();
+        for (name, written) in writes {
+            if let Err(e) = written.await {
                 tracing::warn!(group = name, error = %e, "storing a synced group failed");
             }
         }
@@ -110,8 +119,11 @@ pub async fn sync_once(broker: &Broker, c: &RemotingClient) -> Result<(), SyncEr
     if let Some(body) = fetch(c, request::GET_ALL_DELAY_OFFSET).await? {
         let root = &broker.config.store.store_path_root_dir;
         let file = ConfigFile::new(store::config_files::delay_offset_path(root));
-        if let Err(e) = file.persist_bytes(&body) {
-            tracing::warn!(error = %e, "storing synced delay offsets failed");
+        // Three fsyncs: on the blocking pool, not on an async worker.
+        match tokio::task::spawn_blocking(move || file.persist_bytes(&body)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "storing synced delay offsets failed"),
+            Err(e) => tracing::warn!(error = %e, "storing synced delay offsets did not complete"),
         }
     }
     Ok(())

@@ -4,7 +4,9 @@
 //! check could be bypassed); 54 answers the accounts without their secret keys (4.9.0–
 //! 4.9.7 sent them to any caller, issue #5970). With ACL disabled, every code answers
 //! its failure code with a remark saying so (4.9 hit a null pointer, or for 52 sent
-//! nothing).
+//! nothing). The edits rewrite the ACL file (validated, fsynced, renamed) on the
+//! blocking pool, never on an async worker; the answer comes once the file is written,
+//! and a failed write leaves the ACL in force unchanged.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use protocol::header::{
     CreateAccessConfigRequestHeader, DeleteAccessConfigRequestHeader,
     GetBrokerAclConfigResponseHeader, UpdateGlobalWhiteAddrsConfigRequestHeader,
 };
-use security::acl::{AccountEdit, AclStore};
+use security::acl::{AccountEdit, AclError, AclStore};
 
 use super::{HandlerResult, error, success};
 use crate::state::Broker;
@@ -25,8 +27,20 @@ fn store(broker: &Broker) -> Option<&Arc<AclStore>> {
     broker.acl.as_ref()
 }
 
+/// Runs an edit of the ACL file on the blocking pool.
+async fn edit_file(
+    acl: &Arc<AclStore>,
+    edit: impl FnOnce(&AclStore) -> Result<(), AclError> + Send + 'static,
+) -> Result<(), String> {
+    let acl = Arc::clone(acl);
+    match tokio::task::spawn_blocking(move || edit(&acl)).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the ACL edit did not complete: {e}")),
+    }
+}
+
 /// UPDATE_AND_CREATE_ACL_CONFIG (50).
-pub fn update_account(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn update_account(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let failed = response::UPDATE_AND_CREATE_ACL_CONFIG_FAILED;
     let Some(acl) = store(broker) else {
         return error(request, failed, ACL_DISABLED);
@@ -42,28 +56,29 @@ pub fn update_account(broker: &Arc<Broker>, request: &RemotingCommand) -> Handle
         topic_perms: h.topic_perms,
         group_perms: h.group_perms,
     };
-    match acl.upsert_account(&edit) {
+    match edit_file(acl, move |acl| acl.upsert_account(&edit)).await {
         Ok(()) => {
             tracing::info!(access_key = %h.access_key, admin = h.admin, "ACL account created or updated");
             Ok(success(request).into())
         }
-        Err(e) => error(request, failed, e.to_string()),
+        Err(e) => error(request, failed, e),
     }
 }
 
 /// DELETE_ACL_CONFIG (51).
-pub fn delete_account(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn delete_account(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let failed = response::DELETE_ACL_CONFIG_FAILED;
     let Some(acl) = store(broker) else {
         return error(request, failed, ACL_DISABLED);
     };
     let h: DeleteAccessConfigRequestHeader = request.header()?;
-    match acl.delete_account(&h.access_key) {
+    let access_key = h.access_key.clone();
+    match edit_file(acl, move |acl| acl.delete_account(&access_key)).await {
         Ok(()) => {
             tracing::info!(access_key = %h.access_key, "ACL account deleted");
             Ok(success(request).into())
         }
-        Err(e) => error(request, failed, e.to_string()),
+        Err(e) => error(request, failed, e),
     }
 }
 
@@ -97,7 +112,10 @@ pub fn acl_info(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResul
 }
 
 /// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53).
-pub fn update_global_whitelist(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn update_global_whitelist(
+    broker: &Arc<Broker>,
+    request: &RemotingCommand,
+) -> HandlerResult {
     let failed = response::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED;
     let Some(acl) = store(broker) else {
         return error(request, failed, ACL_DISABLED);
@@ -124,12 +142,13 @@ pub fn update_global_whitelist(broker: &Arc<Broker>, request: &RemotingCommand) 
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
-    match acl.set_global_whitelist(&patterns) {
+    let replacement = patterns.clone();
+    match edit_file(acl, move |acl| acl.set_global_whitelist(&replacement)).await {
         Ok(()) => {
             tracing::info!(?patterns, "ACL global whitelist replaced");
             Ok(success(request).into())
         }
-        Err(e) => error(request, failed, e.to_string()),
+        Err(e) => error(request, failed, e),
     }
 }
 

@@ -1,5 +1,12 @@
 //! Admin requests (`AdminBrokerProcessor`, reference §7.13): topics, subscription groups,
 //! runtime info, configuration, connection and offset statistics.
+//!
+//! A topic or group change answers only once `topics.json` / `subscriptionGroup.json`
+//! holds it: the handler awaits a rewrite on the file's writer thread, shared with every
+//! other change in flight (group commit), so the fsyncs never hold an async worker. When
+//! that rewrite fails the change is not applied and the answer is SYSTEM_ERROR naming the
+//! file and the error (4.9's `ConfigManager.persist` logs the failure and answers
+//! SUCCESS with memory and disk apart).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -13,11 +20,21 @@ use protocol::header::{
     GetConsumerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
 };
 use serde::Serialize;
-use store::config_files::SubscriptionGroupConfig;
+use store::config_files::{SubscriptionGroupConfig, WriteError};
 
 use super::{HandlerResult, error, success};
 use crate::names;
 use crate::state::Broker;
+
+/// The answer to a change whose rewrite failed: `what` was not done.
+fn not_durable(request: &RemotingCommand, what: String, e: &WriteError) -> HandlerResult {
+    tracing::error!(error = %e, "{what}");
+    error(
+        request,
+        response::SYSTEM_ERROR,
+        format!("{what}: {e} (the change was not applied)"),
+    )
+}
 
 /// Topics that admin requests may not create or delete (`TopicValidator.isSystemTopic`).
 fn is_system_topic(topic: &str, broker: &Broker) -> bool {
@@ -29,7 +46,7 @@ fn is_system_topic(topic: &str, broker: &Broker) -> bool {
         || topic == broker.config.broker.broker_name
 }
 
-pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: CreateTopicRequestHeader = request.header()?;
     if broker.is_slave() {
         return error(
@@ -75,7 +92,13 @@ pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
         topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
         order: h.order,
     };
-    broker.topics.upsert(config)?;
+    if let Err(e) = broker.topics.upsert(config).await {
+        return not_durable(
+            request,
+            format!("create or update topic[{}] failed", h.topic),
+            &e,
+        );
+    }
     tracing::info!(topic = %h.topic, "topic created or updated by admin");
     Ok(success(request).into())
 }
@@ -84,8 +107,9 @@ pub fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
 /// in-memory tables, so a re-created topic starts at offset 0) and its consumer offsets go.
 /// The group's retry and DLQ topics are topics of their own and stay. RocketMQ 4.9 leaves
 /// consumer offsets to a later scan; dropping them here keeps a re-created topic from
-/// inheriting offsets of its old life.
-pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+/// inheriting offsets of its old life. The ConsumeQueue files are removed on the blocking
+/// pool.
+pub async fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: DeleteTopicRequestHeader = request.header()?;
     if broker.is_slave() {
         return error(
@@ -104,22 +128,59 @@ pub fn delete_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
             format!("The topic[{}] is conflict with system topic.", h.topic),
         );
     }
-    broker.topics.delete(&h.topic)?;
-    broker.metrics.forget_topic(&h.topic);
-    let queues = match broker.store.delete_topic(&h.topic) {
-        Ok(queues) => queues,
-        Err(e) => {
+    // A task of its own, so the client hanging up mid-way cannot stop the deletion
+    // between topics.json and the ConsumeQueues (a re-created topic would resume at the
+    // old offsets).
+    let deletion = tokio::spawn(delete_everywhere(Arc::clone(broker), h.topic.clone())).await;
+    match deletion {
+        Ok(Deletion::Done(queues)) => {
+            tracing::info!(topic = %h.topic, queues, "topic deleted");
+            Ok(success(request).into())
+        }
+        Ok(Deletion::NotDurable(e)) => {
+            not_durable(request, format!("delete topic[{}] failed", h.topic), &e)
+        }
+        Ok(Deletion::Store(e)) => {
             tracing::error!(topic = %h.topic, error = %e, "deleting the topic's ConsumeQueues failed");
-            return error(
+            error(
                 request,
                 response::SYSTEM_ERROR,
                 format!("delete topic {} from the store failed: {e}", h.topic),
-            );
+            )
         }
-    };
-    broker.offsets.remove_topic(&h.topic);
-    tracing::info!(topic = %h.topic, queues, "topic deleted");
-    Ok(success(request).into())
+        Err(e) => error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("delete topic {} did not complete: {e}", h.topic),
+        ),
+    }
+}
+
+/// How a topic deletion ended.
+enum Deletion {
+    /// Gone from topics.json (on disk), the store (this many queues) and the offsets.
+    Done(usize),
+    /// topics.json could not be rewritten; nothing was deleted.
+    NotDurable(WriteError),
+    /// Gone from topics.json, but removing its ConsumeQueues failed.
+    Store(String),
+}
+
+async fn delete_everywhere(broker: Arc<Broker>, topic: String) -> Deletion {
+    if let Err(e) = broker.topics.delete(&topic).await {
+        return Deletion::NotDurable(e);
+    }
+    broker.metrics.forget_topic(&topic);
+    let (store, name) = (Arc::clone(&broker.store), topic.clone());
+    // File removals and a deletedTopics.json rewrite: on the blocking pool.
+    match tokio::task::spawn_blocking(move || store.delete_topic(&name)).await {
+        Ok(Ok(queues)) => {
+            broker.offsets.remove_topic(&topic);
+            Deletion::Done(queues)
+        }
+        Ok(Err(e)) => Deletion::Store(e.to_string()),
+        Err(e) => Deletion::Store(e.to_string()),
+    }
 }
 
 pub fn all_topic_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
@@ -128,7 +189,7 @@ pub fn all_topic_config(broker: &Arc<Broker>, request: &RemotingCommand) -> Hand
         .into())
 }
 
-pub fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     if broker.is_slave() {
         return error(
             request,
@@ -153,7 +214,14 @@ pub fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
             format!("retryQueueNums must be within 0..={max} (maxQueueNums)"),
         );
     }
-    broker.groups.upsert(config)?;
+    let group = config.group_name.clone();
+    if let Err(e) = broker.groups.upsert(config).await {
+        return not_durable(
+            request,
+            format!("create or update subscription group[{group}] failed"),
+            &e,
+        );
+    }
     Ok(success(request).into())
 }
 
@@ -163,9 +231,15 @@ pub fn all_groups(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
         .into())
 }
 
-pub fn delete_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn delete_group(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: DeleteSubscriptionGroupRequestHeader = request.header()?;
-    broker.groups.delete(&h.group_name)?;
+    if let Err(e) = broker.groups.delete(&h.group_name).await {
+        return not_durable(
+            request,
+            format!("delete subscription group[{}] failed", h.group_name),
+            &e,
+        );
+    }
     broker.metrics.forget_group(&h.group_name);
     if h.remove_offset {
         broker.offsets.remove_group(&h.group_name);

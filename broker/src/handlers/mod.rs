@@ -13,6 +13,9 @@ pub mod pull;
 pub mod send;
 pub mod send_back;
 
+#[cfg(test)]
+mod admin_persist_tests;
+
 use protocol::RemotingCommand;
 use protocol::body::BodyError;
 use protocol::code::response;

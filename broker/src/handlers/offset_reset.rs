@@ -64,7 +64,7 @@ fn reset_table(
     table
 }
 
-pub fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+pub async fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: ResetOffsetRequestHeader = request.header()?;
     let Some(topic) = broker.topics.get(&h.topic) else {
         return error(
@@ -106,7 +106,9 @@ pub fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerR
             .offsets
             .commit(&h.group, &h.topic, mq.queue_id, ConsumerOffset(*offset));
     }
-    if let Err(e) = broker.offsets.persist() {
+    // Answered once the reset offsets are on disk: a rewrite on the offsets file's writer
+    // thread, shared with other resets in flight.
+    if let Err(e) = broker.offsets.durable().await {
         tracing::error!(error = %e, group = %h.group, "persisting reset offsets failed");
         return error(
             request,

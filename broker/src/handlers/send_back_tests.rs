@@ -145,12 +145,11 @@ fn unknown_groups_missing_messages_and_disabled_retries() {
     assert_eq!(out.code, response::SUBSCRIPTION_GROUP_NOT_EXIST);
     assert!(out.remark.unwrap().contains("nobody"));
 
-    b.groups
-        .upsert(SubscriptionGroupConfig {
-            group_name: "known".into(),
-            ..SubscriptionGroupConfig::default()
-        })
-        .unwrap();
+    futures::executor::block_on(b.groups.upsert(SubscriptionGroupConfig {
+        group_name: "known".into(),
+        ..SubscriptionGroupConfig::default()
+    }))
+    .unwrap();
     let out = answer(&b, request(PhysicalOffset(1 << 40), "known", 0, None));
     assert_eq!(out.code, response::SYSTEM_ERROR);
     assert_eq!(
@@ -159,13 +158,12 @@ fn unknown_groups_missing_messages_and_disabled_retries() {
     );
 
     // retryQueueNums 0 switches retries off: accepted, nothing stored.
-    b.groups
-        .upsert(SubscriptionGroupConfig {
-            group_name: "off".into(),
-            retry_queue_nums: 0,
-            ..SubscriptionGroupConfig::default()
-        })
-        .unwrap();
+    futures::executor::block_on(b.groups.upsert(SubscriptionGroupConfig {
+        group_name: "off".into(),
+        retry_queue_nums: 0,
+        ..SubscriptionGroupConfig::default()
+    }))
+    .unwrap();
     let end = b.store.max_phy_offset();
     assert_eq!(
         answer(&b, request(offset, "off", 0, None)).code,

@@ -11,16 +11,20 @@
 //! `ConfigFile` of that path shares it): two writers never interleave on the shared
 //! `.tmp`, and [`ConfigFile::persist_with`] takes its snapshot under that lock, so the
 //! last write always carries the newest state (a stale snapshot cannot win the race).
+//!
+//! The writes, the rename and the directory sync go through a [`StoreFs`] (the real file
+//! system unless a test injects faults with [`ConfigFile::with_fs`]).
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{ConfigDocument, ConfigFileError};
+use crate::fs::{OsFs, StoreFs};
 
 /// One config file on disk.
 #[derive(Debug, Clone)]
@@ -28,6 +32,7 @@ pub struct ConfigFile {
     path: PathBuf,
     /// Shared by every `ConfigFile` of this path in the process.
     lock: Arc<Mutex<()>>,
+    fs: Arc<dyn StoreFs>,
 }
 
 /// The persist lock of `path` (as spelled: every caller derives it from the one store
@@ -40,9 +45,14 @@ fn path_lock(path: &Path) -> Arc<Mutex<()>> {
 
 impl ConfigFile {
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::with_fs(path, Arc::new(OsFs))
+    }
+
+    /// A config file written through `fs` (fault injection).
+    pub fn with_fs(path: impl Into<PathBuf>, fs: Arc<dyn StoreFs>) -> Self {
         let path = path.into();
         let lock = path_lock(&path);
-        Self { path, lock }
+        Self { path, lock, fs }
     }
 
     pub fn path(&self) -> &Path {
@@ -95,6 +105,12 @@ impl ConfigFile {
         self.write_locked(bytes)
     }
 
+    /// Holds off every other persist of this path (for a writer that must install what
+    /// it wrote before another persist can snapshot the state).
+    pub(super) fn lock_persists(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock()
+    }
+
     /// Persists what `snapshot` renders, taking the snapshot under this file's persist
     /// lock: concurrent persists of changing state can only end with the newest state.
     pub fn persist_with(&self, snapshot: impl FnOnce() -> Vec<u8>) -> Result<(), ConfigFileError> {
@@ -104,7 +120,7 @@ impl ConfigFile {
     }
 
     /// The write sequence; the caller holds `self.lock`.
-    fn write_locked(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
+    pub(super) fn write_locked(&self, bytes: &[u8]) -> Result<(), ConfigFileError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ConfigFileError::Io { path, source }
@@ -117,19 +133,24 @@ impl ConfigFile {
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
 
         let tmp = self.temp_path();
-        write_synced(&tmp, bytes).map_err(io_err(&tmp))?;
+        self.fs
+            .write_file_synced(&tmp, bytes)
+            .map_err(io_err(&tmp))?;
 
         let bak = self.backup_path();
         match fs::read(&self.path) {
-            Ok(previous) => write_synced(&bak, &previous).map_err(io_err(&bak))?,
+            Ok(previous) => self
+                .fs
+                .write_file_synced(&bak, &previous)
+                .map_err(io_err(&bak))?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&self.path)(e)),
         }
 
-        fs::rename(&tmp, &self.path).map_err(io_err(&self.path))?;
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err(&dir))
+        self.fs
+            .rename(&tmp, &self.path)
+            .map_err(io_err(&self.path))?;
+        self.fs.sync_dir(&dir).map_err(io_err(&dir))
     }
 
     /// `Ok(None)` when the file is missing or blank.
@@ -173,14 +194,4 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(suffix);
     PathBuf::from(name)
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }

@@ -5,26 +5,27 @@
 //! Every file is written through [`ConfigFile::persist`] (temp file + fsync + rename, the
 //! previous content kept as `.bak`) and read through [`ConfigFile::load`], which falls back to
 //! the `.bak` copy when the main file is missing, empty or unparsable — the behaviour of
-//! RocketMQ's `ConfigManager.load` / `MixAll.string2File`.
+//! RocketMQ's `ConfigManager.load` / `MixAll.string2File`. Files that requests change are
+//! rewritten by a [`ConfigWriter`] thread (group commit, never on an async worker).
 
 mod atomic_file;
 mod consumer_offsets;
-mod deferred;
 mod delay_offsets;
 mod fastjson;
 mod subscription_groups;
 mod topics;
+mod writer;
 
 use std::path::{Path, PathBuf};
 
 pub use atomic_file::ConfigFile;
 pub use consumer_offsets::{ConsumerOffsetTable, OffsetTableKey};
-pub use deferred::{DeferredPersist, Snapshot};
 pub use delay_offsets::DelayOffsetTable;
 pub use subscription_groups::{SubscriptionGroupConfig, SubscriptionGroupTable};
 pub use topics::{
     DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicConfigTable, TopicFilterType,
 };
+pub use writer::{ConfigState, ConfigWriter, Durable, WriteError};
 
 /// Errors of loading or persisting a config file.
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,8 @@
 //! A file system that fails on request, for the fault-injection tests: EIO or ENOSPC on
-//! allocation, EIO on `msync` or `pwrite`, or a stalled `msync`, each limited to the
-//! files under one directory (so the CommitLog volume and the root volume can fail
-//! separately). Everything else goes to the real file system.
+//! allocation, EIO on `msync`, `pwrite` or a config file's rewrite, or any of them
+//! stalled, each limited to the files under one path (so the CommitLog volume and the
+//! root volume can fail separately, or one config file alone). Everything else goes to
+//! the real file system.
 
 use std::fs::File;
 use std::io;
@@ -22,6 +23,8 @@ pub enum FaultOp {
     Sync,
     /// `write_at` (pwrite).
     Write,
+    /// `write_file_synced`: the temp file (and `.bak` copy) of a config file rewrite.
+    WriteFile,
 }
 
 /// What happens instead of the operation.
@@ -165,5 +168,10 @@ impl StoreFs for FaultFs {
     fn write_at(&self, path: &Path, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
         self.check(FaultOp::Write, path)?;
         OsFs.write_at(path, file, buf, pos)
+    }
+
+    fn write_file_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.check(FaultOp::WriteFile, path)?;
+        OsFs.write_file_synced(path, bytes)
     }
 }

@@ -51,6 +51,24 @@ pub trait StoreFs: Send + Sync + fmt::Debug {
         let _ = path;
         file.write_all_at(buf, pos)
     }
+
+    /// Creates or truncates `path`, writes all of `bytes` and fsyncs it: one whole-file
+    /// write of a config file rewrite (`config_files::ConfigFile`).
+    fn write_file_synced(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write as _;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    }
+
+    /// Makes the entries of `dir` durable (a created or renamed file survives a crash).
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        sync_dir(dir)
+    }
 }
 
 /// The real file system.

@@ -4,6 +4,7 @@
 //! clients are served, and memory stays within the bound the test states. The limits
 //! each test exercises are the ones `docs/security.md`'s threat model lists.
 
+mod admin_bursts;
 mod batch;
 mod checker;
 mod common;

@@ -63,6 +63,37 @@ pub enum Mode {
         after_help = "Example:\n  rmq-bench consumer -t BenchTopic -g bench_consumer --from latest -d 20"
     )]
     Consumer(ConsumerArgs),
+    /// Measure a victim's send latency without, then during, a burst of topic creates.
+    #[command(
+        after_help = "Example:\n  rmq-bench admin-burst --topics 2000 --connections 4 --victim-rate 200 --baseline-s 10 --json"
+    )]
+    AdminBurst(AdminBurstArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AdminBurstArgs {
+    /// Topics created in the burst phase.
+    #[arg(long, default_value_t = 2000)]
+    pub topics: usize,
+    /// Admin connections creating at once, each waiting for an answer before its next
+    /// create.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// The victim's sends per second (one sender, open loop).
+    #[arg(long, default_value_t = 200)]
+    pub victim_rate: u64,
+    /// Length of the baseline phase (victim only), in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub baseline_s: u64,
+    /// The victim's topic.
+    #[arg(short = 't', long, default_value = "AdminBurstVictim")]
+    pub topic: String,
+    /// Prefix of the created topics' names.
+    #[arg(long, default_value = "AdminBurst")]
+    pub prefix: String,
+    /// The victim's body size in bytes.
+    #[arg(short = 's', long, default_value_t = 1024)]
+    pub size: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,11 +1,13 @@
 //! `rmq-bench`: a load generator for RocketMQ 4.x compatible clusters, in the spirit of
 //! RocketMQ's benchmark scripts. It speaks only the public remoting protocol (route
 //! lookup, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, END_TRANSACTION, PULL_MESSAGE), so it
-//! measures any compatible nameserver/broker the same way.
+//! measures any compatible nameserver/broker the same way; `admin-burst` adds
+//! UPDATE_AND_CREATE_TOPIC.
 //!
 //! Progress lines go to stderr; the final summary goes to stdout (text, or JSON with
 //! `--json`). Exit code 1 when the run could not start or no message succeeded.
 
+mod admin_burst;
 mod args;
 mod consumer;
 mod payload;
@@ -47,6 +49,14 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Mode::AdminBurst(a) = &cli.mode {
+        let ok = admin_burst::run(&cli.namesrv, a.clone(), &cli.run, cli.json).await?;
+        return Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     let mut client = Client::new(&cli.namesrv, Duration::from_millis(cli.run.timeout_ms))
         .with_credentials(cli.auth.credentials()?)
         .with_tls(cli.tls.client()?);
@@ -95,6 +105,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let outcome = consumer::run(client, c, &cli.run, stats.clone()).await;
             ("consumer", config, outcome)
         }
+        Mode::AdminBurst(_) => anyhow::bail!("admin-burst has its own summary (see above)"),
     };
     let elapsed = started.elapsed();
     reporter.abort();
