@@ -302,6 +302,14 @@ broker_config! {
     /// Bytes the consumer groups' subscriptions (as their heartbeats last sent them) may
     /// hold in all (not a RocketMQ key).
     max_client_subscription_bytes: u64 = "maxClientSubscriptionBytes" => 128 * 1024 * 1024;
+    /// Topics the broker holds; past it no topic is created, by a send (auto-creation)
+    /// or by UPDATE_AND_CREATE_TOPIC (not a RocketMQ key). A group's `%RETRY%` and
+    /// `%DLQ%` topics are bounded by `maxSubscriptionGroups` instead.
+    max_topics: u32 = "maxTopics" => 200_000;
+    /// Subscription groups the broker holds; past it no group is created, by a heartbeat
+    /// or pull (auto-creation) or by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (not a RocketMQ
+    /// key).
+    max_subscription_groups: u32 = "maxSubscriptionGroups" => 100_000;
     /// Read/write queue count cap for topic creation and updates (and `retryQueueNums`).
     max_queue_nums: i32 = "maxQueueNums" => 1024;
     /// Frame cap, `com.rocketmq.remoting.frameMaxLength`.

@@ -13,6 +13,7 @@ use store::config_files::{
 };
 use store::fs::{OsFs, StoreFs};
 
+use crate::limit_metrics::Refusals;
 use crate::names;
 use crate::now_ms;
 
@@ -21,10 +22,16 @@ use crate::now_ms;
 /// changes (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, a slave's
 /// sync) are in force, and answered, only once a rewrite carrying them succeeded, and
 /// refused (not applied) when it failed.
+/// The key of the group table's cap.
+pub const MAX_GROUPS_KEY: &str = "maxSubscriptionGroups";
+
 pub struct GroupManager {
     groups: Arc<Groups>,
     file: ConfigFile,
     writer: ConfigWriter<Groups>,
+    /// `maxSubscriptionGroups`: past it no group is auto-created or created by an admin.
+    max_groups: usize,
+    refusals: Refusals,
 }
 
 /// The live table, shared with the writer thread.
@@ -121,7 +128,29 @@ impl GroupManager {
             groups,
             file,
             writer,
+            max_groups: usize::MAX,
+            refusals: Refusals::default(),
         })
+    }
+
+    /// Caps the table at `max` groups (`maxSubscriptionGroups`), counting auto-creations
+    /// refused by it in `refusals`.
+    pub fn with_max_groups(self, max: usize, refusals: Refusals) -> Self {
+        Self {
+            max_groups: max,
+            refusals,
+            ..self
+        }
+    }
+
+    /// Whether `maxSubscriptionGroups` is reached: a new group would pass it.
+    pub fn is_full(&self) -> bool {
+        self.groups.table.read().subscription_group_table.len() >= self.max_groups
+    }
+
+    /// `maxSubscriptionGroups`.
+    pub fn max_groups(&self) -> usize {
+        self.max_groups
     }
 
     pub fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
@@ -150,6 +179,10 @@ impl GroupManager {
             return None;
         }
         if names::validate_group(group).is_err() {
+            return None;
+        }
+        if self.is_full() {
+            self.refusals.count(MAX_GROUPS_KEY);
             return None;
         }
         let config = SubscriptionGroupConfig {

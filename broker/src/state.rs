@@ -98,7 +98,10 @@ impl Broker {
         // Config files are written through the store's file system (fault injection).
         let fs = store.config_fs();
         let topics = TopicManager::open_with_fs(&root, b, Arc::clone(&fs))?;
-        let groups = GroupManager::open_with_fs(&root, Arc::clone(&fs))?;
+        let groups = GroupManager::open_with_fs(&root, Arc::clone(&fs))?.with_max_groups(
+            b.max_subscription_groups as usize,
+            metrics.limits.refusals.clone(),
+        );
         let live = LiveConfig::new(b);
         let offsets = OffsetManager::open_with_fs(&root, fs)?;
         let levels = config

@@ -24,6 +24,8 @@ use crate::now_ms;
 pub enum AutoCreateError {
     #[error("topic[{topic}] not exist, apply first please!")]
     NotExist { topic: String },
+    #[error("topic[{topic}] not exist, and the broker holds maxTopics {max} topics")]
+    Full { topic: String, max: usize },
 }
 
 /// `topics.json` is rewritten by a [`ConfigWriter`] thread. Topics created on request
@@ -37,6 +39,8 @@ pub struct TopicManager {
     writer: ConfigWriter<Topics>,
     /// `maxQueueNums`: queue counts of created topics are capped at it.
     max_queue_nums: i32,
+    /// `maxTopics`: past it no topic is auto-created or created by an admin.
+    max_topics: usize,
 }
 
 /// The live table, shared with the writer thread.
@@ -137,6 +141,7 @@ impl TopicManager {
             file,
             writer,
             max_queue_nums: broker.max_queue_nums.max(1),
+            max_topics: broker.max_topics as usize,
         })
     }
 
@@ -146,6 +151,17 @@ impl TopicManager {
 
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
         self.table().topics.get(topic).cloned()
+    }
+
+    /// Whether `maxTopics` is reached: a new topic would pass it. (Checked before a
+    /// creation; concurrent creations may pass it by as many as are in flight.)
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.max_topics
+    }
+
+    /// `maxTopics`.
+    pub fn max_topics(&self) -> usize {
+        self.max_topics
     }
 
     pub fn contains(&self, topic: &str) -> bool {
@@ -214,6 +230,12 @@ impl TopicManager {
         let template = self.get(default_topic).ok_or_else(not_exist)?;
         if template.perm & perm::INHERIT == 0 {
             return Err(not_exist());
+        }
+        if self.is_full() {
+            return Err(AutoCreateError::Full {
+                topic: topic.to_owned(),
+                max: self.max_topics,
+            });
         }
         let queues = requested_queues.clamp(1, template.write_queue_nums.max(1));
         let mut config = TopicConfig::new(topic);

@@ -92,6 +92,18 @@ pub async fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
         topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
         order: h.order,
     };
+    if broker.topics.is_full() && !broker.topics.contains(&h.topic) {
+        broker.metrics.limits.refusals.count("maxTopics");
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!(
+                "the broker holds maxTopics {} topics; topic[{}] was not created",
+                broker.topics.max_topics(),
+                h.topic
+            ),
+        );
+    }
     if let Err(e) = broker.topics.upsert(config).await {
         return not_durable(
             request,
@@ -215,6 +227,21 @@ pub async fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
         );
     }
     let group = config.group_name.clone();
+    if broker.groups.is_full() && broker.groups.get(&group).is_none() {
+        broker
+            .metrics
+            .limits
+            .refusals
+            .count(crate::groups::MAX_GROUPS_KEY);
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!(
+                "the broker holds maxSubscriptionGroups {} groups; group[{group}] was not created",
+                broker.groups.max_groups()
+            ),
+        );
+    }
     if let Err(e) = broker.groups.upsert(config).await {
         return not_durable(
             request,

@@ -21,6 +21,7 @@ use crate::names::{self, perm};
 use crate::put_path::Put;
 use crate::state::Broker;
 use crate::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
+use crate::topics::AutoCreateError;
 
 /// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
 pub(crate) const VERSION_WITH_MAX_RECONSUME: i32 = 121;
@@ -217,7 +218,19 @@ fn check(
             format!("Sending message to topic[{}] is forbidden.", h.topic),
         ));
     }
-    let config = if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
+    let config = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
+        // A retry topic belongs to its group: it is created only for a group that exists
+        // (or may be auto-created), so sends cannot mint topics for made-up groups.
+        let auto_create = broker
+            .live
+            .auto_create_subscription_group
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if broker.groups.find_or_create(group, auto_create).is_none() {
+            return Err(fail(
+                response::SUBSCRIPTION_GROUP_NOT_EXIST,
+                format!("subscription group not exist, {group}"),
+            ));
+        }
         // `createTopicInSendMessageBackMethod`: retry topics get one queue.
         Ok((
             broker
@@ -236,6 +249,10 @@ fn check(
                 tracing::info!(topic = %h.topic, producer_group = %h.producer_group, "topic auto-created by send");
             }
             config
+        }
+        Err(e @ AutoCreateError::Full { .. }) => {
+            broker.metrics.limits.refusals.count("maxTopics");
+            return Err(fail(response::SYSTEM_ERROR, e.to_string()));
         }
         Err(e) => return Err(fail(response::TOPIC_NOT_EXIST, e.to_string())),
     };

@@ -467,3 +467,23 @@ fn an_exempt_address_is_not_held_to_the_per_source_share() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// After its first request a connection may stay silent only for
+/// `serverChannelMaxIdleTimeSeconds`: one request, then nothing, and the slot is freed.
+#[test]
+fn a_connection_idle_after_its_first_request_is_closed() {
+    let mut b = TempBroker::start(None, &[("serverChannelMaxIdleTimeSeconds", "1")]);
+    runtime().block_on(async {
+        let idle = Client::connect(b.broker.port).await.expect("connect");
+        let r = idle
+            .request(send_v2("IdleTopic", 0, b"x", ""))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        assert!(
+            idle.wait_closed(Duration::from_secs(15)).await,
+            "an idle connection stayed open"
+        );
+        victim_is_served(&mut b.broker).await;
+    });
+}

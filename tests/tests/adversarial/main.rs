@@ -2,14 +2,19 @@
 //! seen to try, replayed against real processes with nothing but sockets. Each test
 //! asserts the three things an attack must never take away: the process is alive, other
 //! clients are served, and memory stays within the bound the test states. The limits
-//! each test exercises are the ones `docs/security.md`'s threat model lists.
+//! each test exercises are the ones `docs/security.md`'s threat model lists, and
+//! [`coverage`] checks that every one of them is exercised here.
 
 mod admin_bursts;
+mod bad_input;
 mod batch;
+mod broker_limits;
 mod checker;
 mod common;
+mod coverage;
 mod listeners;
 mod memory;
 mod nameserver;
+mod nameserver_limits;
 mod registries;
 mod sql92;

@@ -48,3 +48,43 @@ fn parked_pulls_with_huge_frames_are_bounded_in_bytes() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// The broker-wide byte budget holds across connections: two connections each within
+/// their own budget together meet `maxInFlightBytesTotal`.
+#[test]
+fn in_flight_bytes_are_bounded_across_connections() {
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("maxInFlightBytesPerConnection", "67108864"),
+            ("maxInFlightBytesTotal", "8388608"),
+        ],
+    );
+    runtime().block_on(async {
+        let setup = Client::connect(b.broker.port).await.expect("connect");
+        let r = setup.request(send_v2("Pinned", 0, b"x", "")).await.unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let tags = vec!["never"; 170_000].join("||");
+        let conns = [
+            Client::connect(b.broker.port).await.expect("a"),
+            Client::connect(b.broker.port).await.expect("b"),
+        ];
+        let mut busy = 0;
+        for c in &conns {
+            let answers = futures::future::join_all((0..8).map(|_| {
+                let p = pull("pin-group", "Pinned", 0, 1, 32, Some(60_000), &tags);
+                async move { tokio::time::timeout(Duration::from_secs(3), c.request(p)).await }
+            }))
+            .await;
+            busy += answers
+                .iter()
+                .filter(|a| matches!(a, Ok(Ok(r)) if r.code == response::SYSTEM_BUSY))
+                .count();
+        }
+        assert!(
+            busy >= 8,
+            "only {busy} of 16 refused by the broker-wide budget"
+        );
+        victim_is_served(&mut b.broker).await;
+    });
+}

@@ -279,3 +279,164 @@ fn offsets_and_locks_of_unknown_queues_are_not_kept() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// Topics and subscription groups are persisted and keyed by what the client names:
+/// sends to ever new topics (or new groups' retry topics), heartbeats of ever new groups
+/// and admin creates all stop at `maxTopics` / `maxSubscriptionGroups`; what exists keeps
+/// working.
+#[test]
+fn topics_and_groups_cannot_be_minted_without_bound() {
+    let mut b = TempBroker::start(
+        None,
+        &[("maxTopics", "40"), ("maxSubscriptionGroups", "30")],
+    );
+    runtime().block_on(async {
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        // The victim's topic exists before the attack.
+        let r = c
+            .request(send_v2("VictimTopic", 0, b"v", ""))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let mut refused = 0;
+        for i in 0..100 {
+            let r = c
+                .request(send_v2(&format!("Minted{i}"), 0, b"x", ""))
+                .await
+                .unwrap();
+            if r.code != response::SUCCESS {
+                assert!(r.remark.unwrap_or_default().contains("maxTopics"));
+                refused += 1;
+            }
+        }
+        assert!(refused >= 60, "only {refused} of 100 new topics refused");
+        for i in 0..40 {
+            let r = c
+                .request(heartbeat(
+                    &format!("127.0.0.2@m{i}"),
+                    &format!("minted-group-{i}"),
+                    vec![],
+                ))
+                .await
+                .unwrap();
+            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        }
+        let r = c
+            .request(send_v2("%RETRY%made-up-group", 0, b"x", ""))
+            .await
+            .unwrap();
+        assert_eq!(
+            r.code,
+            response::SUBSCRIPTION_GROUP_NOT_EXIST,
+            "{:?}",
+            r.remark
+        );
+        let r = c
+            .request(
+                with_fields(request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[])
+                    .with_body(br#"{"groupName":"admin-group","consumeEnable":true}"#.to_vec()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SYSTEM_ERROR, "{:?}", r.remark);
+        assert!(
+            r.remark
+                .unwrap_or_default()
+                .contains("maxSubscriptionGroups")
+        );
+        let r = c
+            .request(with_fields(
+                request::UPDATE_AND_CREATE_TOPIC,
+                &[
+                    ("topic", "AdminMinted".to_owned()),
+                    ("defaultTopic", "TBW102".to_owned()),
+                    ("readQueueNums", "1".to_owned()),
+                    ("writeQueueNums", "1".to_owned()),
+                    ("perm", "6".to_owned()),
+                    ("topicFilterType", "SINGLE_TAG".to_owned()),
+                    ("order", "false".to_owned()),
+                ],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SYSTEM_ERROR, "{:?}", r.remark);
+        assert!(refusals(b.broker.http_port, "maxTopics").await >= 60.0);
+        assert!(refusals(b.broker.http_port, "maxSubscriptionGroups").await >= 1.0);
+        let topics = std::fs::read_to_string(b.broker.dir().join("store/config/topics.json"))
+            .expect("topics.json");
+        assert!(
+            topics.matches("\"topicName\"").count() <= 40 + 2 * 30,
+            "{topics}"
+        );
+        victim_is_served(&mut b.broker).await;
+    });
+}
+
+/// The shape of one heartbeat and what the broker keeps of it: subscriptions per group
+/// (`maxSubscriptionsPerGroup`), their bytes in all (`maxClientSubscriptionBytes`), and
+/// memberships a connection stops refreshing, which go after `channelExpiredTimeout`.
+#[test]
+fn heartbeat_contents_are_bounded_and_expire() {
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("maxSubscriptionsPerGroup", "8"),
+            ("maxClientSubscriptionBytes", "65536"),
+            ("channelExpiredTimeout", "1500"),
+        ],
+    );
+    runtime().block_on(async {
+        let tag_subs = |n: usize, width: usize| -> Vec<protocol::body::SubscriptionData> {
+            (0..n)
+                .map(|t| {
+                    let mut s = sql_subscription(&format!("T{t}"), &"A||".repeat(width), 1);
+                    s.expression_type = "TAG".to_owned();
+                    s
+                })
+                .collect()
+        };
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        let r = c
+            .request(heartbeat("127.0.0.2@a", "wide", tag_subs(9, 1)))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SYSTEM_ERROR, "{:?}", r.remark);
+        assert!(
+            r.remark
+                .unwrap_or_default()
+                .contains("maxSubscriptionsPerGroup")
+        );
+        // 8 subscriptions of about 3 KB per group: a handful of groups fill 64 KiB.
+        let mut refused = None;
+        for g in 0..20 {
+            let r = c
+                .request(heartbeat(
+                    "127.0.0.2@a",
+                    &format!("fat-{g}"),
+                    tag_subs(8, 1000),
+                ))
+                .await
+                .unwrap();
+            if r.code != response::SUCCESS {
+                refused = r.remark;
+                break;
+            }
+        }
+        let remark = refused.expect("64 KiB of subscriptions filled");
+        assert!(remark.contains("maxClientSubscriptionBytes"), "{remark}");
+        assert!(refusals(b.broker.http_port, "maxClientSubscriptionBytes").await >= 1.0);
+        // This connection stops heart-beating: its memberships expire and the connection,
+        // left with none, is closed (4.9's scanNotActiveChannel).
+        let groups = metric(b.broker.http_port, "rocketmq_broker_client_groups").await;
+        assert!(groups >= 1.0);
+        eventually(Duration::from_secs(20), "memberships expired", || async {
+            metric(b.broker.http_port, "rocketmq_broker_client_groups").await == 0.0
+        })
+        .await;
+        assert!(
+            c.wait_closed(Duration::from_secs(10)).await,
+            "expired connection still open"
+        );
+        victim_is_served(&mut b.broker).await;
+    });
+}

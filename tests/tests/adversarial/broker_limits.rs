@@ -1,5 +1,5 @@
 //! Resource bounds against the real broker process: a client, broken or hostile, cannot
-//! exhaust what other clients need (issue 17). Each test shows the limit holds and the
+//! exhaust what other clients need. Each test shows the limit holds and the
 //! metric that says it bit.
 
 use std::time::Duration;

@@ -134,6 +134,8 @@ fn oversized_unknown_topic_malformed_header_unknown_code() {
     });
 }
 
+/// A frame announcing more than `frameMaxLength` (16 MiB by default) is refused before
+/// anything is allocated for it.
 #[test]
 fn absurd_frame_length_closes_only_that_connection() {
     let b = TempBroker::start(None, &[]);

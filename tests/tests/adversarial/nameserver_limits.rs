@@ -1,4 +1,4 @@
-//! Resource bounds of the real nameserver process (issue 17): runtime config ranges,
+//! Resource bounds of the real nameserver process: runtime config ranges,
 //! the REGISTER_BROKER inflation cap, connection caps.
 
 use std::time::Duration;
@@ -130,4 +130,48 @@ async fn connection_cap_closes_over_limit_peers() {
             .contains(r#"rmq_namesrv_listener_connections_refused_total{listener="remoting"} 1"#),
         "{metrics}"
     );
+}
+
+/// REGISTER_BROKER bodies are decoded `maxConcurrentRegistrations` at a time on the
+/// blocking pool: a crowd of large registrations waits for its turn while route lookups
+/// keep being answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_registrations_wait_their_turn_while_routes_are_served() {
+    let ns = NameServer::start(Options::default().config("maxConcurrentRegistrations", 1));
+    let c = Client::connect(ns.port).await.unwrap();
+    let victim = FakeBroker::new("C", "victim", "127.0.0.1:17941", 0).topic("VictimTopic", 4);
+    assert_eq!(
+        c.request(victim.register(false)).await.unwrap().code,
+        response::SUCCESS
+    );
+    let mut big = FakeBroker::new("C", "crowd", "127.0.0.1:17951", 0);
+    for i in 0..20_000 {
+        big = big.topic(&format!("Crowd_{i:05}"), 4);
+    }
+    let crowd: Vec<_> = (0..6)
+        .map(|_| {
+            let request = big.register(false);
+            let port = ns.port;
+            tokio::spawn(async move {
+                let c = Client::connect(port).await.expect("crowd connects");
+                for _ in 0..3 {
+                    let r = c
+                        .request(request.clone())
+                        .await
+                        .expect("registration answered");
+                    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..50 {
+        let r = tokio::time::timeout(Duration::from_secs(30), c.request(route("VictimTopic")))
+            .await
+            .expect("route answered")
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    }
+    for task in crowd {
+        task.await.expect("crowd task");
+    }
 }
