@@ -50,11 +50,20 @@ pub fn query_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) ->
 }
 
 /// UPDATE_CONSUMER_OFFSET. The offset table is keyed by what the client names and
-/// persisted, so unlike 4.9 only an offset of a known group on an existing queue is
-/// kept; anything else is refused with the code a pull of it would get.
+/// persisted, so unlike 4.9 only an offset of a group the broker has (or may auto-create,
+/// as a pull would) on an existing queue is kept; anything else is refused with the code
+/// a pull of it would get.
 pub fn update_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: UpdateConsumerOffsetRequestHeader = request.header()?;
-    if broker.groups.get(&h.consumer_group).is_none() {
+    let auto_create = broker
+        .live
+        .auto_create_subscription_group
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if broker
+        .groups
+        .find_or_create(&h.consumer_group, auto_create)
+        .is_none()
+    {
         return error(
             request,
             response::SUBSCRIPTION_GROUP_NOT_EXIST,
