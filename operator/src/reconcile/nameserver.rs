@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use super::apply::{
     apply, apply_dynamic, delete_dynamic_if_exists, delete_if_exists, patch_status,
 };
-use super::broker_storage::{StorageStep, prepare_claims};
+use super::storage::{StorageStep, prepare_claims};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::builders::monitoring::{monitoring_labels, service_monitor, service_monitor_resource};
 use crate::builders::nameserver::KV_CLAIM;
