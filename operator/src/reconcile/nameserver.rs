@@ -1,4 +1,7 @@
-//! NameServer reconciler.
+//! NameServer reconciler, in phases like the Broker's: pause (`ReconciliationPaused`),
+//! owned objects (Events `VolumesExpanded` / `ResizeRefused` for the KV volumes),
+//! monitoring, and status from the applied StatefulSet ([`desired_status`], pure:
+//! `Ready`, `Progressing`, `ReconciliationPaused=False`).
 
 use std::sync::Arc;
 
@@ -48,7 +51,46 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::requeue(RESYNC));
     }
 
-    let mut objects = build(&ns, &ctx.settings);
+    let sts = apply_objects(&ctx, &ns, &names, namespace).await?;
+    apply_service_monitor(&ctx, &ns, &names, namespace).await?;
+
+    let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);
+    let became_ready = conditions::is_true(&status.conditions, conditions::READY)
+        && !conditions::is_true(&previous.conditions, conditions::READY);
+    if status != previous {
+        patch_status::<NameServer, _>(&ctx.client, namespace, name, &status).await?;
+    }
+    if became_ready {
+        ctx.events
+            .publish(
+                KIND,
+                &ns.object_ref(&()),
+                false,
+                "Ready",
+                "Reconcile",
+                format!("{} nameserver replica(s) ready", status.ready_replicas),
+            )
+            .await;
+    }
+    Ok(
+        if conditions::is_true(&status.conditions, conditions::READY) {
+            Action::requeue(RESYNC)
+        } else {
+            Action::requeue(PROGRESS_POLL)
+        },
+    )
+}
+
+/// Owned objects phase: the ConfigMap, the Services, the StatefulSet (after its KV
+/// volumes are prepared) and the PodDisruptionBudget, server-side applied; returns the
+/// StatefulSet as stored, whose status the status phase reads.
+async fn apply_objects(
+    ctx: &Context,
+    ns: &NameServer,
+    names: &NameServerNames,
+    namespace: &str,
+) -> Result<StatefulSet, Error> {
+    let mut objects = build(ns, &ctx.settings);
     apply(&ctx.client, &objects.config_map).await?;
     apply(&ctx.client, &objects.headless_service).await?;
     apply(&ctx.client, &objects.client_service).await?;
@@ -56,7 +98,7 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
     // StatefulSet with orphaned pods, as for Broker storage.
     let sts_name = names.statefulset.clone();
     let step = prepare_claims(
-        &ctx,
+        ctx,
         namespace,
         &sts_name,
         KV_CLAIM,
@@ -101,6 +143,17 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
                 .await?
         }
     }
+    Ok(sts)
+}
+
+/// Monitoring phase: the ServiceMonitor when `spec.metrics.serviceMonitor` asks for one
+/// and the cluster serves the monitoring API; removed when no longer asked for.
+async fn apply_service_monitor(
+    ctx: &Context,
+    ns: &NameServer,
+    names: &NameServerNames,
+    namespace: &str,
+) -> Result<(), Error> {
     if ns.spec.metrics.service_monitor && ctx.monitoring_available {
         let sm = service_monitor(
             &names.statefulset,
@@ -123,32 +176,7 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         )
         .await?;
     }
-
-    let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);
-    let became_ready = conditions::is_true(&status.conditions, conditions::READY)
-        && !conditions::is_true(&previous.conditions, conditions::READY);
-    if status != previous {
-        patch_status::<NameServer, _>(&ctx.client, namespace, name, &status).await?;
-    }
-    if became_ready {
-        ctx.events
-            .publish(
-                KIND,
-                &ns.object_ref(&()),
-                false,
-                "Ready",
-                "Reconcile",
-                format!("{} nameserver replica(s) ready", status.ready_replicas),
-            )
-            .await;
-    }
-    Ok(
-        if conditions::is_true(&status.conditions, conditions::READY) {
-            Action::requeue(RESYNC)
-        } else {
-            Action::requeue(PROGRESS_POLL)
-        },
-    )
+    Ok(())
 }
 
 /// Status from the applied StatefulSet: readiness, stable addresses, conditions.
