@@ -236,3 +236,84 @@ pub fn desired_status(
         addresses,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::StatefulSetStatus;
+
+    use super::*;
+    use crate::crd::NameServerSpec;
+
+    fn nameserver(replicas: i32) -> NameServer {
+        let mut ns = NameServer::new(
+            "ns",
+            NameServerSpec {
+                replicas,
+                ..NameServerSpec::default()
+            },
+        );
+        ns.metadata.namespace = Some("team-a".to_owned());
+        ns.metadata.generation = Some(2);
+        ns
+    }
+
+    fn applied(ready: i32, updated: i32) -> StatefulSet {
+        StatefulSet {
+            status: Some(StatefulSetStatus {
+                ready_replicas: Some(ready),
+                updated_replicas: Some(updated),
+                ..StatefulSetStatus::default()
+            }),
+            ..StatefulSet::default()
+        }
+    }
+
+    fn condition<'a>(status: &'a NameServerStatus, type_: &str) -> (&'a str, &'a str) {
+        let c = conditions::find(&status.conditions, type_).unwrap();
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn ready_once_every_replica_is_ready_and_up_to_date() {
+        let previous = NameServerStatus::default();
+        let now = Timestamp::UNIX_EPOCH;
+        let status = desired_status(
+            &nameserver(3),
+            &applied(3, 3),
+            &previous,
+            "cluster.local",
+            now,
+        );
+        assert_eq!(condition(&status, conditions::READY), ("True", "Ready"));
+        assert_eq!(
+            condition(&status, conditions::PROGRESSING),
+            ("False", "Stable")
+        );
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(status.addresses.len(), 3);
+        assert_eq!(status.namesrv_addr, Some(status.addresses.join(";")));
+
+        // Ready but not yet rolled: still progressing.
+        let rolling = desired_status(
+            &nameserver(3),
+            &applied(3, 1),
+            &previous,
+            "cluster.local",
+            now,
+        );
+        assert_eq!(
+            condition(&rolling, conditions::READY),
+            ("False", "ReplicasNotReady")
+        );
+        let starting = desired_status(
+            &nameserver(3),
+            &applied(1, 3),
+            &previous,
+            "cluster.local",
+            now,
+        );
+        let progressing = conditions::find(&starting.conditions, conditions::PROGRESSING).unwrap();
+        assert_eq!(progressing.reason, "Rolling");
+        assert_eq!(progressing.message, "waiting for 2 replica(s)");
+    }
+}
