@@ -25,7 +25,7 @@ use operator::failover::executor::{ExecError, GroupApi, Recorder, execute};
 use operator::failover::observe::{self, PodFacts};
 use operator::failover::{Action, Phase, Request, State, step};
 use operator::metrics::{GroupLabels, Metrics};
-use operator::reconcile::broker_status::identities;
+use operator::reconcile::broker::status::identities;
 
 use crate::broker_harness::{BrokerProcess, Launch};
 use crate::netns::Netns;

@@ -19,8 +19,8 @@ pub struct Context {
     pub events: EventSink,
     /// Whether the cluster serves `monitoring.coreos.com/v1` (checked at start-up).
     pub monitoring_available: bool,
-    /// Live Broker figures and when status was last written (see [`super::broker_live`]).
-    pub live: super::broker_live::LiveStatus,
+    /// Live Broker figures and when status was last written (see [`super::broker::live`]).
+    pub live: super::broker::live::LiveStatus,
     /// Consecutive failures per object (`kind/namespace/name`), for the error policy.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -41,7 +41,7 @@ impl Context {
             metrics,
             events,
             monitoring_available,
-            live: super::broker_live::LiveStatus::default(),
+            live: super::broker::live::LiveStatus::default(),
             failures: Mutex::new(HashMap::new()),
         }
     }

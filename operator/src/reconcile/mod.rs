@@ -5,20 +5,9 @@
 pub mod admin_credentials;
 pub mod apply;
 pub mod broker;
-pub mod broker_drain;
-pub mod broker_failover;
-pub mod broker_listener;
-pub mod broker_live;
-pub mod broker_monitoring;
-pub mod broker_pods;
-pub mod broker_recovery;
-pub mod broker_rollout;
-pub mod broker_runtime;
-pub mod broker_secret;
-pub mod broker_status;
-pub mod broker_storage;
 pub mod context;
 pub mod nameserver;
+mod storage;
 pub mod topic;
 
 pub use context::{Context, EventSink};

@@ -1,4 +1,7 @@
-//! NameServer reconciler.
+//! NameServer reconciler, in phases like the Broker's: pause (`ReconciliationPaused`),
+//! owned objects (Events `VolumesExpanded` / `ResizeRefused` for the KV volumes),
+//! monitoring, and status from the applied StatefulSet ([`desired_status`], pure:
+//! `Ready`, `Progressing`, `ReconciliationPaused=False`).
 
 use std::sync::Arc;
 
@@ -11,7 +14,7 @@ use kube::runtime::controller::Action;
 use super::apply::{
     apply, apply_dynamic, delete_dynamic_if_exists, delete_if_exists, patch_status,
 };
-use super::broker_storage::{StorageStep, prepare_claims};
+use super::storage::{StorageStep, prepare_claims};
 use super::{Context, Error, PROGRESS_POLL, RESYNC};
 use crate::builders::monitoring::{monitoring_labels, service_monitor, service_monitor_resource};
 use crate::builders::nameserver::KV_CLAIM;
@@ -48,7 +51,46 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::requeue(RESYNC));
     }
 
-    let mut objects = build(&ns, &ctx.settings);
+    let sts = apply_objects(&ctx, &ns, &names, namespace).await?;
+    apply_service_monitor(&ctx, &ns, &names, namespace).await?;
+
+    let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);
+    let became_ready = conditions::is_true(&status.conditions, conditions::READY)
+        && !conditions::is_true(&previous.conditions, conditions::READY);
+    if status != previous {
+        patch_status::<NameServer, _>(&ctx.client, namespace, name, &status).await?;
+    }
+    if became_ready {
+        ctx.events
+            .publish(
+                KIND,
+                &ns.object_ref(&()),
+                false,
+                "Ready",
+                "Reconcile",
+                format!("{} nameserver replica(s) ready", status.ready_replicas),
+            )
+            .await;
+    }
+    Ok(
+        if conditions::is_true(&status.conditions, conditions::READY) {
+            Action::requeue(RESYNC)
+        } else {
+            Action::requeue(PROGRESS_POLL)
+        },
+    )
+}
+
+/// Owned objects phase: the ConfigMap, the Services, the StatefulSet (after its KV
+/// volumes are prepared) and the PodDisruptionBudget, server-side applied; returns the
+/// StatefulSet as stored, whose status the status phase reads.
+async fn apply_objects(
+    ctx: &Context,
+    ns: &NameServer,
+    names: &NameServerNames,
+    namespace: &str,
+) -> Result<StatefulSet, Error> {
+    let mut objects = build(ns, &ctx.settings);
     apply(&ctx.client, &objects.config_map).await?;
     apply(&ctx.client, &objects.headless_service).await?;
     apply(&ctx.client, &objects.client_service).await?;
@@ -56,7 +98,7 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
     // StatefulSet with orphaned pods, as for Broker storage.
     let sts_name = names.statefulset.clone();
     let step = prepare_claims(
-        &ctx,
+        ctx,
         namespace,
         &sts_name,
         KV_CLAIM,
@@ -101,6 +143,17 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
                 .await?
         }
     }
+    Ok(sts)
+}
+
+/// Monitoring phase: the ServiceMonitor when `spec.metrics.serviceMonitor` asks for one
+/// and the cluster serves the monitoring API; removed when no longer asked for.
+async fn apply_service_monitor(
+    ctx: &Context,
+    ns: &NameServer,
+    names: &NameServerNames,
+    namespace: &str,
+) -> Result<(), Error> {
     if ns.spec.metrics.service_monitor && ctx.monitoring_available {
         let sm = service_monitor(
             &names.statefulset,
@@ -123,32 +176,7 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         )
         .await?;
     }
-
-    let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);
-    let became_ready = conditions::is_true(&status.conditions, conditions::READY)
-        && !conditions::is_true(&previous.conditions, conditions::READY);
-    if status != previous {
-        patch_status::<NameServer, _>(&ctx.client, namespace, name, &status).await?;
-    }
-    if became_ready {
-        ctx.events
-            .publish(
-                KIND,
-                &ns.object_ref(&()),
-                false,
-                "Ready",
-                "Reconcile",
-                format!("{} nameserver replica(s) ready", status.ready_replicas),
-            )
-            .await;
-    }
-    Ok(
-        if conditions::is_true(&status.conditions, conditions::READY) {
-            Action::requeue(RESYNC)
-        } else {
-            Action::requeue(PROGRESS_POLL)
-        },
-    )
+    Ok(())
 }
 
 /// Status from the applied StatefulSet: readiness, stable addresses, conditions.
@@ -206,5 +234,86 @@ pub fn desired_status(
         ready_replicas: ready,
         namesrv_addr: Some(addresses.join(";")),
         addresses,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::StatefulSetStatus;
+
+    use super::*;
+    use crate::crd::NameServerSpec;
+
+    fn nameserver(replicas: i32) -> NameServer {
+        let mut ns = NameServer::new(
+            "ns",
+            NameServerSpec {
+                replicas,
+                ..NameServerSpec::default()
+            },
+        );
+        ns.metadata.namespace = Some("team-a".to_owned());
+        ns.metadata.generation = Some(2);
+        ns
+    }
+
+    fn applied(ready: i32, updated: i32) -> StatefulSet {
+        StatefulSet {
+            status: Some(StatefulSetStatus {
+                ready_replicas: Some(ready),
+                updated_replicas: Some(updated),
+                ..StatefulSetStatus::default()
+            }),
+            ..StatefulSet::default()
+        }
+    }
+
+    fn condition<'a>(status: &'a NameServerStatus, type_: &str) -> (&'a str, &'a str) {
+        let c = conditions::find(&status.conditions, type_).unwrap();
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn ready_once_every_replica_is_ready_and_up_to_date() {
+        let previous = NameServerStatus::default();
+        let now = Timestamp::UNIX_EPOCH;
+        let status = desired_status(
+            &nameserver(3),
+            &applied(3, 3),
+            &previous,
+            "cluster.local",
+            now,
+        );
+        assert_eq!(condition(&status, conditions::READY), ("True", "Ready"));
+        assert_eq!(
+            condition(&status, conditions::PROGRESSING),
+            ("False", "Stable")
+        );
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(status.addresses.len(), 3);
+        assert_eq!(status.namesrv_addr, Some(status.addresses.join(";")));
+
+        // Ready but not yet rolled: still progressing.
+        let rolling = desired_status(
+            &nameserver(3),
+            &applied(3, 1),
+            &previous,
+            "cluster.local",
+            now,
+        );
+        assert_eq!(
+            condition(&rolling, conditions::READY),
+            ("False", "ReplicasNotReady")
+        );
+        let starting = desired_status(
+            &nameserver(3),
+            &applied(1, 3),
+            &previous,
+            "cluster.local",
+            now,
+        );
+        let progressing = conditions::find(&starting.conditions, conditions::PROGRESSING).unwrap();
+        assert_eq!(progressing.reason, "Rolling");
+        assert_eq!(progressing.message, "waiting for 2 replica(s)");
     }
 }

@@ -12,7 +12,6 @@ mod drain_flow;
 mod failover_flow;
 mod fake_admin;
 mod fake_api;
-mod fake_ssa;
 mod leader_flow;
 mod listener_flow;
 mod master_ready_flow;

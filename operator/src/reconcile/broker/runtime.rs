@@ -1,18 +1,41 @@
-//! Calls to running brokers outside the failover machine: the nameserver list pushed
-//! live, and the runtime figures status and metrics report.
+//! Calls to running brokers outside the failover machine: the nameserver push phase (a
+//! changed nameserver list goes to the running brokers with UPDATE_BROKER_CONFIG instead
+//! of restarting them) and the runtime figures status and metrics report.
 
 use std::collections::BTreeMap;
 
 use kube::Resource;
 
-use super::broker::KIND;
-use super::broker_status::ObservedPod;
-use super::{Context, Error};
+use super::status::ObservedPod;
+use super::{KIND, Reconciliation};
 use crate::admin::{Admin, RuntimeInfo};
 use crate::crd::Broker;
 use crate::names::{BROKER_PORT, BrokerNames};
+use crate::reconcile::{Context, Error};
 
-pub async fn push_namesrv_addr(
+/// Nameserver push phase: pushes `namesrv_addr` to the running brokers when it differs
+/// from the list status recorded, and returns the list to record.
+pub async fn namesrv_push(
+    ctx: &Context,
+    admin: &dyn Admin,
+    broker: &Broker,
+    rec: &Reconciliation,
+    pods: &[ObservedPod],
+    namesrv_addr: &str,
+) -> Result<Option<String>, Error> {
+    if push_due(rec.previous.namesrv_addr.as_deref(), namesrv_addr) {
+        push_namesrv_addr(ctx, admin, broker, &rec.names, pods, namesrv_addr).await?;
+    }
+    Ok(Some(namesrv_addr.to_owned()))
+}
+
+/// Whether the running brokers must be told `current`: status recorded another list.
+/// With none recorded the brokers started from a ConfigMap that already has it.
+fn push_due(recorded: Option<&str>, current: &str) -> bool {
+    recorded.is_some_and(|r| r != current)
+}
+
+async fn push_namesrv_addr(
     ctx: &Context,
     admin: &dyn Admin,
     broker: &Broker,
@@ -63,4 +86,16 @@ pub async fn collect_runtime_info(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_changed_list_is_pushed() {
+        assert!(!push_due(None, "a:9876;b:9876"));
+        assert!(!push_due(Some("a:9876;b:9876"), "a:9876;b:9876"));
+        assert!(push_due(Some("a:9876"), "a:9876;b:9876"));
+    }
 }

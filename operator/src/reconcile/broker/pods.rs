@@ -1,15 +1,16 @@
-//! The Broker's pods as the reconcile sees them, and the role labels on them.
+//! The Broker's pods as the reconcile sees them, and the role labels on them (the roles
+//! phase: the group Services select the master by its label).
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use super::apply::patch_metadata;
-use super::broker_failover::GroupRun;
-use super::broker_status::{ObservedPod, master_fenced};
-use super::{Context, Error};
+use super::driver::GroupRun;
+use super::status::{ObservedPod, master_fenced};
 use crate::builders::broker::{ROLE_MASTER, ROLE_SLAVE};
 use crate::names::{BrokerNames, LABEL_ROLE, selector_string};
+use crate::reconcile::apply::patch_metadata;
+use crate::reconcile::{Context, Error};
 
 pub async fn list_pods(pod_api: &Api<Pod>, names: &BrokerNames) -> Result<Vec<ObservedPod>, Error> {
     let pods = pod_api

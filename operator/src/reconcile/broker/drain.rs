@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 
-use super::Context;
-use super::broker_status::ObservedPod;
+use super::status::ObservedPod;
+use crate::reconcile::Context;
 
 /// Whether `pod` is about to be evicted by a drain.
 pub async fn draining(ctx: &Context, pod: &ObservedPod) -> bool {

@@ -1,7 +1,9 @@
-//! The HA handshake secret of a Broker that names none: generated once into a Secret the
-//! Broker owns. Created with POST only, so an existing Secret is never read, replaced or
-//! rotated by a reconcile (the operator needs `create` on Secrets and nothing else); the
-//! value is never logged and never leaves the Secret (pods take it via `secretKeyRef`).
+//! HA secret phase: the HA handshake secret of a Broker that names none, generated once
+//! into a Secret the Broker owns before any pod exists (replicating brokers refuse to
+//! start without it). Created with POST only, so an existing Secret is never read,
+//! replaced or rotated by a reconcile (the operator needs `create` on Secrets and nothing
+//! else); the value is never logged and never leaves the Secret (pods take it via
+//! `secretKeyRef`).
 
 use std::collections::BTreeMap;
 
@@ -12,16 +14,36 @@ use kube::Resource;
 use kube::api::{Api, PostParams};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::{Context, Error};
+use super::Reconciliation;
 use crate::crd::{Broker, HA_SECRET_KEY};
 use crate::names::{BrokerNames, object_labels};
+use crate::reconcile::{Context, Error};
 
 /// Random bytes in a generated HA secret (hex-encoded into the Secret: 64 characters).
 pub const HA_SECRET_BYTES: usize = 32;
 
+/// Makes sure the generated HA Secret exists, and says so with a `HaSecretGenerated`
+/// Event when this reconcile created it.
+pub async fn ensure(ctx: &Context, broker: &Broker, rec: &Reconciliation) -> Result<(), Error> {
+    if ensure_ha_secret(ctx, broker, &rec.names).await? {
+        rec.event(
+            ctx,
+            false,
+            "HaSecretGenerated",
+            "Reconcile",
+            format!(
+                "generated the HA handshake secret into Secret {}",
+                rec.names.ha_secret()
+            ),
+        )
+        .await;
+    }
+    Ok(())
+}
+
 /// Makes sure the generated HA Secret exists when the spec names none. Returns whether
 /// this call created it.
-pub async fn ensure_ha_secret(
+async fn ensure_ha_secret(
     ctx: &Context,
     broker: &Broker,
     names: &BrokerNames,

@@ -1,8 +1,10 @@
-//! Store volume growth. A StatefulSet's `volumeClaimTemplates` are immutable, so a larger
-//! `spec.storage.size` is applied the way Strimzi and CloudNativePG do it: each existing
-//! PVC is patched (the StorageClass must allow expansion, else nothing changes and the
-//! Broker reports why), then the StatefulSet is deleted with `propagationPolicy: Orphan`
-//! (its pods keep running) and re-created from the new template, adopting the pods.
+//! Volume growth for the StatefulSets the reconcilers own (a Broker group's store
+//! volumes, a NameServer's KV config volumes). A StatefulSet's `volumeClaimTemplates`
+//! are immutable, so a larger size is applied the way Strimzi and CloudNativePG do it:
+//! each existing PVC is patched (the StorageClass must allow expansion, else nothing
+//! changes and the resource reports why), then the StatefulSet is deleted with
+//! `propagationPolicy: Orphan` (its pods keep running) and re-created from the new
+//! template, adopting the pods.
 //!
 //! Until the volumes can grow, the StatefulSet keeps its current template, so every other
 //! part of the reconcile (restarts, failover bookkeeping, status) keeps working.
@@ -15,9 +17,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PropagationPolicy};
 use serde_json::json;
 
 use super::{Context, Error};
-use crate::names::{BrokerNames, MANAGER};
+use crate::names::MANAGER;
 
-/// What happened to one group's volumes in this reconcile.
+/// What happened to one StatefulSet's volumes in this reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StorageStep {
     /// The volumes already have the wanted size (or the group is new).
@@ -86,29 +88,12 @@ fn set_template_size(sts: &mut StatefulSet, template: &str, size: &str) {
     }
 }
 
-/// Brings group `group`'s store volumes to the size in `desired` (the StatefulSet about
-/// to be applied), or rewrites `desired` to the current size when they cannot grow.
-pub async fn prepare(
-    ctx: &Context,
-    names: &BrokerNames,
-    group: i32,
-    desired: &mut StatefulSet,
-) -> Result<StorageStep, Error> {
-    prepare_claims(
-        ctx,
-        &names.namespace,
-        &names.broker_name(group),
-        "store",
-        &|o| names.store_claim(group, o),
-        desired,
-    )
-    .await
-}
-
-/// [`prepare`] for any StatefulSet `sts_name` whose claims come from the template
-/// `template` and are named by `claim_name(ordinal)`. A template the existing StatefulSet
-/// lacks altogether (an emptyDir moving to a claim) also re-creates it with orphaned pods;
-/// its rolling update then gives each pod its claim.
+/// Brings the volumes of StatefulSet `sts_name`, whose claims come from the template
+/// `template` and are named by `claim_name(ordinal)`, to the size in `desired` (the
+/// StatefulSet about to be applied), or rewrites `desired` to the current size when they
+/// cannot grow. A template the existing StatefulSet lacks altogether (an emptyDir moving
+/// to a claim) also re-creates it with orphaned pods; its rolling update then gives each
+/// pod its claim.
 pub async fn prepare_claims(
     ctx: &Context,
     namespace: &str,

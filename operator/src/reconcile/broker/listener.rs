@@ -1,4 +1,4 @@
-//! The external listener's part of a Broker reconcile: the per-pod Services are applied
+//! External listener phase of a Broker reconcile: the per-pod Services are applied
 //! first, their addresses read back, and Services no longer wanted (listener back to
 //! `internal`, fewer replicas or groups) removed. Pods that have no address yet are not
 //! started (see `builders::listener::startable_replicas`) and the Broker is not Ready.
@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, ListParams};
 
-use super::apply::apply;
-use super::{Context, Error};
 use crate::builders::listener::{
     Advertised, LABEL_LISTENER, LISTENER_EXTERNAL, advertised, allocated_node_port,
     external_services, service_name,
@@ -17,6 +15,8 @@ use crate::builders::listener::{
 use crate::conditions::{self, Desired};
 use crate::crd::{Broker, ExternalAddress};
 use crate::names::{BrokerNames, selector_string};
+use crate::reconcile::apply::apply;
+use crate::reconcile::{Context, Error};
 
 /// What the external listener looks like after this reconcile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

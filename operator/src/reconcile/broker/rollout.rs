@@ -1,5 +1,5 @@
-//! Rolling restarts: at most one pod of the whole Broker per reconcile, never in a group
-//! whose failover is running, and a master hands over to an in-sync slave first.
+//! Rolling restart phase: at most one pod of the whole Broker per reconcile, never in a
+//! group whose failover is running, and a master hands over to an in-sync slave first.
 
 use std::collections::BTreeMap;
 
@@ -8,15 +8,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt};
 
-use super::broker::KIND;
-use super::broker_failover::{GroupRun, drive_group};
-use super::broker_status::{ObservedPod, Rollout, pod_ordinal};
-use super::{Context, Error};
+use super::KIND;
+use super::driver::{GroupRun, drive_group};
+use super::status::{ObservedPod, Rollout, pod_ordinal};
 use crate::admin::Admin;
 use crate::crd::{Broker, FailoverTrigger, GroupStatus};
 use crate::failover::Request;
 use crate::metrics::MemberLabels;
 use crate::names::BrokerNames;
+use crate::reconcile::{Context, Error};
 use crate::restart_plan::{PodView, RestartStep, next_step};
 
 /// Takes the next restart step of the cluster, after the failover pass (`runs`, which a

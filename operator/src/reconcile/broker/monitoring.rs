@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 
 use kube::Resource;
 
-use super::apply::{apply_dynamic, delete_dynamic_if_exists};
-use super::broker_failover::GroupRun;
-use super::{Context, Error};
+use super::driver::GroupRun;
 use crate::admin::RuntimeInfo;
 use crate::builders::monitoring::{
     broker_rules, monitoring_labels, prometheus_rule_resource, service_monitor,
@@ -16,6 +14,8 @@ use crate::builders::monitoring::{
 use crate::crd::Broker;
 use crate::metrics::MemberLabels;
 use crate::names::{BrokerNames, headless_selector, object_labels};
+use crate::reconcile::apply::{apply_dynamic, delete_dynamic_if_exists};
+use crate::reconcile::{Context, Error};
 
 pub fn record_member_metrics(
     ctx: &Context,
