@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use broker::config::Config;
 use broker::metrics::Metrics;
-use broker::schedule;
-use broker::state::Broker;
-use broker::store_adapter::StoreAdapter;
-use broker::store_api::{MessageStoreApi, PutMessage, PutStatus};
+use broker::services::Broker;
+use broker::services::schedule;
+use broker::services::store_adapter::StoreAdapter;
+use broker::services::store_api::{MessageStoreApi, PutMessage, PutStatus};
 use bytes::Bytes;
 use protocol::message::QueueOffset;
 
@@ -88,7 +88,7 @@ fn main() {
         let started = Instant::now();
         for i in 0..n {
             let r = broker
-                .put(broker::put_path::Put::Message(message(
+                .put(broker::services::put_path::Put::Message(message(
                     "BenchPlain",
                     &body,
                     props(i, false),
@@ -102,7 +102,7 @@ fn main() {
     rt.block_on(async {
         for i in 0..n {
             let r = broker
-                .put(broker::put_path::Put::Message(message(
+                .put(broker::services::put_path::Put::Message(message(
                     "BenchDelayed",
                     &body,
                     props(i, true),

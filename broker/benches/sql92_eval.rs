@@ -8,7 +8,7 @@
 //! cargo bench -p rmq-broker --bench sql92_eval
 //! ```
 
-use broker::filter::sql92::{DecodedProperties, Sql92Filter};
+use broker::services::filter::sql92::{DecodedProperties, Sql92Filter};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 

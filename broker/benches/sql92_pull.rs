@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use broker::config::Config;
-use broker::filter::MessageFilter;
-use broker::store_adapter::StoreAdapter;
-use broker::store_api::{GetStatus, MessageStoreApi};
+use broker::services::filter::MessageFilter;
+use broker::services::store_adapter::StoreAdapter;
+use broker::services::store_api::{GetStatus, MessageStoreApi};
 use bytes::Bytes;
 use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset};
 use store::PutMessageStatus;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use security::conn_gate::{ConnGate, GateLimits};
 
 use crate::config::BrokerConfig;
-use crate::limit_metrics::{LimitMetrics, Listener};
+use crate::metrics::limits::{LimitMetrics, Listener};
 
 /// `listener`'s gate, counting into `metrics`.
 pub fn gate(b: &BrokerConfig, metrics: &LimitMetrics, listener: Listener) -> Arc<ConnGate> {

@@ -1,49 +1,32 @@
 //! `rmq-broker`: a RocketMQ 4.9-compatible broker on the `store` crate.
 //!
-//! One tokio listener accepts client connections ([`server`]); each connection
-//! ([`connection`]) decodes frames, runs requests concurrently up to a per-connection and
-//! a per-broker bound, and answers them by opaque. [`dispatch`] holds the single table
-//! from request code to handler. The broker's metadata lives in managers
-//! ([`topics`], [`groups`], [`offsets`], [`clients`], [`locks`]) shared through
-//! [`state::Broker`].
+//! A request runs one way down four layers, and nothing lower imports anything higher:
+//!
+//! * [`transport`]: listeners, connections (framing, per-connection bounds, the writer),
+//!   and the HTTP metrics/health server.
+//! * [`dispatch`]: the single table from request code to handler, with the ACL check in
+//!   front of it.
+//! * [`handlers`]: one function per request code, in RocketMQ's processor groups.
+//! * [`services`]: the broker's state and background services ([`services::Broker`]
+//!   holds the metadata managers: topics, groups, offsets, clients, locks, filters,
+//!   transactions, schedule, replication) and the one path into the store.
+//!
+//! Beside them, leaves any layer may use: [`config`], [`metrics`] (series definitions),
+//! [`names`], the request bounds ([`in_flight`]), the listener gates ([`gates`]) and the
+//! outbound remoting client ([`remoting_client`]).
 
-pub mod acl;
-pub mod client_requests;
-pub mod clients;
 pub mod config;
-pub mod config_keys;
-pub mod connection;
-pub mod consume_rate;
 pub mod dispatch;
-pub mod filter;
 pub mod gates;
-pub mod groups;
-pub mod ha;
 pub mod handlers;
 pub mod in_flight;
-pub mod limit_metrics;
-pub mod live_config;
-pub mod locks;
-pub mod long_polling;
-pub mod metric_handles;
 pub mod metrics;
 pub mod names;
-pub mod offsets;
-pub mod outbound;
-pub mod properties;
-pub mod put_path;
-pub mod registration;
 pub mod remoting_client;
-pub mod schedule;
-pub mod server;
-pub mod skipped;
-pub mod state;
-pub mod store_adapter;
-pub mod store_api;
+pub mod services;
 #[cfg(test)]
 pub(crate) mod test_fixture;
-pub mod topics;
-pub mod transaction;
+pub mod transport;
 
 /// Milliseconds since the Unix epoch (RocketMQ's `System.currentTimeMillis()`).
 pub fn now_ms() -> i64 {

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use broker::config::Config;
-use broker::limit_metrics::Listener;
+use broker::metrics;
+use broker::metrics::limits::Listener;
 use broker::metrics::{Http, Metrics};
-use broker::registration::{self, Registrar};
-use broker::state::Broker;
-use broker::store_adapter::StoreAdapter;
-use broker::store_api::MessageStoreApi;
-use broker::{metrics, server};
+use broker::services::Broker;
+use broker::services::registration::{self, Registrar};
+use broker::services::store_adapter::StoreAdapter;
+use broker::services::store_api::MessageStoreApi;
+use broker::transport::server;
 use clap::Parser;
 use security::conn_gate::GatedListener;
 use tokio::net::TcpListener;
@@ -46,7 +47,7 @@ fn main() -> anyhow::Result<()> {
     }
     if cli.print {
         print!("{}", config.render());
-        print!("{}", broker::config_keys::unknown_comment_lines(&config));
+        print!("{}", broker::config::keys::unknown_comment_lines(&config));
         return Ok(());
     }
     tracing_subscriber::fmt()
@@ -56,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    for (key, suggestion) in broker::config_keys::unknown_with_suggestions(&config) {
+    for (key, suggestion) in broker::config::keys::unknown_with_suggestions(&config) {
         match suggestion {
             Some(s) => tracing::warn!(key, did_you_mean = %s, "unknown configuration key ignored"),
             None => tracing::warn!(key, "unknown configuration key ignored"),
@@ -80,7 +81,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     // Built before the metrics port opens: with tls.metrics.enable it serves HTTPS from
     // the start, recovery included. A certificate that does not load stops the broker
     // here, before a long recovery.
-    let tls = broker::state::server_tls(&config.broker).context("cannot set up TLS")?;
+    let tls = broker::services::state::server_tls(&config.broker).context("cannot set up TLS")?;
     let metrics_tls =
         security::http_stream::metrics_tls(tls.as_ref(), config.broker.tls_metrics_enable)?;
     let http_addr = SocketAddr::new(config.broker.bind_address, config.broker.metrics_port);
@@ -107,10 +108,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .context("store recovery task")?
         .context("cannot open the message store")?;
     let store = Arc::new(store);
-    let replicate = broker::ha::enabled(&config).map_err(anyhow::Error::msg)?;
+    let replicate = broker::services::ha::enabled(&config).map_err(anyhow::Error::msg)?;
     let ha = if replicate {
-        let ha = broker::ha::Ha::new(
-            broker::ha::HaSettings::from_config(&config),
+        let ha = broker::services::ha::Ha::new(
+            broker::services::ha::HaSettings::from_config(&config),
             Arc::clone(&store),
             config.broker.ha_master_address.clone(),
         );
@@ -139,7 +140,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let ha_tasks = match &ha {
         Some(ha) => {
             let _ = broker.ha.set(Arc::clone(ha));
-            broker::ha::start(&broker, ha)
+            broker::services::ha::start(&broker, ha)
         }
         None => Vec::new(),
     };
@@ -172,8 +173,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let tasks = [
         tokio::spawn(server::flush_offsets(Arc::clone(&broker))),
         tokio::spawn(server::expire_clients(Arc::clone(&broker))),
-        tokio::spawn(broker::schedule::run(Arc::clone(&broker))),
-        tokio::spawn(broker::transaction::checker::run(Arc::clone(&broker))),
+        tokio::spawn(broker::services::schedule::run(Arc::clone(&broker))),
+        tokio::spawn(broker::services::transaction::checker::run(Arc::clone(
+            &broker,
+        ))),
     ];
     let b = &broker.config.broker;
     tracing::info!(remoting = %local, vip = ?fast_local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use protocol::message::{QueueOffset, record};
 
-use crate::clients::Channel;
 use crate::config::Config;
-use crate::connection::Conn;
-use crate::filter::MessageFilter;
 use crate::metrics::Metrics;
-use crate::state::Broker;
-use crate::store_adapter::StoreAdapter;
-use crate::store_api::{MessageStoreApi, PutMessage};
+use crate::services::Broker;
+use crate::services::clients::Channel;
+use crate::services::filter::MessageFilter;
+use crate::services::store_adapter::StoreAdapter;
+use crate::services::store_api::{MessageStoreApi, PutMessage};
+use crate::transport::connection::Conn;
 
 /// A broker rooted at `dir` with 8 MiB CommitLog files; `extra` is more broker.conf text.
 pub fn broker(dir: &Path, extra: &str) -> Arc<Broker> {

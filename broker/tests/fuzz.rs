@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use broker::config::Config;
-use broker::connection::Conn;
-use broker::ha::transfer_frame::next_frame;
 use broker::metrics::Metrics;
-use broker::state::Broker;
-use broker::store_adapter::StoreAdapter;
-use broker::store_api::MessageStoreApi;
+use broker::services::Broker;
+use broker::services::ha::transfer_frame::next_frame;
+use broker::services::store_adapter::StoreAdapter;
+use broker::services::store_api::MessageStoreApi;
+use broker::transport::connection::Conn;
 use bytes::BytesMut;
 use protocol::body::{
     ConsumerListBody, HeartbeatData, KvTable, LockBatchRequestBody, LockBatchResponseBody,
@@ -248,7 +248,7 @@ fn compressed_register_body() {
 /// bytes, only the selector's names): the same result as the general text decoder.
 #[test]
 fn sql92_properties() {
-    let filter = broker::filter::sql92::Sql92Filter::compile(
+    let filter = broker::services::filter::sql92::Sql92Filter::compile(
         "a > 5 AND b = 'x' OR c IN ('p','q') OR TAGS IS NULL",
     )
     .unwrap();
@@ -318,7 +318,7 @@ fn selector_from(data: &[u8]) -> String {
 /// whatever does not is a clean error. A stack overflow aborts the run (a finding).
 #[test]
 fn sql92_selectors() {
-    use broker::filter::sql92::{DecodedProperties, Sql92Filter, Sql92Limits};
+    use broker::services::filter::sql92::{DecodedProperties, Sql92Filter, Sql92Limits};
     let props = [
         DecodedProperties::parse("a\u{1}3\u{2}b\u{1}9\u{2}TAGS\u{1}x"),
         DecodedProperties::parse("c\u{1}\u{2}d\u{1}true\u{2}e\u{1}z"),
@@ -363,7 +363,7 @@ fn properties_config() {
     ];
     driver::run("properties_config", seeds, 8192, |data| {
         let text = String::from_utf8_lossy(data);
-        let pairs = broker::properties::parse(&text);
+        let pairs = broker::config::properties::parse(&text);
         for (k, _) in &pairs {
             assert!(!k.is_empty() || pairs.iter().any(|(k, _)| k.is_empty()));
         }
@@ -395,7 +395,7 @@ fn ha_handshake() {
             });
             let accepted = tokio::time::timeout(
                 Duration::from_secs(2),
-                broker::ha::handshake::accept(
+                broker::services::ha::handshake::accept(
                     &mut master,
                     "broker-a",
                     "secret",
@@ -566,7 +566,7 @@ fn request_sequences_against_a_broker() {
     let conn = Conn {
         id: 1,
         peer,
-        channel: broker::clients::Channel {
+        channel: broker::services::clients::Channel {
             id: 1,
             peer,
             outbound,
@@ -598,7 +598,7 @@ fn request_sequences_against_a_broker() {
     // What the sequences left behind persists and loads back.
     broker.persist_all();
     assert!(broker.topics.flush_created(Duration::from_secs(10)));
-    let reopened = broker::topics::TopicManager::open(dir.path(), &broker.config.broker);
+    let reopened = broker::services::topics::TopicManager::open(dir.path(), &broker.config.broker);
     assert!(reopened.is_ok(), "topics.json reloads");
     assert!(report.executions > 0);
 }
@@ -674,7 +674,7 @@ fn heartbeats_against_a_broker() {
             let conn = Conn {
                 id,
                 peer,
-                channel: broker::clients::Channel {
+                channel: broker::services::clients::Channel {
                     id,
                     peer,
                     outbound: outbound.clone(),

@@ -24,7 +24,7 @@ use store::config_files::{SubscriptionGroupConfig, WriteError};
 
 use super::{HandlerResult, error, success};
 use crate::names;
-use crate::state::Broker;
+use crate::services::Broker;
 
 /// The answer to a change whose rewrite failed: `what` was not done.
 fn not_durable(request: &RemotingCommand, what: String, e: &WriteError) -> HandlerResult {
@@ -232,7 +232,7 @@ pub async fn create_group(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
             .metrics
             .limits
             .refusals
-            .count(crate::groups::MAX_GROUPS_KEY);
+            .count(crate::services::groups::MAX_GROUPS_KEY);
         return error(
             request,
             response::SYSTEM_ERROR,
@@ -312,10 +312,10 @@ pub fn broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
 }
 
 /// UPDATE_BROKER_CONFIG: the body is `key=value` lines (`MixAll.properties2String`);
-/// only [`crate::live_config::UPDATABLE`] keys are accepted (see that module for why).
+/// only [`crate::services::live_config::UPDATABLE`] keys are accepted (see that module for why).
 pub fn update_broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let text = String::from_utf8_lossy(&request.body);
-    let pairs = crate::properties::parse(&text);
+    let pairs = crate::config::properties::parse(&text);
     if pairs.is_empty() {
         return error(request, response::SYSTEM_ERROR, "string2Properties error");
     }

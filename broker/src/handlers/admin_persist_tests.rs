@@ -13,9 +13,9 @@ use protocol::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
 use store::config_files::{SubscriptionGroupConfig, config_dir, topics_path};
 use store::fs::{Fault, FaultFs, FaultOp};
 
-use crate::connection::Conn;
-use crate::state::Broker;
+use crate::services::Broker;
 use crate::test_fixture::{broker_with_fs, conn, dispatch, wait_until};
+use crate::transport::connection::Conn;
 
 fn create_topic(topic: &str) -> RemotingCommand {
     RemotingCommand::request(

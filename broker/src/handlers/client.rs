@@ -18,12 +18,12 @@ use protocol::header::{
 use serde::Deserialize;
 
 use super::{HandlerResult, Reply, error, success};
-use crate::clients::{ClientInfo, Refused};
-use crate::connection::Conn;
-use crate::filter::FilterError;
-use crate::filter::registry::is_tag_type;
 use crate::names::{self, perm};
-use crate::state::Broker;
+use crate::services::Broker;
+use crate::services::clients::{ClientInfo, Refused};
+use crate::services::filter::FilterError;
+use crate::services::filter::registry::is_tag_type;
+use crate::transport::connection::Conn;
 
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
@@ -156,7 +156,7 @@ fn register_filters(
                 parse_failures.push(format!(
                     "subscription of group {group} to topic {} ({}): {e}",
                     sub.topic,
-                    crate::filter::excerpt(&sub.sub_string)
+                    crate::services::filter::excerpt(&sub.sub_string)
                 ));
             }
         }
@@ -284,7 +284,10 @@ pub fn unregister_client(
         && broker.clients.unregister_consumer(group, conn.id)
     {
         tracing::info!(group, client = %h.client_id, "consumer left");
-        crate::connection::release_locks(broker, vec![(group.to_owned(), h.client_id.clone())]);
+        crate::transport::connection::release_locks(
+            broker,
+            vec![(group.to_owned(), h.client_id.clone())],
+        );
         groups_left(broker, &[group.to_owned()]);
     }
     Ok(success(request).into())

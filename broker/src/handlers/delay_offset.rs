@@ -9,7 +9,7 @@ use protocol::RemotingCommand;
 use store::config_files::ConfigDocument;
 
 use super::{HandlerResult, success};
-use crate::state::Broker;
+use crate::services::Broker;
 
 pub fn all_delay_offsets(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let body = broker.schedule.table().encode();

@@ -5,11 +5,14 @@ pub mod acl_admin;
 pub mod admin;
 pub mod client;
 pub mod delay_offset;
+pub mod end_transaction;
+pub mod ha_admin;
 pub mod lookup;
 pub mod offset;
 pub mod offset_reset;
 pub mod producer;
 pub mod pull;
+pub mod pull_filter;
 pub mod send;
 pub mod send_back;
 
@@ -22,7 +25,7 @@ use protocol::code::response;
 use protocol::header::HeaderError;
 use store::config_files::ConfigFileError;
 
-use crate::outbound::Outbound;
+use crate::transport::outbound::Outbound;
 
 pub enum Reply {
     Response(Outbound),

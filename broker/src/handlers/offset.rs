@@ -15,7 +15,7 @@ use protocol::header::{
 use protocol::message::{ConsumerOffset, QueueOffset};
 
 use super::{HandlerResult, error, success};
-use crate::state::Broker;
+use crate::services::Broker;
 
 fn consumer_offset_reply(request: &RemotingCommand, offset: ConsumerOffset) -> HandlerResult {
     Ok(success(request)

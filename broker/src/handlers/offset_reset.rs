@@ -22,7 +22,7 @@ use protocol::header::{GetConsumerStatusRequestHeader, ResetOffsetRequestHeader}
 use protocol::message::ConsumerOffset;
 
 use super::{HandlerResult, error, success};
-use crate::state::Broker;
+use crate::services::Broker;
 
 /// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: older clients cannot take 220/221.
 const MIN_CLIENT_VERSION: i32 = 28;

@@ -10,8 +10,8 @@ use protocol::header::GetProducerConnectionListRequestHeader;
 use serde::Serialize;
 
 use super::{HandlerResult, error, success};
-use crate::clients::ClientInfo;
-use crate::state::Broker;
+use crate::services::Broker;
+use crate::services::clients::ClientInfo;
 
 /// `Connection`: one client connection of a producer or consumer group, as both
 /// GET_PRODUCER_CONNECTION_LIST and GET_CONSUMER_CONNECTION_LIST list them.

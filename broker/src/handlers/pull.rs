@@ -10,12 +10,12 @@ use protocol::code::response;
 use protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
 
 use super::{HandlerResult, Reply};
-use crate::connection::Conn;
-use crate::filter::MessageFilter;
 use crate::names::perm;
-use crate::outbound::Outbound;
-use crate::state::Broker;
-use crate::store_api::GetStatus;
+use crate::services::Broker;
+use crate::services::filter::MessageFilter;
+use crate::services::store_api::GetStatus;
+use crate::transport::connection::Conn;
+use crate::transport::outbound::Outbound;
 
 /// Outcome of one pass over the store.
 enum Pass {
@@ -140,7 +140,7 @@ fn process(
         );
     }
     let filter = if flag.has_subscription() {
-        match crate::filter::pull::from_request(broker, h) {
+        match crate::handlers::pull_filter::from_request(broker, h) {
             Ok(f) => f,
             Err((code, remark)) => return fail(request, code, remark),
         }
@@ -179,7 +179,7 @@ fn process(
                 "the consumer's subscription not latest".to_owned(),
             );
         }
-        match crate::filter::pull::from_registered(broker, h, sub) {
+        match crate::handlers::pull_filter::from_registered(broker, h, sub) {
             Ok(f) => f,
             Err((code, remark)) => return fail(request, code, remark),
         }

@@ -16,12 +16,12 @@ use protocol::message::properties::{self, CLUSTER, WAIT};
 use protocol::message::{MessageSysFlag, Properties};
 
 use super::{HandlerResult, error};
-use crate::connection::Conn;
 use crate::names::{self, perm};
-use crate::put_path::Put;
-use crate::state::Broker;
-use crate::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
-use crate::topics::AutoCreateError;
+use crate::services::Broker;
+use crate::services::put_path::Put;
+use crate::services::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
+use crate::services::topics::AutoCreateError;
+use crate::transport::connection::Conn;
 
 /// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
 pub(crate) const VERSION_WITH_MAX_RECONSUME: i32 = 121;
@@ -94,7 +94,7 @@ pub async fn send_message(
         }
     }
 
-    let half = !batch && crate::transaction::half::is_half(&properties);
+    let half = !batch && crate::services::transaction::half::is_half(&properties);
     if half && b.reject_transaction_message {
         return error(
             request,
@@ -170,7 +170,7 @@ pub async fn send_message(
             wait_store_ok,
         };
         if half {
-            crate::transaction::half::to_half(&mut put);
+            crate::services::transaction::half::to_half(&mut put);
         }
         let result = broker.put(Put::Message(put)).await;
         if half && result.status == PutStatus::PutOk {

@@ -20,9 +20,9 @@ use protocol::message::record;
 use super::send::{VERSION_WITH_MAX_RECONSUME, random_index};
 use super::{HandlerResult, error, success};
 use crate::names::{self, perm};
-use crate::put_path::Put;
-use crate::state::Broker;
-use crate::store_api::{PutMessage, PutStatus};
+use crate::services::Broker;
+use crate::services::put_path::Put;
+use crate::services::store_api::{PutMessage, PutStatus};
 
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;

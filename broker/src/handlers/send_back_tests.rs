@@ -12,7 +12,7 @@ use store::config_files::SubscriptionGroupConfig;
 use super::consumer_send_msg_back;
 use crate::handlers::Reply;
 use crate::names::{SCHEDULE_TOPIC, perm};
-use crate::state::Broker;
+use crate::services::Broker;
 use crate::test_fixture::{self, records, wait_until};
 
 fn request(offset: PhysicalOffset, group: &str, delay: i32, max: Option<i32>) -> RemotingCommand {
@@ -48,7 +48,7 @@ fn consumed(b: &Broker) -> (PhysicalOffset, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let put = rt.block_on(b.put(crate::put_path::Put::Message(m)));
+    let put = rt.block_on(b.put(crate::services::put_path::Put::Message(m)));
     let a = put.appended.unwrap();
     (a.wrote_offset, a.msg_ids[0].clone())
 }

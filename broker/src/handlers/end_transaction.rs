@@ -1,0 +1,182 @@
+//! END_TRANSACTION (37, `EndTransactionProcessor`): the producer's decision about a
+//! half message. Commit stores the committed copy in the real queue and then writes the
+//! op record; rollback writes only the op record; unknown (0) does nothing, so the
+//! checker asks again later.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use protocol::RemotingCommand;
+use protocol::code::response;
+use protocol::header::EndTransactionRequestHeader;
+use protocol::message::TransactionType;
+use store::BrokerRole;
+
+use crate::handlers::{HandlerResult, Reply, error, success};
+use crate::services::Broker;
+use crate::services::put_path::Put;
+use crate::services::transaction::bridge::{self, StoredRecord};
+use crate::services::transaction::{CHECK_GROUP, HALF_TOPIC, QUEUE_ID, half};
+
+pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+    let h: EndTransactionRequestHeader = request.header()?;
+    if broker.config.store.broker_role == BrokerRole::Slave {
+        return error(
+            request,
+            response::SLAVE_NOT_AVAILABLE,
+            "Can't commit or rollback transaction, the broker is a slave",
+        );
+    }
+    let decision = match h.decision() {
+        Some(TransactionType::Commit) => TransactionType::Commit,
+        Some(TransactionType::Rollback) => TransactionType::Rollback,
+        // Unknown: no answer, no record; the checker asks again.
+        _ => return Ok(Reply::None),
+    };
+    tracing::debug!(
+        producer_group = %h.producer_group,
+        msg_id = %h.msg_id,
+        from_check = h.from_transaction_check,
+        ?decision,
+        "end transaction"
+    );
+    let half = match verified_half(broker, &h) {
+        Ok(record) => record,
+        Err(remark) => return error(request, response::SYSTEM_ERROR, remark),
+    };
+    let props = half.view().properties().to_owned();
+    let key = half::uniq_key(&props)
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("@{}", h.commit_log_offset));
+    let resolved = &broker.transactions.resolved;
+    let metrics = &broker.metrics.transactions;
+
+    let duplicate = resolved.decide(&key, decision, Instant::now()).is_some()
+        || (decision == TransactionType::Commit && committed_before(broker, &h, &props, &key));
+    if duplicate {
+        // Decided already (a late answer, or an answer to a check-back of a copy): the
+        // half offset is still marked done, nothing is stored again.
+        tracing::debug!(msg_id = %h.msg_id, "transaction already decided; only marking the half offset");
+        return mark_done(broker, request, &h).await;
+    }
+
+    if decision == TransactionType::Commit {
+        let Some((topic, queue_id)) = half::real_destination(&props) else {
+            resolved.undo(&key);
+            return error(
+                request,
+                response::SYSTEM_ERROR,
+                "the half message has no REAL_TOPIC / REAL_QID",
+            );
+        };
+        let msg = bridge::derived(
+            broker,
+            &half,
+            &topic,
+            queue_id,
+            half::committed_properties(&props),
+            half::committed_sys_flag(half.view().sys_flag()),
+        );
+        let body_len = msg.body.len() as u64;
+        let result = broker
+            .put(Put::TransactionEnd {
+                msg,
+                prepared: h.commit_log_offset,
+            })
+            .await;
+        if !bridge::stored(&result) {
+            resolved.undo(&key);
+            return error(
+                request,
+                response::SYSTEM_ERROR,
+                format!("storing the committed message failed: {:?}", result.status),
+            );
+        }
+        broker.metrics.record_put(&topic, 1, body_len);
+        metrics.commits.inc();
+    } else {
+        metrics.rollbacks.inc();
+    }
+    metrics.decided();
+    mark_done(broker, request, &h).await
+}
+
+/// Writes the op record for the request's half offset.
+async fn mark_done(
+    broker: &Broker,
+    request: &RemotingCommand,
+    h: &EndTransactionRequestHeader,
+) -> HandlerResult {
+    let op = bridge::put_op(broker, h.tran_state_table_offset).await;
+    if !bridge::stored(&op) {
+        // The decision stands; the checker may ask once more and the duplicate guard
+        // keeps the message single.
+        tracing::warn!(status = ?op.status, half_offset = %h.tran_state_table_offset, "op record not stored");
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            format!("storing the op record failed: {:?}", op.status),
+        );
+    }
+    Ok(success(request).into())
+}
+
+/// `checkPrepareMessage`: the record at `commitLogOffset` must be a half message of the
+/// request's producer group at the request's half queue offset.
+/// The real topic of the half message an END_TRANSACTION names, for the ACL check
+/// (`crate::dispatch::acl`); `None` when the header or the half message does not check out (the
+/// handler then answers the error).
+pub(crate) fn half_real_topic(broker: &Broker, request: &RemotingCommand) -> Option<String> {
+    let h: EndTransactionRequestHeader = request.header().ok()?;
+    let record = verified_half(broker, &h).ok()?;
+    half::real_destination(record.view().properties()).map(|(topic, _)| topic)
+}
+
+fn verified_half(
+    broker: &Broker,
+    h: &EndTransactionRequestHeader,
+) -> Result<StoredRecord, &'static str> {
+    let record = bridge::read_at(broker, h.commit_log_offset)
+        .ok_or("Find prepared transaction message failed")?;
+    let v = record.view();
+    if v.topic() != HALF_TOPIC || v.queue_id() != QUEUE_ID {
+        return Err("Find prepared transaction message failed");
+    }
+    if half::producer_group(v.properties()) != Some(h.producer_group.as_str()) {
+        return Err("The producer group wrong");
+    }
+    if v.queue_offset() != h.tran_state_table_offset {
+        return Err("The transaction state table offset wrong");
+    }
+    if v.physical_offset() != h.commit_log_offset {
+        return Err("The commit log offset wrong");
+    }
+    Ok(record)
+}
+
+/// Whether an earlier commit of this transaction may exist outside the in-memory guard:
+/// only a half message the checker has dealt with (a copy, a check-back answer, or one
+/// behind the checker's progress) can have another committed copy, and then the real
+/// topic's index is asked.
+fn committed_before(
+    broker: &Broker,
+    h: &EndTransactionRequestHeader,
+    props: &str,
+    key: &str,
+) -> bool {
+    let behind_checker = broker
+        .offsets
+        .query(CHECK_GROUP, HALF_TOPIC, QUEUE_ID)
+        .is_some_and(|progress| h.tran_state_table_offset.0 < progress.0);
+    if !(h.from_transaction_check || half::is_copy(props) || behind_checker) {
+        return false;
+    }
+    let Some((topic, _)) = half::real_destination(props) else {
+        return false;
+    };
+    let found = bridge::committed_in_index(broker, &topic, key);
+    if found {
+        tracing::info!(msg_id = %h.msg_id, "transaction already committed; commit ignored");
+    }
+    found
+}

@@ -1,0 +1,239 @@
+//! The broker's shared state: configuration, the metadata managers, connections and the
+//! bound on concurrent work.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use store::config_files::ConfigFileError;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::in_flight::InFlightLimit;
+use crate::metrics::Metrics;
+use crate::metrics::limits::Listener;
+use crate::services::client_requests::ClientRequests;
+use crate::services::clients::{ClientLimits, ClientManager, ConnId};
+use crate::services::consume_rate::ConsumeRate;
+use crate::services::filter::registry::FilterRegistry;
+use crate::services::filter::sql92::Sql92Limits;
+use crate::services::groups::GroupManager;
+use crate::services::live_config::LiveConfig;
+use crate::services::locks::LockManager;
+use crate::services::long_polling::PullHold;
+use crate::services::offsets::OffsetManager;
+use crate::services::schedule::ScheduleService;
+use crate::services::store_api::MessageStoreApi;
+use crate::services::topics::TopicManager;
+use crate::services::transaction::Transactions;
+use security::conn_gate::ConnGate;
+
+pub struct Broker {
+    pub config: Config,
+    /// The settings UPDATE_BROKER_CONFIG may change; read these, not `config`, for them.
+    pub live: LiveConfig,
+    /// Messages pulled per group and topic over the last minute (consumeTps).
+    pub consume_rate: ConsumeRate,
+    pub topics: TopicManager,
+    pub groups: GroupManager,
+    pub offsets: OffsetManager,
+    pub clients: ClientManager,
+    /// Requests the broker sends to clients and awaits answers to (consumer status).
+    pub client_requests: ClientRequests,
+    pub locks: LockManager,
+    /// Delay levels and their delivery progress (`delayOffset.json`).
+    pub schedule: ScheduleService,
+    pub metrics: Arc<Metrics>,
+    pub store: Arc<dyn MessageStoreApi>,
+    pub pull_hold: PullHold,
+    /// Compiled SQL92 subscriptions (`ConsumerFilterManager`).
+    pub filters: Arc<FilterRegistry>,
+    pub transactions: Transactions,
+    /// Requests in progress across all connections (`maxInFlightTotal`).
+    pub in_flight: Arc<InFlightLimit>,
+    /// Bytes of the requests in progress across all connections (`maxInFlightBytesTotal`).
+    pub in_flight_bytes: Arc<InFlightLimit>,
+    /// Parked pulls across all connections (`maxParkedPullsTotal`); separate from
+    /// `in_flight` so parked pulls never starve sends and heartbeats.
+    pub parked: Arc<InFlightLimit>,
+    /// The remoting listeners' gate (main and VIP port together).
+    pub remoting_gate: Arc<ConnGate>,
+    /// True once recovery finished and the listener is up (`/readyz`).
+    pub ready: AtomicBool,
+    pub shutdown: CancellationToken,
+    next_conn: AtomicU64,
+    /// The ACL when `aclEnable=true` (checked in `crate::dispatch::acl` before dispatch).
+    pub acl: Option<Arc<security::acl::AclStore>>,
+    /// The broker's own account, signing what it sends to nameservers and its master.
+    pub credentials: Option<Arc<security::sign::Credentials>>,
+    /// TLS on the remoting port unless `tls.server.mode=disabled`.
+    pub tls: Option<Arc<security::tls::TlsServer>>,
+    /// TLS towards nameservers and the master when `tls.enable=true`.
+    pub tls_client: Option<security::tls::TlsClient>,
+    /// Replication, once started (absent in tests that build a broker without it).
+    pub ha: std::sync::OnceLock<Arc<crate::services::ha::Ha>>,
+}
+
+impl Broker {
+    /// Loads the metadata files below `storePathRootDir`.
+    pub fn open(
+        config: Config,
+        store: Arc<dyn MessageStoreApi>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, ConfigFileError> {
+        let tls = server_tls(&config.broker)?;
+        Self::open_with_tls(config, store, metrics, tls)
+    }
+
+    /// [`Self::open`] with the remoting port's TLS server already built from the same
+    /// config (the process builds it first: the metrics port, up during recovery, shares
+    /// it).
+    pub fn open_with_tls(
+        config: Config,
+        store: Arc<dyn MessageStoreApi>,
+        metrics: Arc<Metrics>,
+        tls: Option<Arc<security::tls::TlsServer>>,
+    ) -> Result<Arc<Self>, ConfigFileError> {
+        let root = config.store.store_path_root_dir.clone();
+        let b = &config.broker;
+        // Config files are written through the store's file system (fault injection).
+        let fs = store.config_fs();
+        let topics = TopicManager::open_with_fs(&root, b, Arc::clone(&fs))?;
+        let groups = GroupManager::open_with_fs(&root, Arc::clone(&fs))?.with_max_groups(
+            b.max_subscription_groups as usize,
+            metrics.limits.refusals.clone(),
+        );
+        let live = LiveConfig::new(b);
+        let offsets = OffsetManager::open_with_fs(&root, fs)?;
+        let levels = config
+            .store
+            .delay_levels()
+            .map_err(|e| ConfigFileError::Parse {
+                path: "messageDelayLevel".into(),
+                what: "delay level table",
+                reason: e.to_string(),
+            })?;
+        let schedule = ScheduleService::open(&root, levels)?;
+        let in_flight = InFlightLimit::new(b.max_in_flight_total as usize);
+        let acl = if b.acl_enable {
+            let path = b.acl_file_path(&root);
+            let store =
+                security::acl::AclStore::open(&path).map_err(|e| ConfigFileError::Parse {
+                    path: path.clone(),
+                    what: "plain_acl.yml (aclFile)",
+                    reason: e.to_string(),
+                })?;
+            Some(Arc::new(store))
+        } else {
+            None
+        };
+        let credentials = b
+            .credentials()
+            .map_err(|e| ConfigFileError::Parse {
+                path: "broker.conf".into(),
+                what: "broker config",
+                reason: e.to_string(),
+            })?
+            .map(Arc::new);
+        let tls_client = security::tls::TlsClient::new(&b.client_tls())
+            .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
+        let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
+        let in_flight_bytes =
+            InFlightLimit::new(usize::try_from(b.max_in_flight_bytes_total).unwrap_or(usize::MAX));
+        let remoting_gate = crate::gates::gate(b, &metrics.limits, Listener::Remoting);
+        let filters = Arc::new(FilterRegistry::new(
+            Sql92Limits::new(
+                b.filter_sql_max_length as usize,
+                b.filter_sql_max_depth,
+                b.filter_sql_max_nodes,
+            ),
+            usize::try_from(b.filter_registry_max_bytes).unwrap_or(usize::MAX),
+            metrics.limits.refusals.clone(),
+        ));
+        Ok(Arc::new(Self {
+            topics,
+            groups,
+            offsets,
+            clients: ClientManager::new(ClientLimits {
+                groups_per_connection: b.max_groups_per_connection as usize,
+                groups: b.max_client_groups as usize,
+                subscription_bytes: usize::try_from(b.max_client_subscription_bytes)
+                    .unwrap_or(usize::MAX),
+            }),
+            client_requests: ClientRequests::default(),
+            locks: LockManager::default(),
+            schedule,
+            metrics,
+            store,
+            pull_hold: PullHold::default(),
+            filters,
+            transactions: Transactions::default(),
+            in_flight,
+            in_flight_bytes,
+            parked,
+            remoting_gate,
+            ready: AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
+            next_conn: AtomicU64::new(1),
+            ha: std::sync::OnceLock::new(),
+            acl,
+            credentials,
+            tls,
+            tls_client,
+            live,
+            consume_rate: ConsumeRate::default(),
+            config,
+        }))
+    }
+
+    pub fn next_conn_id(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The current role: replication's when running, else the configured one.
+    pub fn role(&self) -> store::BrokerRole {
+        self.ha
+            .get()
+            .map_or(self.config.store.broker_role, |ha| ha.role())
+    }
+
+    pub fn is_slave(&self) -> bool {
+        self.role() == store::BrokerRole::Slave
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Writes every metadata file (shutdown). Blocks: never on an async worker.
+    pub fn persist_all(&self) {
+        for (what, result) in [
+            ("consumerOffset.json", self.offsets.persist()),
+            ("topics.json", self.topics.persist()),
+            ("subscriptionGroup.json", self.groups.persist()),
+            ("delayOffset.json", self.schedule.persist()),
+        ] {
+            if let Err(e) = result {
+                tracing::error!(file = what, error = %e, "persist failed");
+            }
+        }
+    }
+}
+
+fn tls_error(what: &'static str, reason: String) -> ConfigFileError {
+    ConfigFileError::Parse {
+        path: "broker.conf".into(),
+        what,
+        reason,
+    }
+}
+
+/// The remoting port's TLS server from the `tls.server.*` keys (`None` when disabled).
+pub fn server_tls(
+    b: &crate::config::BrokerConfig,
+) -> Result<Option<Arc<security::tls::TlsServer>>, ConfigFileError> {
+    let settings = b
+        .server_tls()
+        .map_err(|e| tls_error("tls.server.* settings", e.to_string()))?;
+    security::tls::TlsServer::new(settings)
+        .map_err(|e| tls_error("tls.server.* settings", e.to_string()))
+}

@@ -1,0 +1,222 @@
+//! The transaction code's access to the store (`TransactionalMessageBridge`): reading
+//! half and op records, and appending op records, committed copies, re-appended half
+//! messages and discarded ones.
+
+use bytes::Bytes;
+use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, RecordView, decode};
+
+use super::{HALF_TOPIC, OP_TOPIC, QUEUE_ID, half};
+use crate::names::perm;
+use crate::services::Broker;
+use crate::services::filter::MessageFilter;
+use crate::services::put_path::Put;
+use crate::services::store_api::{Appended, GetStatus, PutMessage, PutResult, PutStatus};
+
+/// Op records read per store call (RocketMQ pulls 32 at a time).
+const OP_BATCH: i32 = 32;
+
+/// One whole stored record and a validated view of it.
+pub struct StoredRecord {
+    pub bytes: Bytes,
+}
+
+impl StoredRecord {
+    /// `None` when the bytes are not a valid record.
+    pub fn new(bytes: Bytes) -> Option<Self> {
+        decode(&bytes, false).ok()?;
+        Some(Self { bytes })
+    }
+
+    pub fn view(&self) -> RecordView<'_> {
+        // Validated in `new`; a record that decoded once decodes again.
+        match decode(&self.bytes, false) {
+            Ok(v) => v,
+            Err(_) => unreachable!("record validated at construction"),
+        }
+    }
+
+    pub fn body(&self) -> Bytes {
+        self.bytes.slice_ref(self.view().body())
+    }
+}
+
+/// Makes sure the transaction system topics exist in the topic table, as RocketMQ
+/// creates them on first use (one queue, read + write).
+pub fn ensure_topic(broker: &Broker, topic: &str) {
+    broker
+        .topics
+        .get_or_create_system(topic, 1, perm::READ | perm::WRITE, 0);
+}
+
+/// What one offset of the half queue holds.
+pub enum HalfAt {
+    Record(StoredRecord),
+    /// Nothing: removed by retention, a hole, or not there yet.
+    Gone,
+    /// Bytes that are not a valid record.
+    Corrupt,
+}
+
+/// The record at `offset` of the half queue.
+pub fn read_half(broker: &Broker, offset: QueueOffset) -> HalfAt {
+    let r = broker
+        .store
+        .get_message(HALF_TOPIC, QUEUE_ID, offset, 1, &MessageFilter::All);
+    if r.status != GetStatus::Found {
+        return HalfAt::Gone;
+    }
+    match r.messages.into_iter().next() {
+        None => HalfAt::Gone,
+        Some(bytes) => StoredRecord::new(bytes).map_or(HalfAt::Corrupt, HalfAt::Record),
+    }
+}
+
+/// The record stored at a CommitLog offset (`lookMessageByOffset`).
+pub fn read_at(broker: &Broker, offset: PhysicalOffset) -> Option<StoredRecord> {
+    broker
+        .store
+        .view_message(offset)
+        .and_then(StoredRecord::new)
+}
+
+/// Op records from `from` on, at most `limit`: `(op offset, half offset it marks)`.
+pub fn read_ops(
+    broker: &Broker,
+    from: QueueOffset,
+    limit: usize,
+) -> Vec<(QueueOffset, Option<QueueOffset>)> {
+    let mut out = Vec::new();
+    let mut next = from;
+    while out.len() < limit {
+        let r = broker
+            .store
+            .get_message(OP_TOPIC, QUEUE_ID, next, OP_BATCH, &MessageFilter::All);
+        if r.status != GetStatus::Found || r.messages.is_empty() {
+            break;
+        }
+        for bytes in &r.messages {
+            if let Ok(view) = decode(bytes, false) {
+                out.push((view.queue_offset(), half::parse_op_body(view.body())));
+            }
+        }
+        if r.next_begin_offset <= next {
+            break;
+        }
+        next = r.next_begin_offset;
+    }
+    out
+}
+
+fn store_host(broker: &Broker) -> std::net::SocketAddr {
+    crate::handlers::send::store_host(broker)
+}
+
+/// `putOpMessage`: marks `half_offset` decided.
+pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutResult {
+    ensure_topic(broker, OP_TOPIC);
+    let host = store_host(broker);
+    broker
+        .put(Put::Message(PutMessage {
+            topic: OP_TOPIC.to_owned(),
+            queue_id: QUEUE_ID,
+            flag: 0,
+            body: Bytes::from(half::op_body(half_offset)),
+            properties: half::op_properties(),
+            sys_flag: 0,
+            born_timestamp: crate::now_ms(),
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            wait_store_ok: true,
+        }))
+        .await
+}
+
+/// A new record from a stored one: same body, flag, born time and host, reconsume
+/// times; new topic, queue, properties and sysFlag.
+pub fn derived(
+    broker: &Broker,
+    record: &StoredRecord,
+    topic: &str,
+    queue_id: i32,
+    properties: String,
+    sys_flag: MessageSysFlag,
+) -> PutMessage {
+    let v = record.view();
+    PutMessage {
+        topic: topic.to_owned(),
+        queue_id,
+        flag: v.flag(),
+        body: record.body(),
+        properties,
+        sys_flag: sys_flag.bits(),
+        born_timestamp: v.born_timestamp(),
+        born_host: v.born_host(),
+        store_host: store_host(broker),
+        reconsume_times: v.reconsume_times(),
+        // Deviation from 4.9 (whose transaction bridge puts do not wait): the committed
+        // copy, re-put halves and op records wait for flush and slave, so an op record
+        // (which retires the half) is never written before what it decides is replicated.
+        wait_store_ok: true,
+    }
+}
+
+/// `putBackHalfMsgQueue` / `putImmunityMsgBackToHalfQueue`: the half message again at
+/// the end of the half queue, with `properties`.
+pub async fn put_back(broker: &Broker, record: &StoredRecord, properties: String) -> PutResult {
+    let flag = record.view().sys_flag();
+    let msg = derived(broker, record, HALF_TOPIC, QUEUE_ID, properties, flag);
+    broker.put(Put::Message(msg)).await
+}
+
+/// `DefaultTransactionalMessageCheckListener.resolveDiscardMsg`.
+pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutResult {
+    ensure_topic(broker, super::CHECK_MAX_TOPIC);
+    let v = record.view();
+    let msg = derived(
+        broker,
+        record,
+        super::CHECK_MAX_TOPIC,
+        QUEUE_ID,
+        v.properties().to_owned(),
+        v.sys_flag(),
+    );
+    broker.put(Put::Message(msg)).await
+}
+
+/// True when the store kept the record (`sendFinalMessage` treats the flush and slave
+/// timeouts as stored).
+pub fn stored(r: &PutResult) -> bool {
+    r.status.is_stored() && r.appended.is_some()
+}
+
+/// A put's result as the checker acts on it.
+pub enum PutOutcome {
+    Stored(Appended),
+    /// The store could not take anything now (see [`PutStatus::refuses_the_record`]);
+    /// the same put may pass later.
+    Unavailable(PutStatus),
+    /// The store refuses this record for what it is; it never passes.
+    Refused(PutStatus),
+}
+
+pub fn outcome(r: PutResult) -> PutOutcome {
+    match r.appended {
+        Some(appended) if r.status.is_stored() => PutOutcome::Stored(appended),
+        _ if r.status.refuses_the_record() => PutOutcome::Refused(r.status),
+        _ => PutOutcome::Unavailable(r.status),
+    }
+}
+
+/// True when the real topic already holds a message with this `UNIQ_KEY` (an earlier
+/// commit of the same transaction, found through the index).
+pub fn committed_in_index(broker: &Broker, real_topic: &str, uniq_key: &str) -> bool {
+    let found = broker
+        .store
+        .query_message(real_topic, uniq_key, 32, 0, i64::MAX);
+    found.messages.iter().any(|bytes| {
+        decode(bytes, false).is_ok_and(|v| {
+            v.topic() == real_topic && half::uniq_key(v.properties()) == Some(uniq_key)
+        })
+    })
+}

@@ -1,0 +1,635 @@
+//! One client connection.
+//!
+//! The reader decodes frames and runs each request; one that cannot finish at once gets
+//! its own task, so a parked long-poll pull or a send waiting for the disk does not hold
+//! up the requests pipelined behind it;
+//! answers go out in completion order, matched by opaque. Work is bounded: a request
+//! that would exceed `maxInFlightPerConnection` or the broker-wide `maxInFlightTotal`
+//! is answered at once with SYSTEM_BUSY instead of queueing. A pull that parks (long
+//! polling) gives its permits back and holds a parked-pull permit instead
+//! (`maxParkedPullsPerConnection`, `maxParkedPullsTotal`), so parked pulls never starve
+//! sends and heartbeats. Every task a request spawned ends when its connection closes.
+//! The writer task owns the socket's write half and is also how the broker pushes
+//! requests to the client (NOTIFY_CONSUMER_IDS_CHANGED); a write that makes no progress
+//! within `writeTimeoutMillis` closes the connection, so a peer that stops reading cannot
+//! pin the connection, its consumer membership and its queue locks. A frame that does
+//! not decode closes this connection only. A connection whose first complete frame has
+//! not arrived by its slot's deadline (`firstRequestTimeoutMillis`, counted from accept)
+//! is closed, so silent peers cannot hold slots; after that first frame only
+//! `serverChannelMaxIdleTimeSeconds` applies (4.x clients heartbeat every 30 s).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use protocol::code::{request as rq, response};
+use protocol::{RemotingCodec, RemotingCommand};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use crate::dispatch;
+use crate::in_flight::{InFlightLimit, InFlightPermit};
+use crate::services::Broker;
+use crate::services::clients::{Channel, ConnId};
+use crate::transport::outbound::Outbound;
+use security::conn_gate::ConnSlot;
+
+/// Batches of answers waiting for the writer.
+const OUTBOUND_QUEUE: usize = 1024;
+/// Answers the reader collects before handing them to the writer even though more input
+/// is at hand (bounds the delay a long burst adds to its first answers).
+const ANSWER_BATCH: usize = 32;
+/// Frames served back to back between two checks of the connection's close token.
+const CLOSE_CHECK_EVERY: u32 = 64;
+/// Read buffer: room for a few dozen pipelined 1 KiB sends per read.
+const READ_BUFFER: usize = 64 * 1024;
+/// Below this size body parts are copied into the write buffer (fewer syscalls).
+const INLINE_PART_MAX: usize = 16 * 1024;
+
+/// Answers handed to the writer in one channel message.
+type Answers = Vec<Outbound>;
+
+/// The connection a request arrived on, as handlers see it.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub id: ConnId,
+    pub peer: SocketAddr,
+    pub channel: Channel,
+}
+
+/// The connection over any byte stream halves (plain TCP today; TLS wraps the same).
+pub async fn serve_io<R, W>(
+    read: R,
+    write: W,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    slot: ConnSlot,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let id = broker.next_conn_id();
+    let (tx, rx) = mpsc::channel::<Answers>(OUTBOUND_QUEUE);
+    let (push_tx, push_rx) = mpsc::channel::<RemotingCommand>(64);
+    let close = broker.shutdown.child_token();
+    let channel = Channel {
+        id,
+        peer,
+        outbound: push_tx,
+        close: close.clone(),
+    };
+    broker.clients.add_channel(channel.clone());
+    broker.metrics.connection_opened();
+    // Shared by the requests' futures: cloning the `Arc` per request is one atomic add,
+    // where cloning `Conn` would clone a sender and a cancellation token (which locks).
+    let conn = Arc::new(Conn { id, peer, channel });
+    let max_frame = broker.config.broker.frame_max_length as usize;
+    let writer = tokio::spawn(write_loop(
+        write,
+        rx,
+        push_rx,
+        WriterLimits {
+            max_frame,
+            deadline: broker.config.broker.write_timeout(),
+        },
+        close.clone(),
+        Arc::clone(&broker),
+    ));
+
+    let limits = ConnLimits {
+        requests: InFlightLimit::new(broker.config.broker.max_in_flight_per_connection as usize),
+        parked: InFlightLimit::new(broker.config.broker.max_parked_pulls_per_connection as usize),
+        bytes: InFlightLimit::new(
+            usize::try_from(broker.config.broker.max_in_flight_bytes_per_connection)
+                .unwrap_or(usize::MAX),
+        ),
+    };
+    let idle = broker.config.broker.idle_timeout();
+    // Until the first frame decodes, the wait is bounded by the slot's first-request
+    // deadline too, which partial frames do not push back.
+    let mut first_request_by = Some(slot.first_request_deadline());
+    let mut frames = FramedRead::with_capacity(read, RemotingCodec::new(max_frame), READ_BUFFER);
+    // Answers produced while serving the frames at hand; handed to the writer together
+    // when the reader has to wait for more input (or ANSWER_BATCH of them are ready), so a
+    // burst of pipelined requests costs the writer one wake-up and one write.
+    let mut answers: Answers = Vec::new();
+    let mut served = 0u32;
+    loop {
+        // A frame already buffered or readable at once is served without arming the
+        // idle timer; only a reader about to wait needs it. Closing is noticed there, or
+        // every CLOSE_CHECK_EVERY frames under continuous load (the check takes a lock).
+        served = served.wrapping_add(1);
+        if served.is_multiple_of(CLOSE_CHECK_EVERY) && close.is_cancelled() {
+            break;
+        }
+        let next = match futures::poll!(frames.next()) {
+            Poll::Ready(next) => Ok(next),
+            Poll::Pending => {
+                if !answers.is_empty() && !hand_over(&tx, &mut answers, &close).await {
+                    break;
+                }
+                let idle_by = tokio::time::Instant::now() + idle;
+                let until = first_request_by.map_or(idle_by, |by| by.min(idle_by));
+                tokio::select! {
+                    _ = close.cancelled() => break,
+                    next = tokio::time::timeout_at(until, frames.next()) => next,
+                }
+            }
+        };
+        let request = match next {
+            Err(_) if first_request_by.is_some() => {
+                let e = slot.first_request_timed_out();
+                tracing::info!(%peer, error = %e, "no request within firstRequestTimeoutMillis, closing");
+                break;
+            }
+            Err(_) => {
+                tracing::info!(%peer, "closing idle connection");
+                break;
+            }
+            Ok(None) => break,
+            // A peer that resets, or a TLS peer that hangs up without close_notify, is
+            // a connection going away, not a protocol violation.
+            Ok(Some(Err(protocol::ProtocolError::Io(e)))) => {
+                tracing::debug!(%peer, error = %e, "connection read failed, closing");
+                break;
+            }
+            Ok(Some(Err(e))) => {
+                tracing::warn!(%peer, error = %e, "undecodable frame, closing connection");
+                break;
+            }
+            Ok(Some(Ok(cmd))) => cmd,
+        };
+        first_request_by = None;
+        if request.is_response() {
+            // An answer to a request the broker pushed (GET_CONSUMER_STATUS_FROM_CLIENT);
+            // one nobody waits for any more is dropped.
+            broker.client_requests.on_response(id, request);
+            continue;
+        }
+        if let Some(out) = run_request(&broker, &conn, &limits, &tx, &close, request) {
+            answers.push(out);
+        }
+        if answers.len() >= ANSWER_BATCH && !hand_over(&tx, &mut answers, &close).await {
+            break;
+        }
+    }
+    if !answers.is_empty() {
+        hand_over(&tx, &mut answers, &close).await;
+    }
+    close.cancel();
+    drop(tx);
+    let _ = writer.await;
+    broker.metrics.connection_closed();
+    let memberships = broker.clients.consumer_memberships(id);
+    let left = broker.clients.remove_channel(id);
+    release_locks(&broker, memberships);
+    crate::handlers::client::groups_left(&broker, &left);
+    tracing::debug!(%peer, conn = id, "connection closed");
+}
+
+/// Hands the collected answers to the writer; `false` when the connection is closing
+/// (the writer is gone, or stuck until its write deadline closes the connection).
+async fn hand_over(
+    tx: &mpsc::Sender<Answers>,
+    answers: &mut Answers,
+    close: &CancellationToken,
+) -> bool {
+    tokio::select! {
+        sent = tx.send(std::mem::take(answers)) => sent.is_ok(),
+        _ = close.cancelled() => false,
+    }
+}
+
+/// The per-connection bounds on work in progress.
+struct ConnLimits {
+    /// `maxInFlightPerConnection`.
+    requests: Arc<InFlightLimit>,
+    /// `maxParkedPullsPerConnection`.
+    parked: Arc<InFlightLimit>,
+    /// `maxInFlightBytesPerConnection`.
+    bytes: Arc<InFlightLimit>,
+}
+
+/// What keeps a spawned request counted while it waits.
+enum Held {
+    /// A request waiting for the disk, a slave or a transaction store: it keeps its
+    /// in-flight permits.
+    Request {
+        _permits: (InFlightPermit, InFlightPermit),
+        _bytes: (InFlightPermit, InFlightPermit),
+    },
+    /// A parked pull: parked-pull permits instead of request permits, shown in
+    /// `rocketmq_broker_parked_pulls`; it keeps its bytes permits (it holds its frame).
+    Parked {
+        _pull: ParkedPull,
+        _bytes: (InFlightPermit, InFlightPermit),
+    },
+}
+
+/// Bytes a request holds while in progress: its body and header (decoded header values
+/// are spans of the frame's header bytes).
+fn request_bytes(request: &RemotingCommand) -> usize {
+    request.body.len()
+        + request.ext_fields.source().len()
+        + request.remark.as_ref().map_or(0, String::len)
+}
+
+struct ParkedPull {
+    _permits: (InFlightPermit, InFlightPermit),
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for ParkedPull {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// SYSTEM_BUSY for a request over a bound (`NettyRemotingAbstract`'s flow-control text).
+fn busy(opaque: i32, serialize_type: protocol::SerializeType, what: &str) -> Outbound {
+    let request = RemotingCommand {
+        opaque,
+        serialize_type,
+        ..RemotingCommand::default()
+    };
+    RemotingCommand::error_response(
+        &request,
+        response::SYSTEM_BUSY,
+        format!("[OVERLOAD]system busy, start flow control for a while ({what})"),
+    )
+    .into()
+}
+
+/// Runs one request under the bounds: the answer when it completes on its first poll or
+/// is refused, else `None` (a task now owns it and answers through `tx`).
+fn run_request(
+    broker: &Arc<Broker>,
+    conn: &Arc<Conn>,
+    limits: &ConnLimits,
+    tx: &mpsc::Sender<Answers>,
+    close: &CancellationToken,
+    request: RemotingCommand,
+) -> Option<Outbound> {
+    let (opaque, serialize_type) = (request.opaque, request.serialize_type);
+    let (code, oneway) = (request.code, request.is_oneway());
+    let permits = limits
+        .requests
+        .try_acquire()
+        .zip(broker.in_flight.try_acquire());
+    let weight = request_bytes(&request);
+    let bytes = limits
+        .bytes
+        .try_acquire_units(weight)
+        .zip(broker.in_flight_bytes.try_acquire_units(weight));
+    let (permits, bytes) = match (permits, bytes) {
+        (Some(permits), Some(bytes)) => (permits, bytes),
+        (permits, _) => {
+            let limit = if permits.is_none() {
+                "maxInFlight"
+            } else {
+                "maxInFlightBytes"
+            };
+            broker.metrics.rejected_busy();
+            broker.metrics.limits.refusals.count(limit);
+            if crate::dispatch::is_send(code) {
+                broker.metrics.send_answered(response::SYSTEM_BUSY);
+            }
+            return (!oneway).then(|| busy(opaque, serialize_type, limit));
+        }
+    };
+    let (task_broker, task_conn) = (Arc::clone(broker), Arc::clone(conn));
+    let mut task =
+        Box::pin(async move { dispatch::dispatch(&task_broker, &task_conn, request).await });
+    // Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) complete on their
+    // first poll: answer those here and spare a task spawn and a cross-thread wakeup.
+    // Only a request that has to wait (disk, slave, long polling) gets its own task,
+    // so it never holds up the requests pipelined behind it.
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // The first poll only registers wakers that the spawned task re-registers on its own
+    // first poll, so a no-op waker loses nothing.
+    let held = match task.as_mut().poll(&mut cx) {
+        Poll::Ready(out) => return out,
+        // A pull is pending only when it parked (PullRequestHoldService).
+        Poll::Pending if code == rq::PULL_MESSAGE => {
+            drop(permits);
+            let parked = limits.parked.try_acquire().zip(broker.parked.try_acquire());
+            let Some(parked) = parked else {
+                // Dropping the task unparks the pull.
+                broker.metrics.limits.parked_refused.inc();
+                return Some(busy(opaque, serialize_type, "maxParkedPulls"));
+            };
+            let gauge = broker.metrics.limits.parked_pulls.clone();
+            gauge.inc();
+            Held::Parked {
+                _pull: ParkedPull {
+                    _permits: parked,
+                    gauge,
+                },
+                _bytes: bytes,
+            }
+        }
+        Poll::Pending => Held::Request {
+            _permits: permits,
+            _bytes: bytes,
+        },
+    };
+    let (tx, close) = (tx.clone(), close.clone());
+    tokio::spawn(async move {
+        let _held = held;
+        // The connection closing ends the task: a parked pull leaves its queue's
+        // waiters, and nothing the closed peer can no longer read stays counted.
+        let out = tokio::select! {
+            out = task => out,
+            _ = close.cancelled() => None,
+        };
+        if let Some(out) = out {
+            tokio::select! {
+                _ = tx.send(vec![out]) => {}
+                _ = close.cancelled() => {}
+            }
+        }
+    });
+    None
+}
+
+/// Bounds of the writer.
+struct WriterLimits {
+    max_frame: usize,
+    /// `writeTimeoutMillis`: longest a write may make no progress.
+    deadline: Duration,
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut write: W,
+    mut responses: mpsc::Receiver<Answers>,
+    mut pushes: mpsc::Receiver<RemotingCommand>,
+    limits: WriterLimits,
+    close: CancellationToken,
+    broker: Arc<Broker>,
+) {
+    let mut codec = RemotingCodec::new(limits.max_frame);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut out = Deadline {
+        write: &mut write,
+        deadline: limits.deadline,
+    };
+    loop {
+        let first = tokio::select! {
+            out = responses.recv() => match out {
+                Some(out) => out,
+                None => break,
+            },
+            Some(cmd) = pushes.recv() => vec![Outbound::from(cmd)],
+            _ = close.cancelled() => break,
+        };
+        // Let the reader and handlers queue what they are about to answer, so that a
+        // burst of pipelined requests costs one write instead of one per response.
+        if responses.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let mut next = Some(first);
+        let mut result = Ok(());
+        // Batch everything already queued into as few writes as possible.
+        'batch: while let Some(batch) = next.take() {
+            for item in batch {
+                result = append(&mut codec, &mut buf, &mut out, item).await;
+                if result.is_err() {
+                    break 'batch;
+                }
+            }
+            if buf.len() < 256 * 1024 {
+                next = responses
+                    .try_recv()
+                    .ok()
+                    .or_else(|| pushes.try_recv().ok().map(|cmd| vec![Outbound::from(cmd)]));
+            }
+        }
+        if result.is_ok() && !buf.is_empty() {
+            result = out.write_all(&buf).await;
+            buf.clear();
+        }
+        // A TLS stream may keep records it could not write without blocking; nothing
+        // else would push them out before the next answer.
+        if result.is_ok() {
+            result = out.flush().await;
+        }
+        if let Err(e) = result {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                broker.metrics.limits.write_timeouts.inc();
+                tracing::warn!(deadline = ?limits.deadline, "peer stopped reading, closing connection");
+            } else {
+                tracing::debug!(error = %e, "write failed");
+            }
+            close.cancel();
+            return;
+        }
+    }
+    let _ = tokio::time::timeout(limits.deadline, write.shutdown()).await;
+}
+
+/// A writer whose every write must make progress within `deadline`.
+struct Deadline<'a, W> {
+    write: &'a mut W,
+    deadline: Duration,
+}
+
+impl<W: AsyncWrite + Unpin> Deadline<'_, W> {
+    /// `write_all`, failing with `TimedOut` when one write call accepts no byte in time
+    /// (a zero window, a peer that stopped reading).
+    async fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let n = tokio::time::timeout(self.deadline, self.write.write(bytes))
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        tokio::time::timeout(self.deadline, self.write.flush())
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+    }
+}
+
+async fn append<W: AsyncWrite + Unpin>(
+    codec: &mut RemotingCodec,
+    buf: &mut BytesMut,
+    write: &mut Deadline<'_, W>,
+    out: Outbound,
+) -> std::io::Result<()> {
+    if let Err(e) = out.encode_head(codec, buf) {
+        // Too large to send (a handler bug): answer with an error instead.
+        tracing::error!(error = %e, code = out.command.code, "cannot encode response");
+        let mut fallback = out.command.clone();
+        fallback.body = bytes::Bytes::new();
+        fallback.code = response::SYSTEM_ERROR;
+        fallback.remark = Some(format!("response cannot be encoded: {e}"));
+        fallback.ext_fields = Default::default();
+        return codec_encode(codec, buf, fallback);
+    }
+    for part in &out.body_parts {
+        if part.len() <= INLINE_PART_MAX {
+            buf.extend_from_slice(part);
+        } else {
+            // Large views of mapped files go straight to the socket.
+            if !buf.is_empty() {
+                write.write_all(buf).await?;
+                buf.clear();
+            }
+            write.write_all(part).await?;
+        }
+    }
+    Ok(())
+}
+
+fn codec_encode(
+    codec: &mut RemotingCodec,
+    buf: &mut BytesMut,
+    cmd: RemotingCommand,
+) -> std::io::Result<()> {
+    use tokio_util::codec::Encoder;
+    codec.encode(cmd, buf).map_err(std::io::Error::other)
+}
+
+/// Frees the orderly-consumption queue locks of consumers that are gone from their group.
+pub(crate) fn release_locks(broker: &Broker, memberships: Vec<(String, String)>) {
+    for (group, client_id) in memberships {
+        if broker.clients.is_consumer_member(&group, &client_id) {
+            continue;
+        }
+        let released = broker.locks.release_client(&group, &client_id);
+        if released > 0 {
+            tracing::info!(
+                group,
+                client = client_id,
+                released,
+                "queue locks of a departed consumer released"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use protocol::RemotingCodec;
+    use security::conn_gate::{ConnGate, GateLimits, GateMetrics};
+    use tokio::io::{AsyncWriteExt, BufWriter};
+    use tokio_util::codec::{FramedRead, FramedWrite};
+
+    use super::*;
+
+    /// The writer flushes what it wrote: a stream that holds bytes back until asked (a
+    /// TLS stream whose records could not all be written, here a `BufWriter`) still
+    /// delivers the answer of a lone request.
+    #[tokio::test]
+    async fn an_answer_is_flushed_through_a_buffering_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::test_fixture::broker(dir.path(), "");
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server);
+        let gate = ConnGate::new(
+            GateLimits::cap(1, Duration::from_secs(60)),
+            GateMetrics::default(),
+        );
+        let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let slot = gate.admit(peer.ip()).unwrap();
+        tokio::spawn(serve_io(
+            server_read,
+            BufWriter::with_capacity(64 * 1024, server_write),
+            peer,
+            broker,
+            slot,
+        ));
+
+        let (client_read, client_write) = tokio::io::split(client);
+        let mut requests = FramedWrite::new(client_write, RemotingCodec::new(1 << 20));
+        let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
+        request.opaque = 7;
+        futures::SinkExt::send(&mut requests, request)
+            .await
+            .unwrap();
+        requests.get_mut().flush().await.unwrap();
+        let mut answers = FramedRead::new(client_read, RemotingCodec::new(1 << 20));
+        let answer = tokio::time::timeout(Duration::from_secs(5), answers.next())
+            .await
+            .expect("the answer stayed in the writer's buffer")
+            .unwrap()
+            .unwrap();
+        assert_eq!((answer.opaque, answer.code), (7, response::SUCCESS));
+    }
+
+    /// A peer that sends part of a frame and then nothing is closed at the first-request
+    /// deadline (counted), not after `serverChannelMaxIdleTimeSeconds`; one whose first
+    /// frame arrived in time is not, however long it then stays quiet.
+    #[tokio::test]
+    async fn a_connection_without_a_first_frame_is_closed_at_the_deadline() {
+        use security::conn_gate::{Refusal, RefusalCounters};
+        use tokio::io::AsyncReadExt;
+        let dir = tempfile::tempdir().unwrap();
+        let broker = crate::test_fixture::broker(dir.path(), "");
+        let timeouts = prometheus_client::metrics::counter::Counter::default();
+        let gate = ConnGate::new(
+            GateLimits::cap(4, Duration::from_millis(300)),
+            GateMetrics {
+                reasons: RefusalCounters::default()
+                    .with(Refusal::FirstRequestTimeout, timeouts.clone()),
+                ..GateMetrics::default()
+            },
+        );
+        let peer: SocketAddr = "127.0.0.1:40001".parse().unwrap();
+        let serve = |server: tokio::io::DuplexStream| {
+            let (r, w) = tokio::io::split(server);
+            let slot = gate.admit(peer.ip()).unwrap();
+            tokio::spawn(serve_io(r, w, peer, Arc::clone(&broker), slot))
+        };
+
+        let (mut silent, server) = tokio::io::duplex(64 * 1024);
+        let served = serve(server);
+        // Half a frame header: bytes arrived, no frame did.
+        silent.write_all(&[0, 0, 0]).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), served)
+            .await
+            .expect("closed at the first-request deadline")
+            .unwrap();
+        assert_eq!(timeouts.get(), 1);
+        assert_eq!(gate.open(), 0, "its slot is free");
+        let mut buf = [0u8; 8];
+        assert_eq!(silent.read(&mut buf).await.unwrap(), 0);
+
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let served = serve(server);
+        let (client_read, client_write) = tokio::io::split(client);
+        let mut requests = FramedWrite::new(client_write, RemotingCodec::new(1 << 20));
+        let mut answers = FramedRead::new(client_read, RemotingCodec::new(1 << 20));
+        let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
+        request.opaque = 1;
+        futures::SinkExt::send(&mut requests, request)
+            .await
+            .unwrap();
+        answers.next().await.unwrap().unwrap();
+        // Quiet for twice the deadline, then served again on the same connection.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
+        request.opaque = 2;
+        futures::SinkExt::send(&mut requests, request)
+            .await
+            .unwrap();
+        let answer = answers.next().await.unwrap().unwrap();
+        assert_eq!(answer.opaque, 2);
+        assert!(!served.is_finished());
+        assert_eq!(timeouts.get(), 1);
+    }
+}
