@@ -1,0 +1,152 @@
+//! Findings of a red-team pass against a real broker with nothing but sockets: requests
+//! whose cost to the broker (memory, CPU, answers queued) was out of proportion to their
+//! size, or identities the broker trusted. Each test replays the attack and checks the
+//! bound that now holds.
+
+use e2e::Client;
+use e2e::broker_harness::{TempBroker, with_fields};
+use e2e::wait::runtime;
+use protocol::RemotingCommand;
+use protocol::body::{HeartbeatData, LockBatchRequestBody, MessageQueue, ProducerData};
+use protocol::code::{request, response};
+
+use crate::common::{metric, refusals, victim_is_served};
+
+/// A HEART_BEAT naming `groups` producer groups under `client_id`.
+fn producer_heartbeat(client_id: &str, groups: usize) -> RemotingCommand {
+    let data = HeartbeatData {
+        client_id: client_id.to_owned(),
+        producer_data_set: (0..groups)
+            .map(|g| ProducerData {
+                group_name: format!("amp-producer-{g}"),
+            })
+            .collect(),
+        consumer_data_set: Vec::new(),
+    };
+    RemotingCommand::bare_request(request::HEART_BEAT).with_body(protocol::body::encode(&data))
+}
+
+/// The client id is stored once per membership: one heartbeat of half a MiB naming 512
+/// groups under a 512 KiB id made the broker hold 256 MiB (a 15 MiB frame, 15 GiB).
+/// Now an id longer than `maxClientIdLength` refuses the heartbeat, nothing is stored.
+#[test]
+fn a_huge_client_id_is_not_copied_into_every_membership() {
+    let mut b = TempBroker::start(None, &[]);
+    runtime().block_on(async {
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        let baseline = b.broker.anon_rss_kib().expect("rss");
+        let r = c
+            .request(producer_heartbeat(&"i".repeat(512 << 10), 512))
+            .await
+            .expect("heartbeat answered");
+        let grown_mib = b
+            .broker
+            .anon_rss_kib()
+            .expect("rss")
+            .saturating_sub(baseline)
+            / 1024;
+        assert!(grown_mib < 64, "resident memory grew {grown_mib} MiB");
+        assert_eq!(r.code, response::SYSTEM_ERROR, "{:?}", r.remark);
+        assert!(
+            r.remark
+                .as_deref()
+                .is_some_and(|m| m.contains("maxClientIdLength")),
+            "{:?}",
+            r.remark
+        );
+        assert_eq!(refusals(b.broker.http_port, "maxClientIdLength").await, 1.0);
+        assert_eq!(
+            metric(b.broker.http_port, "rocketmq_broker_client_groups").await,
+            0.0
+        );
+        // An ordinary id is served.
+        let r = c
+            .request(producer_heartbeat("127.0.0.2@attacker", 4))
+            .await
+            .expect("heartbeat answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        victim_is_served(&mut b.broker).await;
+    });
+}
+
+/// LOCK_BATCH_MQ stores its client id in every queue lock it takes: 512 queues under a
+/// 512 KiB id held 256 MiB. An id over `maxClientIdLength` locks nothing.
+#[test]
+fn a_huge_client_id_is_not_copied_into_every_queue_lock() {
+    let mut b = TempBroker::start(None, &[]);
+    runtime().block_on(async {
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        let r = c
+            .request(with_fields(
+                request::UPDATE_AND_CREATE_TOPIC,
+                &[
+                    ("topic", "Locked".into()),
+                    ("defaultTopic", "TBW102".into()),
+                    ("readQueueNums", "512".into()),
+                    ("writeQueueNums", "512".into()),
+                    ("perm", "6".into()),
+                    ("topicFilterType", "SINGLE_TAG".into()),
+                    ("order", "false".into()),
+                ],
+            ))
+            .await
+            .expect("create topic");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let r = c
+            .request(crate::common::heartbeat(
+                "127.0.0.2@attacker",
+                "lock-group",
+                Vec::new(),
+            ))
+            .await
+            .expect("heartbeat");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let lock = |client_id: String| {
+            let body = LockBatchRequestBody {
+                consumer_group: "lock-group".to_owned(),
+                client_id,
+                only_this_broker: true,
+                mq_set: (0..512)
+                    .map(|q| MessageQueue {
+                        topic: "Locked".to_owned(),
+                        broker_name: "broker-e2e".to_owned(),
+                        queue_id: q,
+                    })
+                    .collect(),
+            };
+            RemotingCommand::bare_request(request::LOCK_BATCH_MQ)
+                .with_body(protocol::body::encode(&body))
+        };
+        let baseline = b.broker.anon_rss_kib().expect("rss");
+        let r = c
+            .request(lock("l".repeat(512 << 10)))
+            .await
+            .expect("lock answered");
+        let grown_mib = b
+            .broker
+            .anon_rss_kib()
+            .expect("rss")
+            .saturating_sub(baseline)
+            / 1024;
+        assert!(grown_mib < 64, "resident memory grew {grown_mib} MiB");
+        assert_eq!(r.code, response::SYSTEM_ERROR, "{:?}", r.remark);
+        assert!(
+            r.remark
+                .as_deref()
+                .is_some_and(|m| m.contains("maxClientIdLength")),
+            "{:?}",
+            r.remark
+        );
+        assert_eq!(refusals(b.broker.http_port, "maxClientIdLength").await, 1.0);
+        // An ordinary id locks every queue.
+        let r = c
+            .request(lock("127.0.0.2@attacker".into()))
+            .await
+            .expect("lock");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let locked: protocol::body::LockBatchResponseBody =
+            protocol::body::decode(&r.body).expect("lock answer");
+        assert_eq!(locked.lock_ok_mq_set.len(), 512);
+        victim_is_served(&mut b.broker).await;
+    });
+}
