@@ -3,12 +3,17 @@
 //! size, or identities the broker trusted. Each test replays the attack and checks the
 //! bound that now holds.
 
+use std::time::Duration;
+
+use bytes::BytesMut;
 use e2e::Client;
 use e2e::broker_harness::{TempBroker, with_fields};
-use e2e::wait::runtime;
-use protocol::RemotingCommand;
+use e2e::wait::{eventually, runtime};
 use protocol::body::{HeartbeatData, LockBatchRequestBody, MessageQueue, ProducerData};
 use protocol::code::{request, response};
+use protocol::{RemotingCodec, RemotingCommand};
+use tokio::io::AsyncWriteExt;
+use tokio_util::codec::Encoder;
 
 use crate::common::{metric, refusals, victim_is_served};
 
@@ -148,5 +153,93 @@ fn a_huge_client_id_is_not_copied_into_every_queue_lock() {
             protocol::body::decode(&r.body).expect("lock answer");
         assert_eq!(locked.lock_ok_mq_set.len(), 512);
         victim_is_served(&mut b.broker).await;
+    });
+}
+
+/// UPDATE_AND_CREATE_TOPIC of `topic` with `queues` read and write queues.
+fn create_topic(topic: &str, queues: u32) -> RemotingCommand {
+    with_fields(
+        request::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", topic.to_owned()),
+            ("defaultTopic", "TBW102".into()),
+            ("readQueueNums", queues.to_string()),
+            ("writeQueueNums", queues.to_string()),
+            ("perm", "6".into()),
+            ("topicFilterType", "SINGLE_TAG".into()),
+            ("order", "false".into()),
+        ],
+    )
+}
+
+/// Answers waiting for a peer that does not read them: 400 GET_TOPIC_STATS_INFO of a
+/// 1,024-queue topic (40 KB of requests, 100 MB of answers) pipelined by a peer that
+/// never reads. The broker served every one and kept all the answers (its writer, woken
+/// by a reader that never yielded, did not even run, so `writeTimeoutMillis` never fired).
+/// Now answers not yet written count against `maxInFlightBytesPerConnection`, the
+/// connection is not read further while over it, and the write deadline closes it.
+#[test]
+fn answers_a_peer_does_not_read_are_bounded_in_bytes() {
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("maxInFlightBytesPerConnection", "8388608"),
+            ("writeTimeoutMillis", "10000"),
+        ],
+    );
+    runtime().block_on(async {
+        let topic = "S".repeat(127);
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        let r = c.request(create_topic(&topic, 1024)).await.expect("create");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let stats = || with_fields(request::GET_TOPIC_STATS_INFO, &[("topic", topic.clone())]);
+        let r = c.request(stats()).await.expect("stats");
+        assert!(
+            r.body.len() > 200_000,
+            "an answer of {} bytes",
+            r.body.len()
+        );
+        let baseline = b.broker.anon_rss_kib().expect("rss");
+
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(([127, 0, 0, 2], 0).into())
+            .expect("bind 127.0.0.2");
+        let mut attacker = socket
+            .connect(([127, 0, 0, 1], b.broker.port).into())
+            .await
+            .expect("attacker connects");
+        let mut frames = BytesMut::new();
+        let mut codec = RemotingCodec::default();
+        for opaque in 0..400 {
+            let mut cmd = stats();
+            cmd.opaque = opaque;
+            codec.encode(cmd, &mut frames).expect("encode");
+        }
+        attacker.write_all(&frames).await.expect("requests written");
+
+        let served =
+            r#"rocketmq_request_latency_seconds_count{request_code="GET_TOPIC_STATS_INFO"}"#;
+        let mut peak = 0;
+        eventually(
+            Duration::from_secs(120),
+            "every request served, or the connection closed by the write deadline",
+            || {
+                peak = peak.max(b.broker.anon_rss_kib().unwrap_or(0));
+                async {
+                    metric(b.broker.http_port, served).await >= 401.0
+                        || metric(b.broker.http_port, "rocketmq_broker_write_timeouts_total").await
+                            >= 1.0
+                }
+            },
+        )
+        .await;
+        peak = peak.max(b.broker.anon_rss_kib().unwrap_or(0));
+        let grown_mib = peak.saturating_sub(baseline) / 1024;
+        // 8 MiB of answers, one answer over it, the writer's buffer; without the bound
+        // the broker held the 100 MB of answers.
+        assert!(grown_mib < 32, "resident memory grew {grown_mib} MiB");
+        victim_is_served(&mut b.broker).await;
+        drop(attacker);
     });
 }
