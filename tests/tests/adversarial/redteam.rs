@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use e2e::Client;
-use e2e::broker_harness::{TempBroker, with_fields};
+use e2e::broker_harness::{TempBroker, pull, send_v2, with_fields};
 use e2e::wait::{eventually, runtime};
 use protocol::body::{HeartbeatData, LockBatchRequestBody, MessageQueue, ProducerData};
 use protocol::code::{request, response};
@@ -241,5 +241,69 @@ fn answers_a_peer_does_not_read_are_bounded_in_bytes() {
         assert!(grown_mib < 32, "resident memory grew {grown_mib} MiB");
         victim_is_served(&mut b.broker).await;
         drop(attacker);
+    });
+}
+
+/// A filtered pull scans ConsumeQueue units until it has a batch; with a selector that
+/// matches nothing, `maxMsgNums` alone set how far: 2^31-1 read and evaluated every
+/// message of the queue's file (300,000 with the default ConsumeQueue file) on the
+/// connection's thread, for a 300-byte request. Two connections pipelining such pulls
+/// left a victim unanswered for half a minute. Now one pull scans at most
+/// `maxPullScanUnits` units, whatever it asks for, and says where to go on.
+#[test]
+fn a_filtered_pull_scans_a_bounded_window() {
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("enablePropertyFilter", "true"),
+            ("mappedFileSizeConsumeQueue", "6000000"),
+            ("mappedFileSizeCommitLog", "104857600"),
+        ],
+    );
+    runtime().block_on(async {
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        for _ in 0..30 {
+            let sends = (0..1000)
+                .map(|_| send_v2("Scanned", 0, b"x", "a\u{1}1"))
+                .collect();
+            let answers = c.pipeline(sends).await.expect("sends");
+            assert!(answers.iter().all(|r| r.code == response::SUCCESS));
+        }
+        let scan = |max: i32| {
+            let mut p = pull("scan-group", "Scanned", 0, 0, max, None, "a = 'never'");
+            p.ext_fields.insert("expressionType", "SQL92");
+            p
+        };
+        for max in [32, 1024, 100_000, i32::MAX] {
+            let r = c.request(scan(max)).await.expect("pull");
+            assert_eq!(r.code, response::PULL_RETRY_IMMEDIATELY, "{:?}", r.remark);
+            let next: i64 = r
+                .ext_fields
+                .get("nextBeginOffset")
+                .and_then(|v| v.parse().ok())
+                .expect("nextBeginOffset");
+            // 800 units is 4.9's floor (16,000 bytes of ConsumeQueue); 1,024 the default
+            // maxPullScanUnits. The consumer goes on from `next`.
+            assert!(
+                (800..=1024).contains(&next),
+                "maxMsgNums {max}: next {next}"
+            );
+        }
+        let port = b.broker.port;
+        let attackers = futures::future::join_all((0..2).map(|_| async {
+            let a = Client::connect_from([127, 0, 0, 2].into(), port)
+                .await
+                .expect("attacker");
+            a.pipeline((0..200).map(|_| scan(i32::MAX)).collect())
+                .await
+                .expect("scans answered")
+        }));
+        let (answers, ()) = tokio::join!(attackers, victim_is_served(&mut b.broker));
+        assert!(
+            answers
+                .iter()
+                .flatten()
+                .all(|r| r.code == response::PULL_RETRY_IMMEDIATELY)
+        );
     });
 }
