@@ -307,3 +307,91 @@ fn a_filtered_pull_scans_a_bounded_window() {
         );
     });
 }
+
+/// Every (group, topic) pair that ever pulled a message kept a minute of per-second
+/// counters (`consumeTps` of GET_CONSUME_STATS) for the life of the process, whether or
+/// not the pair was still used, or the group and topic still existed: 300 topics times
+/// 300 auto-created groups, one pull each, left 60 MB behind. Now the table holds at
+/// most `maxConsumeRateEntries` pairs (pairs past it are not rated) and pairs idle for a
+/// minute are dropped; a pair rated before the attack keeps its rate.
+#[test]
+fn consume_rates_are_bounded_by_pairs() {
+    let mut b = TempBroker::start(None, &[("maxConsumeRateEntries", "1000")]);
+    runtime().block_on(async {
+        let c = Client::connect(b.broker.port).await.expect("connect");
+        let topics: Vec<String> = (0..300).map(|t| format!("Rated-{t}")).collect();
+        let sends = topics.iter().map(|t| send_v2(t, 0, b"x", "")).collect();
+        for r in c.pipeline(sends).await.expect("sends") {
+            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        }
+        eventually(
+            Duration::from_secs(20),
+            "every message dispatched",
+            || async {
+                let max_offsets = topics
+                    .iter()
+                    .map(|t| {
+                        with_fields(
+                            request::GET_MAX_OFFSET,
+                            &[("topic", t.clone()), ("queueId", "0".into())],
+                        )
+                    })
+                    .collect();
+                c.pipeline(max_offsets)
+                    .await
+                    .expect("max offsets")
+                    .iter()
+                    .all(|r| r.ext_fields.get("offset") == Some("1"))
+            },
+        )
+        .await;
+        let r = c
+            .request(pull("victim-group", "Rated-0", 0, 0, 32, None, "*"))
+            .await
+            .expect("victim pull");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let baseline = b.broker.anon_rss_kib().expect("rss");
+
+        let attacker = Client::connect_from([127, 0, 0, 2].into(), b.broker.port)
+            .await
+            .expect("attacker");
+        for g in 0..300 {
+            let pulls = topics
+                .iter()
+                .map(|t| pull(&format!("rate-{g}"), t, 0, 0, 32, None, "*"))
+                .collect();
+            for r in attacker.pipeline(pulls).await.expect("pulls") {
+                assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+            }
+        }
+        let grown_mib = b
+            .broker
+            .anon_rss_kib()
+            .expect("rss")
+            .saturating_sub(baseline)
+            / 1024;
+        assert!(grown_mib < 24, "resident memory grew {grown_mib} MiB");
+        assert!(refusals(b.broker.http_port, "maxConsumeRateEntries").await >= 1.0);
+        let stats = c
+            .request(with_fields(
+                request::GET_CONSUME_STATS,
+                &[
+                    ("consumerGroup", "victim-group".into()),
+                    ("topic", "Rated-0".into()),
+                ],
+            ))
+            .await
+            .expect("consume stats");
+        assert_eq!(stats.code, response::SUCCESS, "{:?}", stats.remark);
+        // `{"consumeTps":<rate>,"offsetTable":{<queue object>:...}}`: the table's keys are
+        // objects (as fastjson writes them), so the rate is read from the text.
+        let body = String::from_utf8_lossy(&stats.body).into_owned();
+        let tps: f64 = body
+            .strip_prefix("{\"consumeTps\":")
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .expect("consumeTps");
+        assert!(tps > 0.0, "{body}");
+        victim_is_served(&mut b.broker).await;
+    });
+}
