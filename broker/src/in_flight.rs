@@ -1,8 +1,9 @@
 //! The bounds on requests in progress (`maxInFlightPerConnection`, `maxInFlightTotal`)
-//! and on the bytes they hold (`maxInFlightBytesPerConnection`, `maxInFlightBytesTotal`:
-//! a permit may weigh more than one unit). A plain counter with a cap: nothing ever waits for a permit (a request over the bound
-//! is answered SYSTEM_BUSY at once), so a semaphore's wait queue, and the lock it takes on
-//! every release, would be pure cost on the request path.
+//! and on the bytes they and the answers not yet written hold
+//! (`maxInFlightBytesPerConnection`, `maxInFlightBytesTotal`: a permit may weigh more
+//! than one unit). A plain counter with a cap: nothing ever waits for a permit (a request
+//! over the bound is answered SYSTEM_BUSY at once), so a semaphore's wait queue, and the
+//! lock it takes on every release, would be pure cost on the request path.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,6 +52,19 @@ impl InFlightLimit {
         }
     }
 
+    /// A permit of `units` whether they fit or not: for bytes already held that can only
+    /// be accounted, not refused (an answer waiting to be written). Requests asking
+    /// afterwards are refused until the units are freed.
+    pub fn acquire_units(self: &Arc<Self>, units: usize) -> InFlightPermit {
+        self.used.fetch_add(units, Ordering::Acquire);
+        InFlightPermit(Arc::clone(self), units)
+    }
+
+    /// Whether more than the cap is out.
+    pub fn is_over(&self) -> bool {
+        self.in_use() > self.max
+    }
+
     /// Permits out now.
     pub fn in_use(&self) -> usize {
         self.used.load(Ordering::Relaxed)
@@ -92,6 +106,17 @@ mod tests {
         let big = limit.try_acquire_units(500).expect("alone");
         assert!(limit.try_acquire_units(1).is_none());
         drop(big);
+        assert_eq!(limit.in_use(), 0);
+    }
+
+    #[test]
+    fn held_bytes_are_accounted_past_the_cap() {
+        let limit = InFlightLimit::new(100);
+        let a = limit.acquire_units(150);
+        assert!(limit.is_over());
+        assert!(limit.try_acquire_units(1).is_none());
+        drop(a);
+        assert!(!limit.is_over());
         assert_eq!(limit.in_use(), 0);
     }
 

@@ -181,6 +181,12 @@ store_config! {
     max_transfer_count_on_message_in_memory: u32 = "maxTransferCountOnMessageInMemory" => 32;
     max_transfer_bytes_on_message_in_disk: u32 = "maxTransferBytesOnMessageInDisk" => 64 * 1024;
     max_transfer_count_on_message_in_disk: u32 = "maxTransferCountOnMessageInDisk" => 8;
+    /// Most ConsumeQueue units one pull scans for a batch, whatever its `maxMsgNums`
+    /// (not a RocketMQ key: 4.9 scans `max(800, maxMsgNums)` units up to the end of the
+    /// queue's file, so a filtered pull naming a huge count reads and evaluates every
+    /// message of a 300,000-unit file). 1,024 is the largest `pullBatchSize` a 4.9 push
+    /// consumer may use; 4.9's floor of 800 units applies below it.
+    max_pull_scan_units: u32 = "maxPullScanUnits" => 1024;
     access_message_in_memory_max_ratio: u32 = "accessMessageInMemoryMaxRatio" => 40;
     message_delay_level: String = "messageDelayLevel" =>
         "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".to_owned();

@@ -300,6 +300,14 @@ broker_config! {
     max_groups_per_connection: u32 = "maxGroupsPerConnection" => 1024;
     /// Distinct producer and consumer groups with a live member (not a RocketMQ key).
     max_client_groups: u32 = "maxClientGroups" => 65_536;
+    /// Bytes of the client id a HEART_BEAT or LOCK_BATCH_MQ may carry; a longer one
+    /// refuses the request (not a RocketMQ key). The id is kept once per membership and
+    /// per queue lock, so its length multiplies.
+    max_client_id_length: u32 = "maxClientIdLength" => 1024;
+    /// (group, topic) pairs whose pull rate (GET_CONSUME_STATS `consumeTps`) is kept;
+    /// a new pair past it is not rated, a pair idle for a minute is dropped (not a
+    /// RocketMQ key).
+    max_consume_rate_entries: u32 = "maxConsumeRateEntries" => 65_536;
     /// Bytes the consumer groups' subscriptions (as their heartbeats last sent them) may
     /// hold in all (not a RocketMQ key).
     max_client_subscription_bytes: u64 = "maxClientSubscriptionBytes" => 128 * 1024 * 1024;

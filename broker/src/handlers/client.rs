@@ -28,7 +28,8 @@ use crate::transport::connection::Conn;
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
 
-/// HEART_BEAT. Bounded before anything is touched: at most `maxHeartbeatGroups` entries,
+/// HEART_BEAT. Bounded before anything is touched: a client id of at most
+/// `maxClientIdLength` bytes, at most `maxHeartbeatGroups` entries,
 /// `maxSubscriptionsPerGroup` subscriptions each, valid group and topic names, and room
 /// for the memberships (`maxGroupsPerConnection`, `maxClientGroups`), else the whole
 /// heartbeat is refused; at most `maxAutoCreatePerRequest` new groups (each with its
@@ -207,6 +208,7 @@ fn check_heartbeat_bounds(
             ),
         ));
     }
+    check_client_id(broker, &data.client_id)?;
     let groups = data
         .consumer_data_set
         .iter()
@@ -269,6 +271,22 @@ fn check_heartbeat_bounds(
         data.consumer_data_set.iter().map(|c| c.group_name.as_str()),
         data.producer_data_set.iter().map(|p| p.group_name.as_str()),
     )
+}
+
+/// `maxClientIdLength`: every membership and queue lock keeps its own copy of the id, so
+/// one request naming many groups or queues would multiply an unbounded id.
+fn check_client_id(broker: &Broker, client_id: &str) -> Result<(), Refused> {
+    let max = broker.config.broker.max_client_id_length as usize;
+    if client_id.len() > max {
+        return Err(Refused {
+            limit: "maxClientIdLength",
+            remark: format!(
+                "the client id is {} bytes long, more than maxClientIdLength {max}",
+                client_id.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 pub fn unregister_client(
@@ -380,9 +398,14 @@ pub fn consumer_list(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
 /// LOCK_BATCH_MQ. Only queues that exist on this broker can be locked, and only for a
 /// subscription group it knows: the lock table is keyed by what the client names, so
 /// anything else would let it grow without bound. Such queues are simply not in the
-/// answer's locked set, as queues another client holds are not.
+/// answer's locked set, as queues another client holds are not. A client id over
+/// `maxClientIdLength` locks nothing (each lock keeps a copy of it).
 pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let body: LockBatchRequestBody = protocol::body::decode(&request.body)?;
+    if let Err(refused) = check_client_id(broker, &body.client_id) {
+        refuse(broker, refused.limit);
+        return error(request, response::SYSTEM_ERROR, refused.remark);
+    }
     let lockable = if broker.groups.get(&body.consumer_group).is_some() {
         let own = &broker.config.broker.broker_name;
         body.mq_set

@@ -242,9 +242,17 @@ fn process(
         broker
             .metrics
             .record_get(&h.topic, result.messages.len() as u64, bytes as u64);
-        broker
-            .consume_rate
-            .record(&h.consumer_group, &h.topic, result.messages.len() as u64);
+        let rated =
+            broker
+                .consume_rate
+                .record(&h.consumer_group, &h.topic, result.messages.len() as u64);
+        if !rated {
+            broker
+                .metrics
+                .limits
+                .refusals
+                .count("maxConsumeRateEntries");
+        }
         Pass::Done(Outbound::with_parts(cmd, result.messages))
     } else {
         Pass::Done(cmd.into())

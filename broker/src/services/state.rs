@@ -180,7 +180,7 @@ impl Broker {
             tls,
             tls_client,
             live,
-            consume_rate: ConsumeRate::default(),
+            consume_rate: ConsumeRate::new(config.broker.max_consume_rate_entries as usize),
             config,
         }))
     }

@@ -12,7 +12,10 @@
 //! The writer task owns the socket's write half and is also how the broker pushes
 //! requests to the client (NOTIFY_CONSUMER_IDS_CHANGED); a write that makes no progress
 //! within `writeTimeoutMillis` closes the connection, so a peer that stops reading cannot
-//! pin the connection, its consumer membership and its queue locks. A frame that does
+//! pin the connection, its consumer membership and its queue locks. Answers not yet
+//! written hold their bytes against `maxInFlightBytesPerConnection` (and the broker-wide
+//! total); while they are over it the reader reads nothing more, so a peer pipelining
+//! requests with large answers it does not read gets no more than that. A frame that does
 //! not decode closes this connection only. A connection whose first complete frame has
 //! not arrived by its slot's deadline (`firstRequestTimeoutMillis`, counted from accept)
 //! is closed, so silent peers cannot hold slots; after that first frame only
@@ -28,7 +31,7 @@ use futures::StreamExt;
 use protocol::code::{request as rq, response};
 use protocol::{RemotingCodec, RemotingCommand};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
@@ -51,8 +54,49 @@ const READ_BUFFER: usize = 64 * 1024;
 /// Below this size body parts are copied into the write buffer (fewer syscalls).
 const INLINE_PART_MAX: usize = 16 * 1024;
 
+/// What an answer is reckoned to hold besides its body and store views (the command,
+/// its header fields, the batch slot).
+const ANSWER_OVERHEAD: usize = 512;
+
 /// Answers handed to the writer in one channel message.
-type Answers = Vec<Outbound>;
+type Answers = Vec<Answer>;
+
+/// An answer on its way to the peer. Until the writer has encoded it, it holds its bytes
+/// against the connection's answer budget and the broker-wide in-flight bytes: a peer
+/// that pipelines requests with large answers and reads none of them would otherwise
+/// have the broker hold every answer (`maxInFlightBytesPerConnection` bounds them, and
+/// the reader stops reading while they are over it).
+struct Answer {
+    out: Outbound,
+    _held: Option<(InFlightPermit, InFlightPermit)>,
+}
+
+impl Answer {
+    /// `out`, its bytes charged to `budget` and the broker-wide total whether they fit or
+    /// not (the answer exists already; what the bound withholds is the next request).
+    fn charged(broker: &Broker, budget: &Arc<InFlightLimit>, out: Outbound) -> Self {
+        let bytes = ANSWER_OVERHEAD
+            + out.command.body.len()
+            + out.command.remark.as_ref().map_or(0, String::len)
+            + out.parts_len();
+        let held = (
+            budget.acquire_units(bytes),
+            broker.in_flight_bytes.acquire_units(bytes),
+        );
+        Self {
+            out,
+            _held: Some(held),
+        }
+    }
+
+    /// A request the broker pushes (bounded by its channel, not by the budget).
+    fn push(cmd: RemotingCommand) -> Self {
+        Self {
+            out: cmd.into(),
+            _held: None,
+        }
+    }
+}
 
 /// The connection a request arrived on, as handlers see it.
 #[derive(Debug, Clone)]
@@ -89,6 +133,19 @@ pub async fn serve_io<R, W>(
     // where cloning `Conn` would clone a sender and a cancellation token (which locks).
     let conn = Arc::new(Conn { id, peer, channel });
     let max_frame = broker.config.broker.frame_max_length as usize;
+    let limits = ConnLimits {
+        requests: InFlightLimit::new(broker.config.broker.max_in_flight_per_connection as usize),
+        answers: InFlightLimit::new(
+            usize::try_from(broker.config.broker.max_in_flight_bytes_per_connection)
+                .unwrap_or(usize::MAX),
+        ),
+        drained: Arc::new(Notify::new()),
+        parked: InFlightLimit::new(broker.config.broker.max_parked_pulls_per_connection as usize),
+        bytes: InFlightLimit::new(
+            usize::try_from(broker.config.broker.max_in_flight_bytes_per_connection)
+                .unwrap_or(usize::MAX),
+        ),
+    };
     let writer = tokio::spawn(write_loop(
         write,
         rx,
@@ -97,18 +154,10 @@ pub async fn serve_io<R, W>(
             max_frame,
             deadline: broker.config.broker.write_timeout(),
         },
+        Arc::clone(&limits.drained),
         close.clone(),
         Arc::clone(&broker),
     ));
-
-    let limits = ConnLimits {
-        requests: InFlightLimit::new(broker.config.broker.max_in_flight_per_connection as usize),
-        parked: InFlightLimit::new(broker.config.broker.max_parked_pulls_per_connection as usize),
-        bytes: InFlightLimit::new(
-            usize::try_from(broker.config.broker.max_in_flight_bytes_per_connection)
-                .unwrap_or(usize::MAX),
-        ),
-    };
     let idle = broker.config.broker.idle_timeout();
     // Until the first frame decodes, the wait is bounded by the slot's first-request
     // deadline too, which partial frames do not push back.
@@ -126,6 +175,15 @@ pub async fn serve_io<R, W>(
         served = served.wrapping_add(1);
         if served.is_multiple_of(CLOSE_CHECK_EVERY) && close.is_cancelled() {
             break;
+        }
+        if limits.answers.is_over() {
+            broker.metrics.limits.refusals.count("maxInFlightBytes");
+            if !answers.is_empty() && !hand_over(&tx, &mut answers, &close).await {
+                break;
+            }
+            if !wait_drained(&limits, &close).await {
+                break;
+            }
         }
         let next = match futures::poll!(frames.next()) {
             Poll::Ready(next) => Ok(next),
@@ -172,8 +230,13 @@ pub async fn serve_io<R, W>(
             continue;
         }
         if let Some(out) = run_request(&broker, &conn, &limits, &tx, &close, request) {
-            answers.push(out);
+            answers.push(Answer::charged(&broker, &limits.answers, out));
         }
+        // Frames already buffered are served without touching the socket, which is what
+        // would spend the task's budget: without this a peer pipelining costly requests
+        // keeps the worker thread, and the tasks it wakes (this connection's writer
+        // among them) never run.
+        tokio::task::consume_budget().await;
         if answers.len() >= ANSWER_BATCH && !hand_over(&tx, &mut answers, &close).await {
             break;
         }
@@ -190,6 +253,18 @@ pub async fn serve_io<R, W>(
     release_locks(&broker, memberships);
     crate::handlers::client::groups_left(&broker, &left);
     tracing::debug!(%peer, conn = id, "connection closed");
+}
+
+/// Waits until the answers not yet written are within the connection's budget; `false`
+/// when the connection closes first (a peer that reads nothing meets the write deadline).
+async fn wait_drained(limits: &ConnLimits, close: &CancellationToken) -> bool {
+    while limits.answers.is_over() {
+        tokio::select! {
+            _ = limits.drained.notified() => {}
+            _ = close.cancelled() => return false,
+        }
+    }
+    true
 }
 
 /// Hands the collected answers to the writer; `false` when the connection is closing
@@ -209,6 +284,10 @@ async fn hand_over(
 struct ConnLimits {
     /// `maxInFlightPerConnection`.
     requests: Arc<InFlightLimit>,
+    /// `maxInFlightBytesPerConnection`, for answers not yet written.
+    answers: Arc<InFlightLimit>,
+    /// Signalled by the writer whenever it has freed answers' bytes.
+    drained: Arc<Notify>,
     /// `maxParkedPullsPerConnection`.
     parked: Arc<InFlightLimit>,
     /// `maxInFlightBytesPerConnection`.
@@ -339,6 +418,8 @@ fn run_request(
         },
     };
     let (tx, close) = (tx.clone(), close.clone());
+    let budget = Arc::clone(&limits.answers);
+    let charge_to = Arc::clone(broker);
     tokio::spawn(async move {
         let _held = held;
         // The connection closing ends the task: a parked pull leaves its queue's
@@ -349,7 +430,7 @@ fn run_request(
         };
         if let Some(out) = out {
             tokio::select! {
-                _ = tx.send(vec![out]) => {}
+                _ = tx.send(vec![Answer::charged(&charge_to, &budget, out)]) => {}
                 _ = close.cancelled() => {}
             }
         }
@@ -369,6 +450,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut responses: mpsc::Receiver<Answers>,
     mut pushes: mpsc::Receiver<RemotingCommand>,
     limits: WriterLimits,
+    drained: Arc<Notify>,
     close: CancellationToken,
     broker: Arc<Broker>,
 ) {
@@ -384,7 +466,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 Some(out) => out,
                 None => break,
             },
-            Some(cmd) = pushes.recv() => vec![Outbound::from(cmd)],
+            Some(cmd) = pushes.recv() => vec![Answer::push(cmd)],
             _ = close.cancelled() => break,
         };
         // Let the reader and handlers queue what they are about to answer, so that a
@@ -397,7 +479,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         // Batch everything already queued into as few writes as possible.
         'batch: while let Some(batch) = next.take() {
             for item in batch {
-                result = append(&mut codec, &mut buf, &mut out, item).await;
+                // The answer's bytes are freed once encoded: what it still holds is
+                // in `buf`, bounded by the batching below.
+                result = append(&mut codec, &mut buf, &mut out, item.out).await;
                 if result.is_err() {
                     break 'batch;
                 }
@@ -406,9 +490,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 next = responses
                     .try_recv()
                     .ok()
-                    .or_else(|| pushes.try_recv().ok().map(|cmd| vec![Outbound::from(cmd)]));
+                    .or_else(|| pushes.try_recv().ok().map(|cmd| vec![Answer::push(cmd)]));
             }
         }
+        // The batch's answers are encoded and their bytes freed: a reader waiting for
+        // room may go on.
+        drained.notify_one();
         if result.is_ok() && !buf.is_empty() {
             result = out.write_all(&buf).await;
             buf.clear();

@@ -143,6 +143,7 @@ pub async fn expire_clients(broker: Arc<Broker>) {
         }
         let now = Instant::now();
         broker.locks.purge_expired(now);
+        broker.consume_rate.purge_idle();
         let expired = broker.clients.expire(now, expiry);
         crate::handlers::client::groups_left(&broker, &expired.groups);
         for channel in expired.channels {

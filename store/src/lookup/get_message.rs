@@ -117,7 +117,11 @@ impl Dispatcher {
         let max_physical = log.max_offset();
         let memory_budget =
             physical_memory_bytes() / 100 * i64::from(config.access_message_in_memory_max_ratio);
-        let max_scan = 16_000usize.max(max_count.saturating_mul(UNIT_SIZE)) / UNIT_SIZE;
+        // `maxFilterMessageCount`: 16,000 bytes of units or `maxMsgNums` units, here no
+        // more than `maxPullScanUnits`, so a pull's filtering work is bounded.
+        let max_scan = (16_000 / UNIT_SIZE)
+            .max(max_count)
+            .min(config.max_pull_scan_units.max(1) as usize);
         let mut out = result(NoMatchedMessage, offset);
         let mut next_file_start: Option<PhysicalOffset> = None;
         let mut scanned = 0usize;

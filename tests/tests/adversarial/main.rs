@@ -16,5 +16,6 @@ mod listeners;
 mod memory;
 mod nameserver;
 mod nameserver_limits;
+mod redteam;
 mod registries;
 mod sql92;
