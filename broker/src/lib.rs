@@ -18,11 +18,11 @@
 pub mod config;
 pub mod dispatch;
 pub mod gates;
-pub mod handlers;
-pub mod in_flight;
+pub(crate) mod handlers;
+pub(crate) mod in_flight;
 pub mod metrics;
-pub mod names;
-pub mod remoting_client;
+pub(crate) mod names;
+pub(crate) mod remoting_client;
 pub mod services;
 #[cfg(test)]
 pub(crate) mod test_fixture;

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use broker::config::Config;
-use broker::metrics;
+use broker::metrics::Metrics;
 use broker::metrics::limits::Listener;
-use broker::metrics::{Http, Metrics};
 use broker::services::Broker;
 use broker::services::registration::{self, Registrar};
 use broker::services::store_adapter::StoreAdapter;
 use broker::services::store_api::MessageStoreApi;
+use broker::transport::http::{self, Http};
 use broker::transport::server;
 use clap::Parser;
 use security::conn_gate::GatedListener;
@@ -95,7 +95,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         tls: metrics_tls,
     };
     let http_shutdown = tokio_util::sync::CancellationToken::new();
-    let http_task = tokio::spawn(metrics::serve_http(
+    let http_task = tokio::spawn(http::serve_http(
         http_listener,
         Arc::clone(&http),
         http_shutdown.clone(),

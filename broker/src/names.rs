@@ -26,7 +26,6 @@ const NOT_ALLOWED_SEND: &[&str] = &[
 
 /// `PermName` bits.
 pub mod perm {
-    pub const PRIORITY: i32 = 0x8;
     pub const READ: i32 = 0x4;
     pub const WRITE: i32 = 0x2;
     pub const INHERIT: i32 = 0x1;

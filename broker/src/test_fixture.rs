@@ -12,10 +12,10 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::services::Broker;
 use crate::services::clients::Channel;
+use crate::services::clients::Conn;
 use crate::services::filter::MessageFilter;
 use crate::services::store_adapter::StoreAdapter;
 use crate::services::store_api::{MessageStoreApi, PutMessage};
-use crate::transport::connection::Conn;
 
 /// A broker rooted at `dir` with 8 MiB CommitLog files; `extra` is more broker.conf text.
 pub fn broker(dir: &Path, extra: &str) -> Arc<Broker> {

@@ -14,10 +14,10 @@ use std::time::Duration;
 use broker::config::Config;
 use broker::metrics::Metrics;
 use broker::services::Broker;
+use broker::services::clients::Conn;
 use broker::services::ha::transfer_frame::next_frame;
 use broker::services::store_adapter::StoreAdapter;
 use broker::services::store_api::MessageStoreApi;
-use broker::transport::connection::Conn;
 use bytes::BytesMut;
 use protocol::body::{
     ConsumerListBody, HeartbeatData, KvTable, LockBatchRequestBody, LockBatchResponseBody,
@@ -746,7 +746,7 @@ fn heartbeats_against_a_broker() {
             if conn == 3 {
                 // A connection leaving.
                 let gone = broker.clients.remove_channel(conns[0].id);
-                broker::handlers::client::groups_left(&broker, &gone);
+                broker::services::membership::groups_left(&broker, &gone);
                 broker.clients.add_channel(conns[0].channel.clone());
                 return true;
             }

@@ -5,11 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use protocol::RemotingCommand;
-use protocol::body::BodyError;
 use protocol::code::{request as rq, response};
-use protocol::header::HeaderError;
 
-use crate::handlers::{broker, config, kv, route};
+use crate::handlers::{HandlerError, broker, config, kv, route};
 use crate::route_table::ConnId;
 use crate::state::Shared;
 
@@ -28,16 +26,6 @@ pub enum Mode {
     /// `maxConcurrentRegistrations` at once, so a burst of 16 MiB bodies can neither stall
     /// the reactor nor hold many inflated copies in memory.
     Heavy,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum HandlerError {
-    #[error(transparent)]
-    Header(#[from] HeaderError),
-    #[error("{0}")]
-    Body(#[from] BodyError),
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// The dispatch table: request code → handler.
@@ -135,9 +123,4 @@ fn run(
             RemotingCommand::error_response(request, response::SYSTEM_ERROR, e.to_string())
         }
     }
-}
-
-/// A SUCCESS response to `request`.
-pub fn success(request: &RemotingCommand) -> RemotingCommand {
-    RemotingCommand::response_to(request, response::SUCCESS)
 }

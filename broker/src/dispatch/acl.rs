@@ -21,7 +21,7 @@ use protocol::code::{request as rq, response};
 use security::acl::{Denial, Perm, Requirement, Resource};
 
 use crate::services::Broker;
-use crate::transport::connection::Conn;
+use crate::services::clients::Conn;
 
 /// Codes any authenticated account may call: reads, and client bookkeeping that changes
 /// nothing another client relies on.
@@ -113,7 +113,7 @@ impl OwnedNames {
             }
             rq::END_TRANSACTION => {
                 names.half_topic =
-                    crate::handlers::end_transaction::half_real_topic(broker, request)
+                    crate::services::transaction::bridge::half_real_topic(broker, request)
             }
             _ => {}
         }

@@ -11,13 +11,13 @@ use std::time::Instant;
 use protocol::RemotingCommand;
 use protocol::code::{request as rq, response};
 
+use crate::handlers::outbound::Outbound;
 use crate::handlers::{
     HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, offset_reset,
     producer, pull, send, send_back,
 };
 use crate::services::Broker;
-use crate::transport::connection::Conn;
-use crate::transport::outbound::Outbound;
+use crate::services::clients::Conn;
 
 /// The producer's send requests (what `rocketmq_broker_send_failed` counts).
 pub fn is_send(code: i32) -> bool {

@@ -14,8 +14,8 @@ use store::config_files::{SubscriptionGroupConfig, config_dir, topics_path};
 use store::fs::{Fault, FaultFs, FaultOp};
 
 use crate::services::Broker;
+use crate::services::clients::Conn;
 use crate::test_fixture::{broker_with_fs, conn, dispatch, wait_until};
-use crate::transport::connection::Conn;
 
 fn create_topic(topic: &str) -> RemotingCommand {
     RemotingCommand::request(

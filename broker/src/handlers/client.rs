@@ -10,20 +10,18 @@ use protocol::body::{
     ConsumerData, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
     SubscriptionData, UnlockBatchRequestBody,
 };
-use protocol::code::{request as rq, response};
-use protocol::header::{
-    GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
-    UnregisterClientRequestHeader,
-};
+use protocol::code::response;
+use protocol::header::{GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader};
 use serde::Deserialize;
 
 use super::{HandlerResult, Reply, error, success};
 use crate::names::{self, perm};
 use crate::services::Broker;
+use crate::services::clients::Conn;
 use crate::services::clients::{ClientInfo, Refused};
 use crate::services::filter::FilterError;
 use crate::services::filter::registry::is_tag_type;
-use crate::transport::connection::Conn;
+use crate::services::membership;
 
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
@@ -102,7 +100,7 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
         register_filters(broker, consumer, &mut parse_failures, &mut refusals);
         if changed {
             tracing::info!(group = %consumer.group_name, client = %data.client_id, "consumer joined");
-            notify_consumer_ids_changed(broker, &consumer.group_name);
+            membership::notify_consumer_ids_changed(broker, &consumer.group_name);
         }
     }
     for producer in &data.producer_data_set {
@@ -172,18 +170,6 @@ fn register_filters(
             .get(topic)
             .is_some_and(|s| !is_tag_type(Some(&s.expression_type)))
     });
-}
-
-/// Consumer groups that lost members (a connection closed, a client unregistered or
-/// stopped heart-beating): a group left empty drops its compiled filters; every one is
-/// told to rebalance.
-pub fn groups_left(broker: &Broker, groups: &[String]) {
-    for group in groups {
-        if !broker.clients.has_consumer_group(group) {
-            broker.filters.retain_group(group, |_| false);
-        }
-        notify_consumer_ids_changed(broker, group);
-    }
 }
 
 /// The heartbeat's size and names, and room for its memberships, checked before any
@@ -302,42 +288,9 @@ pub fn unregister_client(
         && broker.clients.unregister_consumer(group, conn.id)
     {
         tracing::info!(group, client = %h.client_id, "consumer left");
-        crate::transport::connection::release_locks(
-            broker,
-            vec![(group.to_owned(), h.client_id.clone())],
-        );
-        groups_left(broker, &[group.to_owned()]);
+        membership::consumer_unregistered(broker, group, &h.client_id);
     }
     Ok(success(request).into())
-}
-
-/// Tells every member of `group` to rebalance (`Broker2Client.notifyConsumerIdsChanged`),
-/// unless the group disabled it or the broker did.
-pub fn notify_consumer_ids_changed(broker: &Broker, group: &str) {
-    if !broker
-        .live
-        .notify_consumer_ids_changed_enable
-        .load(Ordering::Relaxed)
-    {
-        return;
-    }
-    if broker
-        .groups
-        .get(group)
-        .is_some_and(|g| !g.notify_consumer_ids_changed_enable)
-    {
-        return;
-    }
-    let header = NotifyConsumerIdsChangedRequestHeader {
-        consumer_group: group.to_owned(),
-    };
-    for channel in broker.clients.consumer_channels(group) {
-        let mut cmd = RemotingCommand::request(rq::NOTIFY_CONSUMER_IDS_CHANGED, &header);
-        cmd.mark_oneway();
-        if channel.outbound.try_send(cmd).is_err() {
-            tracing::debug!(peer = %channel.peer, group, "notify dropped: connection busy or closed");
-        }
-    }
 }
 
 /// `CheckClientRequestBody`.
@@ -410,7 +363,7 @@ pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
         let own = &broker.config.broker.broker_name;
         body.mq_set
             .iter()
-            .filter(|mq| mq.broker_name == *own && queue_exists(broker, &mq.topic, mq.queue_id))
+            .filter(|mq| mq.broker_name == *own && broker.topics.has_queue(&mq.topic, mq.queue_id))
             .cloned()
             .collect()
     } else {
@@ -428,14 +381,6 @@ pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
     Ok(success(request)
         .with_body(protocol::body::encode(&out))
         .into())
-}
-
-/// Whether `topic` exists here with a queue `queue_id` (read or write).
-pub fn queue_exists(broker: &Broker, topic: &str, queue_id: i32) -> bool {
-    broker
-        .topics
-        .get(topic)
-        .is_some_and(|t| (0..t.read_queue_nums.max(t.write_queue_nums)).contains(&queue_id))
 }
 
 pub fn unlock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {

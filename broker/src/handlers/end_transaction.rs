@@ -15,7 +15,7 @@ use store::BrokerRole;
 use crate::handlers::{HandlerResult, Reply, error, success};
 use crate::services::Broker;
 use crate::services::put_path::Put;
-use crate::services::transaction::bridge::{self, StoredRecord};
+use crate::services::transaction::bridge;
 use crate::services::transaction::{CHECK_GROUP, HALF_TOPIC, QUEUE_ID, half};
 
 pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
@@ -40,7 +40,7 @@ pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) ->
         ?decision,
         "end transaction"
     );
-    let half = match verified_half(broker, &h) {
+    let half = match bridge::verified_half(broker, &h) {
         Ok(record) => record,
         Err(remark) => return error(request, response::SYSTEM_ERROR, remark),
     };
@@ -119,39 +119,6 @@ async fn mark_done(
         );
     }
     Ok(success(request).into())
-}
-
-/// `checkPrepareMessage`: the record at `commitLogOffset` must be a half message of the
-/// request's producer group at the request's half queue offset.
-/// The real topic of the half message an END_TRANSACTION names, for the ACL check
-/// (`crate::dispatch::acl`); `None` when the header or the half message does not check out (the
-/// handler then answers the error).
-pub(crate) fn half_real_topic(broker: &Broker, request: &RemotingCommand) -> Option<String> {
-    let h: EndTransactionRequestHeader = request.header().ok()?;
-    let record = verified_half(broker, &h).ok()?;
-    half::real_destination(record.view().properties()).map(|(topic, _)| topic)
-}
-
-fn verified_half(
-    broker: &Broker,
-    h: &EndTransactionRequestHeader,
-) -> Result<StoredRecord, &'static str> {
-    let record = bridge::read_at(broker, h.commit_log_offset)
-        .ok_or("Find prepared transaction message failed")?;
-    let v = record.view();
-    if v.topic() != HALF_TOPIC || v.queue_id() != QUEUE_ID {
-        return Err("Find prepared transaction message failed");
-    }
-    if half::producer_group(v.properties()) != Some(h.producer_group.as_str()) {
-        return Err("The producer group wrong");
-    }
-    if v.queue_offset() != h.tran_state_table_offset {
-        return Err("The transaction state table offset wrong");
-    }
-    if v.physical_offset() != h.commit_log_offset {
-        return Err("The commit log offset wrong");
-    }
-    Ok(record)
 }
 
 /// Whether an earlier commit of this transaction may exist outside the in-memory guard:

@@ -9,8 +9,8 @@ use protocol::header::{
 };
 
 use super::{HandlerResult, Reply, error, success};
+use crate::handlers::outbound::Outbound;
 use crate::services::Broker;
-use crate::transport::outbound::Outbound;
 
 pub async fn query_message(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: QueryMessageRequestHeader = request.header()?;

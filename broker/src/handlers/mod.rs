@@ -10,6 +10,7 @@ pub mod ha_admin;
 pub mod lookup;
 pub mod offset;
 pub mod offset_reset;
+pub mod outbound;
 pub mod producer;
 pub mod pull;
 pub mod pull_filter;
@@ -25,7 +26,7 @@ use protocol::code::response;
 use protocol::header::HeaderError;
 use store::config_files::ConfigFileError;
 
-use crate::transport::outbound::Outbound;
+use crate::handlers::outbound::Outbound;
 
 pub enum Reply {
     Response(Outbound),

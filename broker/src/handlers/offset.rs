@@ -70,7 +70,7 @@ pub fn update_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) -
             format!("subscription group [{}] does not exist", h.consumer_group),
         );
     }
-    if !super::client::queue_exists(broker, &h.topic, h.queue_id) {
+    if !broker.topics.has_queue(&h.topic, h.queue_id) {
         return error(
             request,
             response::TOPIC_NOT_EXIST,

@@ -10,12 +10,12 @@ use protocol::code::response;
 use protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
 
 use super::{HandlerResult, Reply};
+use crate::handlers::outbound::Outbound;
 use crate::names::perm;
 use crate::services::Broker;
+use crate::services::clients::Conn;
 use crate::services::filter::MessageFilter;
 use crate::services::store_api::GetStatus;
-use crate::transport::connection::Conn;
-use crate::transport::outbound::Outbound;
 
 /// Outcome of one pass over the store.
 enum Pass {

@@ -2,7 +2,6 @@
 //! `AbstractSendMessageProcessor.msgCheck`, reference §7.1–7.3).
 
 use std::hash::{BuildHasher, Hasher};
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use protocol::RemotingCommand;
@@ -18,10 +17,10 @@ use protocol::message::{MessageSysFlag, Properties};
 use super::{HandlerResult, error};
 use crate::names::{self, perm};
 use crate::services::Broker;
+use crate::services::clients::Conn;
 use crate::services::put_path::Put;
 use crate::services::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
 use crate::services::topics::AutoCreateError;
-use crate::transport::connection::Conn;
 
 /// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
 pub(crate) const VERSION_WITH_MAX_RECONSUME: i32 = 121;
@@ -135,7 +134,7 @@ pub async fn send_message(
     // `WAIT` decides whether the answer waits for the store's durability; default true.
     let wait_store_ok =
         properties::find(&properties, WAIT).is_none_or(|v| v.eq_ignore_ascii_case("true"));
-    let store_host = store_host(broker);
+    let store_host = broker.store_host();
     let body_len = request.body.len() as u64;
     let result = if batch {
         let mut batch_props = Properties::parse(&properties);
@@ -393,16 +392,6 @@ fn store_properties(text: &str, cluster: &str) -> String {
     out.push(properties::NAME_VALUE_SEPARATOR);
     out.push_str(cluster);
     out
-}
-
-/// The host:port written into records and message ids: `brokerIP1:listenPort`.
-pub fn store_host(broker: &Broker) -> SocketAddr {
-    let b = &broker.config.broker;
-    let ip = b
-        .broker_ip1
-        .parse()
-        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-    SocketAddr::new(ip, b.listen_port)
 }
 
 /// A uniformly spread index in `0..n` (RocketMQ picks a random queue).

@@ -4,26 +4,20 @@
 
 pub mod handles;
 pub mod limits;
+pub mod skips;
+pub mod transactions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio_util::sync::CancellationToken;
 
 use crate::metrics::handles::HandleCache;
-use crate::services::Broker;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabels {
@@ -101,11 +95,11 @@ pub struct Metrics {
     commitlog_min: Gauge,
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
-    pub transactions: crate::services::transaction::metrics::TransactionMetrics,
+    pub transactions: crate::metrics::transactions::TransactionMetrics,
     /// Where the resource limits bite.
     pub limits: crate::metrics::limits::LimitMetrics,
     /// Records the transaction checker and the schedule service passed over.
-    pub skips: crate::services::skipped::SkipMetrics,
+    pub skips: crate::metrics::skips::SkipMetrics,
     put_total: AtomicU64,
     get_total: AtomicU64,
     /// Handles into `latency`, `put_*` and `get_*` by request code / topic.
@@ -502,149 +496,85 @@ impl Metrics {
         )
     }
 
-    fn refresh_ha(&self, ha: &crate::services::ha::Ha) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let info = ha.runtime_info();
+    /// Sets the replication gauges from `snapshot`.
+    pub fn set_ha(&self, s: &HaSnapshot) {
         let g = &self.ha;
-        g.role.set(match ha.role() {
-            store::BrokerRole::AsyncMaster => 0,
-            store::BrokerRole::SyncMaster => 1,
-            store::BrokerRole::Slave => 2,
-        });
-        g.epoch.set(i64::from(info.epoch));
-        g.confirm_offset.set(info.confirm_offset);
-        g.connections.set(info.ha_connection_info.len() as i64);
-        g.in_sync.set(i64::from(info.in_sync_slave_nums));
+        g.role.set(s.role);
+        g.epoch.set(s.epoch);
+        g.confirm_offset.set(s.confirm_offset);
+        g.connections.set(s.connections);
+        g.in_sync.set(s.in_sync);
         g.slave_lag.clear();
-        for c in &info.ha_connection_info {
+        for (slave, lag) in &s.slave_lags {
             g.slave_lag
                 .get_or_create(&SlaveLabels {
-                    slave: c.addr.clone(),
+                    slave: slave.clone(),
                 })
-                .set(c.diff);
+                .set(*lag);
         }
-        g.behind_master.set(if info.master {
-            0
-        } else {
-            (info.master_commit_log_max_offset - info.max_offset).max(0)
-        });
-        let c = &ha.counters;
-        g.forged_acks.set(c.forged_acks.load(Relaxed) as i64);
-        g.refused_handshakes
-            .set(c.refused_handshakes.load(Relaxed) as i64);
-        g.refused_histories
-            .set(c.refused_histories.load(Relaxed) as i64);
-        g.refused_truncations
-            .set(c.refused_truncations.load(Relaxed) as i64);
-        g.truncated_bytes
-            .set(c.truncated_bytes.load(Relaxed) as i64);
-        g.fenced.set(i64::from(info.fenced));
+        g.behind_master.set(s.behind_master);
+        g.forged_acks.set(s.forged_acks);
+        g.refused_handshakes.set(s.refused_handshakes);
+        g.refused_histories.set(s.refused_histories);
+        g.refused_truncations.set(s.refused_truncations);
+        g.truncated_bytes.set(s.truncated_bytes);
+        g.fenced.set(i64::from(s.fenced));
     }
 
-    /// Refreshes the gauges read from the store and offsets, then encodes everything.
-    pub(crate) fn render(&self, broker: Option<&Broker>) -> Result<String, std::fmt::Error> {
-        if let Some(b) = broker {
-            let store = &b.store;
-            self.dispatch_behind
-                .set(store.dispatch_behind_bytes() as i64);
-            self.commitlog_min.set(store.min_phy_offset().get());
-            self.commitlog_max.set(store.max_phy_offset().get());
-            for (level, waiting) in b.schedule.waiting(store.as_ref()) {
-                let l = LevelLabels {
-                    level: level.to_string(),
-                };
-                self.delay_waiting.get_or_create(&l).set(waiting);
-            }
-            if let Some(ha) = b.ha.get() {
-                self.refresh_ha(ha);
-            }
-            let (entries, bytes) = b.filters.usage();
-            self.limits.filter_registry_entries.set(entries as i64);
-            self.limits.filter_registry_bytes.set(bytes as i64);
-            self.limits
-                .client_groups
-                .set(b.clients.group_count() as i64);
-            // Lag series only for existing groups, topics and queues: committed offsets
-            // arrive unvalidated (UPDATE_CONSUMER_OFFSET), and must not mint labels.
-            self.group_diff.clear();
-            for group in b.groups.snapshot().subscription_group_table.keys() {
-                for (topic, queues) in b.offsets.topics_of_group(group) {
-                    let Some(config) = b.topics.get(&topic) else {
-                        continue;
-                    };
-                    let queue_count = config.read_queue_nums.max(config.write_queue_nums);
-                    for (queue_id, committed) in queues {
-                        if !(0..queue_count).contains(&queue_id) {
-                            continue;
-                        }
-                        let max = store.max_offset_in_queue(&topic, queue_id).get();
-                        let labels = LagLabels {
-                            group: group.clone(),
-                            topic: topic.clone(),
-                            queue_id: queue_id.to_string(),
-                        };
-                        self.group_diff
-                            .get_or_create(&labels)
-                            .set(max.saturating_sub(committed.get()).max(0));
-                    }
-                }
-            }
+    /// Sets the store's gauges: dispatch lag and the CommitLog's offset range.
+    pub fn set_store(&self, dispatch_behind: i64, commitlog_min: i64, commitlog_max: i64) {
+        self.dispatch_behind.set(dispatch_behind);
+        self.commitlog_min.set(commitlog_min);
+        self.commitlog_max.set(commitlog_max);
+    }
+
+    /// Sets the messages waiting in delay `level`.
+    pub fn set_delay_waiting(&self, level: i32, waiting: i64) {
+        let l = LevelLabels {
+            level: level.to_string(),
+        };
+        self.delay_waiting.get_or_create(&l).set(waiting);
+    }
+
+    /// Replaces the consumer lag series with `lags`: `(group, topic, queue id, lag)`.
+    pub fn set_group_lags(&self, lags: impl IntoIterator<Item = (String, String, i32, i64)>) {
+        self.group_diff.clear();
+        for (group, topic, queue_id, lag) in lags {
+            let labels = LagLabels {
+                group,
+                topic,
+                queue_id: queue_id.to_string(),
+            };
+            self.group_diff.get_or_create(&labels).set(lag);
         }
+    }
+
+    /// Every series in the OpenMetrics text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
     }
 }
 
-/// State of the HTTP endpoint: the metrics exist from process start, the broker only
-/// once the store has recovered.
-pub struct Http {
-    pub metrics: Arc<Metrics>,
-    pub broker: OnceLock<Arc<Broker>>,
-}
-
-pub async fn serve_http(
-    listener: security::conn_gate::GatedListener,
-    http: Arc<Http>,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(http);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-}
-
-async fn metrics(State(http): State<Arc<Http>>) -> impl IntoResponse {
-    match http.metrics.render(http.broker.get().map(|b| &**b)) {
-        Ok(text) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-async fn readyz(State(http): State<Arc<Http>>) -> impl IntoResponse {
-    match http.broker.get() {
-        Some(b) if b.is_ready() => match b.store.out_of_service() {
-            // A fenced store stays out of service until a restart: not ready.
-            Some(reason) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("store out of service: {reason}\n"),
-            ),
-            None => (StatusCode::OK, "ready\n".to_owned()),
-        },
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "recovering\n".to_owned()),
-    }
+/// The replication figures the HA gauges show, taken at scrape time.
+#[derive(Debug, Default, Clone)]
+pub struct HaSnapshot {
+    /// 0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE.
+    pub role: i64,
+    pub epoch: i64,
+    pub confirm_offset: i64,
+    pub connections: i64,
+    pub in_sync: i64,
+    /// Each slave's address and how far it is behind.
+    pub slave_lags: Vec<(String, i64)>,
+    pub behind_master: i64,
+    pub forged_acks: i64,
+    pub refused_handshakes: i64,
+    pub refused_histories: i64,
+    pub refused_truncations: i64,
+    pub truncated_bytes: i64,
+    pub fenced: bool,
 }
 
 #[cfg(test)]
@@ -671,7 +601,7 @@ mod tests {
         m.record_retry("GoneGroup");
         m.forget_topic("Gone");
         m.forget_group("GoneGroup");
-        let text = m.render(None).unwrap();
+        let text = m.encode().unwrap();
         assert!(
             text.contains(r#"rocketmq_request_latency_seconds_count{request_code="UNKNOWN"} 2"#),
             "{text}"

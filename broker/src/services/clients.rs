@@ -24,6 +24,14 @@ use tokio_util::sync::CancellationToken;
 /// Identifies one accepted TCP connection for the lifetime of the process.
 pub type ConnId = u64;
 
+/// The connection a request arrived on, as handlers see it.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub id: ConnId,
+    pub peer: SocketAddr,
+    pub channel: Channel,
+}
+
 /// What the broker can do with a client's connection from outside its task: push a
 /// request (NOTIFY_CONSUMER_IDS_CHANGED) or close it.
 #[derive(Debug, Clone)]

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use protocol::body::MessageQueue;
 
+use super::clients::ClientManager;
+
 pub const LOCK_MAX_LIVE_TIME: Duration = Duration::from_secs(60);
 
 struct LockEntry {
@@ -99,6 +101,30 @@ impl LockManager {
             groups.remove(group);
         }
         released
+    }
+}
+
+/// Releases the locks of consumers that left their groups (a closed connection, an
+/// UNREGISTER_CLIENT): `memberships` are `(group, client id)` pairs; a client still a
+/// member of the group through another connection keeps its locks.
+pub fn release_departed(
+    locks: &LockManager,
+    clients: &ClientManager,
+    memberships: Vec<(String, String)>,
+) {
+    for (group, client_id) in memberships {
+        if clients.is_consumer_member(&group, &client_id) {
+            continue;
+        }
+        let released = locks.release_client(&group, &client_id);
+        if released > 0 {
+            tracing::info!(
+                group,
+                client = client_id,
+                released,
+                "queue locks of a departed consumer released"
+            );
+        }
     }
 }
 

@@ -4,20 +4,20 @@
 //! registration with nameservers, and the one path into the store ([`put_path`] over
 //! [`store_api`]).
 
-pub mod client_requests;
+pub(crate) mod client_requests;
 pub mod clients;
-pub mod consume_rate;
+pub(crate) mod consume_rate;
 pub mod filter;
-pub mod groups;
+pub(crate) mod groups;
 pub mod ha;
-pub mod live_config;
-pub mod locks;
-pub mod long_polling;
-pub mod offsets;
+pub(crate) mod live_config;
+pub(crate) mod locks;
+pub(crate) mod long_polling;
+pub mod membership;
+pub(crate) mod offsets;
 pub mod put_path;
 pub mod registration;
 pub mod schedule;
-pub mod skipped;
 pub mod state;
 pub mod store_adapter;
 pub mod store_api;

@@ -185,6 +185,17 @@ impl Broker {
         }))
     }
 
+    /// The address written into stored records as their store host (`brokerIP1` and
+    /// `listenPort`), which offset message ids encode.
+    pub fn store_host(&self) -> std::net::SocketAddr {
+        let b = &self.config.broker;
+        let ip = b
+            .broker_ip1
+            .parse()
+            .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+        std::net::SocketAddr::new(ip, b.listen_port)
+    }
+
     pub fn next_conn_id(&self) -> ConnId {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }

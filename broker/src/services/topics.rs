@@ -164,6 +164,12 @@ impl TopicManager {
         self.max_topics
     }
 
+    /// Whether `topic` exists here with a queue `queue_id` (read or write).
+    pub fn has_queue(&self, topic: &str, queue_id: i32) -> bool {
+        self.get(topic)
+            .is_some_and(|t| (0..t.read_queue_nums.max(t.write_queue_nums)).contains(&queue_id))
+    }
+
     pub fn contains(&self, topic: &str) -> bool {
         self.table().topics.contains_key(topic)
     }

@@ -36,10 +36,10 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch;
+use crate::handlers::outbound::Outbound;
 use crate::in_flight::{InFlightLimit, InFlightPermit};
 use crate::services::Broker;
-use crate::services::clients::{Channel, ConnId};
-use crate::transport::outbound::Outbound;
+use crate::services::clients::{Channel, Conn};
 use security::conn_gate::ConnSlot;
 
 /// Batches of answers waiting for the writer.
@@ -96,14 +96,6 @@ impl Answer {
             _held: None,
         }
     }
-}
-
-/// The connection a request arrived on, as handlers see it.
-#[derive(Debug, Clone)]
-pub struct Conn {
-    pub id: ConnId,
-    pub peer: SocketAddr,
-    pub channel: Channel,
 }
 
 /// The connection over any byte stream halves (plain TCP today; TLS wraps the same).
@@ -248,10 +240,7 @@ pub async fn serve_io<R, W>(
     drop(tx);
     let _ = writer.await;
     broker.metrics.connection_closed();
-    let memberships = broker.clients.consumer_memberships(id);
-    let left = broker.clients.remove_channel(id);
-    release_locks(&broker, memberships);
-    crate::handlers::client::groups_left(&broker, &left);
+    crate::services::membership::connection_closed(&broker, id);
     tracing::debug!(%peer, conn = id, "connection closed");
 }
 
@@ -586,24 +575,6 @@ fn codec_encode(
 ) -> std::io::Result<()> {
     use tokio_util::codec::Encoder;
     codec.encode(cmd, buf).map_err(std::io::Error::other)
-}
-
-/// Frees the orderly-consumption queue locks of consumers that are gone from their group.
-pub(crate) fn release_locks(broker: &Broker, memberships: Vec<(String, String)>) {
-    for (group, client_id) in memberships {
-        if broker.clients.is_consumer_member(&group, &client_id) {
-            continue;
-        }
-        let released = broker.locks.release_client(&group, &client_id);
-        if released > 0 {
-            tracing::info!(
-                group,
-                client = client_id,
-                released,
-                "queue locks of a departed consumer released"
-            );
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The transport layer: the listeners ([`server`]), one task pair per client connection
-//! ([`connection`]: framing, per-connection bounds, the writer) and what the writer sends
-//! ([`outbound`]).
+//! ([`connection`]: framing, per-connection bounds, the writer), and the HTTP
+//! metrics/health endpoint ([`http`]).
 
 pub mod connection;
-pub mod outbound;
+pub mod http;
 pub mod server;

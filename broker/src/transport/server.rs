@@ -145,7 +145,7 @@ pub async fn expire_clients(broker: Arc<Broker>) {
         broker.locks.purge_expired(now);
         broker.consume_rate.purge_idle();
         let expired = broker.clients.expire(now, expiry);
-        crate::handlers::client::groups_left(&broker, &expired.groups);
+        crate::services::membership::groups_left(&broker, &expired.groups);
         for channel in expired.channels {
             tracing::warn!(peer = %channel.peer, ?expiry, "client channel expired, closing");
             channel.close.cancel();

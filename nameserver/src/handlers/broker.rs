@@ -10,7 +10,7 @@ use protocol::header::{
     RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
 };
 
-use crate::dispatch::{HandlerError, success};
+use super::{HandlerError, success};
 use crate::kv_config::NAMESPACE_ORDER_TOPIC_CONFIG;
 use crate::limits::MAX_REGISTER_BODY_BYTES;
 use crate::route_table::{ConnId, RegisterRefusal, Registration};

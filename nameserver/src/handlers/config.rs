@@ -3,7 +3,7 @@
 use protocol::RemotingCommand;
 use protocol::code::response;
 
-use crate::dispatch::{HandlerError, success};
+use super::{HandlerError, success};
 use crate::properties;
 use crate::route_table::ConnId;
 use crate::state::Shared;

@@ -8,7 +8,7 @@ use protocol::header::{
     GetKVListByNamespaceRequestHeader, PutKVConfigRequestHeader,
 };
 
-use crate::dispatch::{HandlerError, success};
+use super::{HandlerError, success};
 use crate::kv_config::KvError;
 use crate::route_table::ConnId;
 use crate::state::Shared;

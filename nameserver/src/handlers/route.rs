@@ -11,7 +11,7 @@ use protocol::header::{
     WipeWritePermOfBrokerResponseHeader,
 };
 
-use crate::dispatch::{HandlerError, success};
+use super::{HandlerError, success};
 use crate::kv_config::NAMESPACE_ORDER_TOPIC_CONFIG;
 use crate::route_table::{ConnId, UnitFilter, WritePermOp};
 use crate::state::Shared;

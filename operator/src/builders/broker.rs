@@ -26,12 +26,12 @@ use super::config_file::{
     config_hash, fenced_identities, member_identities, restart_relevant,
 };
 use super::listener::{Advertised, startable_replicas};
-use super::nameserver::{empty_dir, mount};
 use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
     pod_labels, pod_security_context, tcp_port,
 };
 use super::secrets::MountedSecrets;
+use super::volumes::{empty_dir, mount};
 use crate::crd::{Broker, HA_SECRET_KEY};
 use crate::names::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, BROKER_HA_PORT, BROKER_PORT, BrokerNames,

@@ -10,6 +10,7 @@ pub mod nameserver;
 pub mod network_policy;
 pub mod pod;
 pub mod secrets;
+pub(crate) mod volumes;
 
 use std::collections::BTreeMap;
 

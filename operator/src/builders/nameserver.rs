@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec, Volume,
-    VolumeMount, VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec, Volume,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -23,6 +23,7 @@ use super::pod::{
     pod_labels, pod_security_context, tcp_port,
 };
 use super::secrets::MountedSecrets;
+use super::volumes::{empty_dir, mount};
 use crate::crd::NameServer;
 use crate::names::{
     ANNOTATION_CONFIG_HASH, ANNOTATION_RESTART, NAMESERVER_PORT, NameServerNames,
@@ -262,22 +263,5 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
         client_service,
         statefulset,
         pdb,
-    }
-}
-
-pub(crate) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.to_owned(),
-        mount_path: path.to_owned(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
-    }
-}
-
-pub(crate) fn empty_dir(name: &str) -> Volume {
-    Volume {
-        name: name.to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Volume::default()
     }
 }

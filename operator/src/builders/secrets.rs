@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
 
-use super::nameserver::mount;
+use super::volumes::mount;
 use crate::crd::{
     ACL_SECRET_KEY, Broker, CA_KEY, NameServer, SecretKeyRef, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec,
 };

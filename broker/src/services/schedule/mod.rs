@@ -15,7 +15,7 @@
 //! it could not create: [`PutStatus::refuses_the_record`] is false) the level pauses and
 //! retries the same unit, as passing it would lose the message. A unit that can never be
 //! delivered is passed over, counted in `rocketmq_broker_schedule_skipped_total{reason}`
-//! and logged (rate-limited, `crate::services::skipped`):
+//! and logged (rate-limited, `crate::metrics::skips`):
 //!
 //! * `unreadable`: the unit points at no valid record (the CommitLog file went with
 //!   retention, or the bytes are not a record);

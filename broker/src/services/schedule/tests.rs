@@ -177,7 +177,7 @@ fn a_delayed_message_the_store_refuses_for_good_does_not_stop_its_level() {
     let got: Vec<String> = bodies(&b, "T", 0).into_iter().map(|(b, _)| b).collect();
     assert_eq!(got, ["m1", "m2"]);
     assert_eq!(b.metrics.skips.schedule.get("put_refused"), 1);
-    let text = b.metrics.render(None).unwrap();
+    let text = b.metrics.encode().unwrap();
     assert!(
         text.contains("rocketmq_broker_schedule_skipped_total{reason=\"put_refused\"} 1"),
         "{text}"

@@ -3,6 +3,8 @@
 //! messages and discarded ones.
 
 use bytes::Bytes;
+use protocol::RemotingCommand;
+use protocol::header::EndTransactionRequestHeader;
 use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, RecordView, decode};
 
 use super::{HALF_TOPIC, OP_TOPIC, QUEUE_ID, half};
@@ -107,14 +109,10 @@ pub fn read_ops(
     out
 }
 
-fn store_host(broker: &Broker) -> std::net::SocketAddr {
-    crate::handlers::send::store_host(broker)
-}
-
 /// `putOpMessage`: marks `half_offset` decided.
 pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutResult {
     ensure_topic(broker, OP_TOPIC);
-    let host = store_host(broker);
+    let host = broker.store_host();
     broker
         .put(Put::Message(PutMessage {
             topic: OP_TOPIC.to_owned(),
@@ -152,7 +150,7 @@ pub fn derived(
         sys_flag: sys_flag.bits(),
         born_timestamp: v.born_timestamp(),
         born_host: v.born_host(),
-        store_host: store_host(broker),
+        store_host: broker.store_host(),
         reconsume_times: v.reconsume_times(),
         // Deviation from 4.9 (whose transaction bridge puts do not wait): the committed
         // copy, re-put halves and op records wait for flush and slave, so an op record
@@ -219,4 +217,38 @@ pub fn committed_in_index(broker: &Broker, real_topic: &str, uniq_key: &str) -> 
             v.topic() == real_topic && half::uniq_key(v.properties()) == Some(uniq_key)
         })
     })
+}
+
+/// The real topic of the half message an END_TRANSACTION names, for the ACL check
+/// (`crate::dispatch::acl`); `None` when the header or the half message does not check out (the
+/// handler then answers the error).
+pub fn half_real_topic(broker: &Broker, request: &RemotingCommand) -> Option<String> {
+    let h: EndTransactionRequestHeader = request.header().ok()?;
+    let record = verified_half(broker, &h).ok()?;
+    half::real_destination(record.view().properties()).map(|(topic, _)| topic)
+}
+
+/// `checkPrepareMessage`: the half message an END_TRANSACTION header names, read at its
+/// CommitLog offset and checked to be a half message of the request's producer group at
+/// the request's half queue offset, or the remark of the failure.
+pub fn verified_half(
+    broker: &Broker,
+    h: &EndTransactionRequestHeader,
+) -> Result<StoredRecord, &'static str> {
+    let record =
+        read_at(broker, h.commit_log_offset).ok_or("Find prepared transaction message failed")?;
+    let v = record.view();
+    if v.topic() != HALF_TOPIC || v.queue_id() != QUEUE_ID {
+        return Err("Find prepared transaction message failed");
+    }
+    if half::producer_group(v.properties()) != Some(h.producer_group.as_str()) {
+        return Err("The producer group wrong");
+    }
+    if v.queue_offset() != h.tran_state_table_offset {
+        return Err("The transaction state table offset wrong");
+    }
+    if v.physical_offset() != h.commit_log_offset {
+        return Err("The commit log offset wrong");
+    }
+    Ok(record)
 }

@@ -25,7 +25,7 @@
 //!
 //! A half the checker can never process is passed over, counted in
 //! `rocketmq_broker_transaction_check_skipped_total{reason}` and logged (rate-limited,
-//! `crate::services::skipped`), and the walk goes on:
+//! `crate::metrics::skips`), and the walk goes on:
 //!
 //! * `corrupt`: the unit points at bytes that are not a record; nothing to check or move.
 //! * `reappend_refused`: the store refuses every copy of the half for what it is (its

@@ -16,7 +16,6 @@
 pub mod bridge;
 pub mod checker;
 pub mod half;
-pub mod metrics;
 pub mod op_queue;
 pub mod resolved;
 

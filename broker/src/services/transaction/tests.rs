@@ -24,11 +24,11 @@ use crate::handlers::Reply;
 use crate::handlers::end_transaction::end_transaction;
 use crate::metrics::Metrics;
 use crate::services::Broker;
+use crate::services::clients::Conn;
 use crate::services::clients::{Channel, ClientInfo};
 use crate::services::filter::MessageFilter;
 use crate::services::store_adapter::StoreAdapter;
 use crate::services::store_api::MessageStoreApi;
-use crate::transport::connection::Conn;
 
 const GROUP: &str = "PG_TX";
 const TOPIC: &str = "TxReal";
@@ -473,7 +473,7 @@ async fn a_half_too_long_to_reappend_is_checked_at_its_offset_and_moved() {
             .get("reappend_refused"),
         1
     );
-    let text = broker.metrics.render(None).expect("metrics");
+    let text = broker.metrics.encode().expect("metrics");
     assert!(
         text.contains(
             "rocketmq_broker_transaction_check_skipped_total{reason=\"reappend_refused\"} 1"
