@@ -317,8 +317,8 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
         );
         assert!(started.elapsed() >= Duration::from_millis(1400));
 
-        // An ack beyond what the master streamed to it (RocketMQ #1155/#3015) drops the
-        // connection and acknowledges nothing.
+        // An ack beyond what the master streamed to it (4.9's HAConnection takes such a
+        // report at its word) drops the connection and acknowledges nothing.
         let max = ha_status(&m).await["maxOffset"].as_i64().unwrap();
         stalled.report(max + 1_000_000).await;
         assert!(stalled.dropped_within(Duration::from_secs(3)).await);
@@ -348,7 +348,7 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
     });
 }
 
-/// Issue 15 defects 3 and 4: a connected slave's reports count only for bytes it proved
+/// A connected slave's reports count only for bytes it proved
 /// or was streamed on that connection. A slave proving a short prefix and then claiming
 /// the master's whole log (within its max offset, which was all 4.9 and the old check
 /// looked at) is dropped; a proof of bytes the master does not have is refused.

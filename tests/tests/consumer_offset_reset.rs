@@ -1,4 +1,4 @@
-//! Offset reset and skip with `rocketmq-client-rust` consumers (issue 20, item 2), driven
+//! Offset reset and skip with `rocketmq-client-rust` consumers, driven
 //! by `rmqctl consumer reset` (INVOKE_BROKER_TO_RESET_OFFSET):
 //!
 //! - a connected push consumer group rewinds to a store time: the broker tells it with

@@ -166,10 +166,12 @@ pub fn client_config(namesrv: &str, instance: &str) -> ClientConfig {
         .expect("client config")
 }
 
+/// Queue ids by `(instance, topic)`.
+type Assignments = HashMap<(String, String), BTreeSet<i32>>;
+
 /// The queue ids of each `(instance, topic)` as the instance's last rebalance assigned
 /// them; every consumer made by [`push_consumer`] reports here.
-static ASSIGNED: LazyLock<Mutex<HashMap<(String, String), BTreeSet<i32>>>> =
-    LazyLock::new(Mutex::default);
+static ASSIGNED: LazyLock<Mutex<Assignments>> = LazyLock::new(Mutex::default);
 
 /// Records an instance's rebalance outcome in [`ASSIGNED`]. The client calls it once the
 /// pull requests of the new queues are on their way.
