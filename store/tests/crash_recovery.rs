@@ -82,6 +82,7 @@ fn run_and_kill(dir: &Path, run: u64, kill_after: Duration) -> Run {
         }
         out
     });
+    // Time itself: the kill lands at a seeded random moment of the writer's run.
     std::thread::sleep(kill_after);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

@@ -447,6 +447,24 @@ pub async fn ha_status(c: &Client) -> serde_json::Value {
     serde_json::from_slice(&r.body).expect("HA status JSON")
 }
 
+/// The pulls parked at the broker (GET_BROKER_RUNTIME_INFO `pullHoldCount`, the waiters
+/// of its `PullRequestHoldService`). An arrival that wakes a pull takes it off this list
+/// while it is dispatched, so once it is dispatched the count shows who stayed parked.
+pub async fn parked_pulls(c: &Client) -> i64 {
+    let r = c
+        .request(RemotingCommand::bare_request(
+            request::GET_BROKER_RUNTIME_INFO,
+        ))
+        .await
+        .expect("GET_BROKER_RUNTIME_INFO");
+    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    let info: serde_json::Value = serde_json::from_slice(&r.body).expect("runtime info JSON");
+    info["table"]["pullHoldCount"]
+        .as_str()
+        .and_then(|n| n.parse().ok())
+        .expect("pullHoldCount")
+}
+
 /// VIEW_MESSAGE_BY_ID by physical offset: the body, or `None` when the broker has no
 /// message there.
 pub async fn view(c: &Client, offset: i64) -> Option<Vec<u8>> {

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod client;
 pub mod failover_sim;
 pub mod http;
+pub mod metrics;
 pub mod nameserver;
 pub mod netns;
 pub mod ports;

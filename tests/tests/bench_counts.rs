@@ -1,12 +1,13 @@
 //! `rmq-bench` against real rmq-nameserver + rmq-broker processes: the message counts it
 //! reports match what the broker stored (counts only; speed is never asserted).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::NameServer;
 use e2e::broker_harness::TempBroker;
 use e2e::cli::{CliOutput, rmqctl_json, run};
 use e2e::nameserver::Options;
+use e2e::wait::{eventually_ok_sync, eventually_sync};
 use serde_json::Value;
 
 const TOPIC: &str = "BenchCount";
@@ -33,18 +34,11 @@ fn stored(ns_port: u16) -> u64 {
 }
 
 fn wait_stored(ns_port: u16, want: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = stored(ns_port);
-        if n == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "broker stored {n}, bench reported {want}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let what = format!("the broker to store the {want} messages the bench reported");
+    eventually_ok_sync(Duration::from_secs(10), &what, || match stored(ns_port) {
+        n if n == want => Ok(()),
+        n => Err(format!("{n} stored")),
+    });
 }
 
 /// `rocketmq_retry_messages_total{group}` from the broker's metrics endpoint.
@@ -75,14 +69,11 @@ fn counts(summary: &Value) -> (u64, u64) {
 fn reported_counts_match_what_the_broker_stored() {
     let ns = NameServer::start(Options::default());
     let broker = TempBroker::start(Some(ns.port), &[]);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
-        .as_array()
-        .is_none_or(|b| b.is_empty())
-    {
-        assert!(Instant::now() < deadline, "broker never registered");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually_sync(Duration::from_secs(15), "the broker to register", || {
+        rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
+            .as_array()
+            .is_some_and(|b| !b.is_empty())
+    });
 
     // Async single sends, creating the topic; keys and tags on every message.
     let s = bench(

@@ -20,7 +20,9 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
-use support::{Cluster, body_of, eventually, msg, producer, push_consumer, runtime, within};
+use support::{
+    Cluster, assigned, body_of, eventually, msg, producer, push_consumer, runtime, within,
+};
 
 /// The client's rebalance and lock-renewal periods (its equivalents of RocketMQ's
 /// `rocketmq.client.rebalance.*` system properties) shortened from 20 s to 1 s, so a
@@ -88,7 +90,14 @@ fn every_broadcast_instance_receives_every_message() {
                 .expect("consumer start");
             consumers.push(c);
         }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // A broadcast instance is assigned every queue.
+        eventually(
+            "both instances to own every queue",
+            Duration::from_secs(30),
+            || ["broadcast-a", "broadcast-b"].map(|i| assigned(i, topic).len()) == [4, 4],
+            || cluster.logs(),
+        )
+        .await;
         let want: BTreeSet<String> = (0..24).map(|i| format!("b{i}")).collect();
         for body in &want {
             producer
@@ -148,7 +157,8 @@ async fn orderly_member(
                         .push((key.to_owned(), seq, instance));
                 }
             }
-            // Slow enough that a queue is mid-stream whenever ownership changes.
+            // Consuming takes time (what is tested is a handover mid-stream): slow enough
+            // that a queue is mid-stream whenever ownership changes.
             std::thread::sleep(Duration::from_millis(5));
             Ok(ConsumeOrderlyStatus::Success)
         },
@@ -175,7 +185,13 @@ fn per_key_order_holds_while_a_consumer_joins_and_leaves() {
             .expect("bootstrap send");
         let log: DeliveryLog = Arc::default();
         let mut first = orderly_member(&namesrv, group, "ordered-a", topic, &log).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        eventually(
+            "the first consumer to own every queue",
+            Duration::from_secs(30),
+            || assigned("ordered-a", topic).len() == 4,
+            || cluster.logs(),
+        )
+        .await;
 
         let mut second = None;
         for seq in 0..PER_KEY {
@@ -194,6 +210,8 @@ fn per_key_order_holds_while_a_consumer_joins_and_leaves() {
                     .expect("send")
                     .expect("send result");
             }
+            // The stream is spread over time (what is tested is a join and a leave in
+            // the middle of it), not sent before the second consumer can start.
             tokio::time::sleep(Duration::from_millis(50)).await;
             if seq == PER_KEY / 4 {
                 second = Some(orderly_member(&namesrv, group, "ordered-b", topic, &log).await);
@@ -386,15 +404,23 @@ fn queue_locks_follow_their_holders_connection() {
 
         // A crash: the connection goes away without UNLOCK_BATCH_MQ.
         a.close().await;
-        let mut got = Vec::new();
-        for _ in 0..50 {
-            got = granted(&b, lock("10.0.0.2@b", group, &[0, 1, 2])).await;
-            if got.len() == 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(got, [0, 1, 2], "{}", cluster.logs());
+        let cluster = &cluster;
+        let got = e2e::wait::eventually_ok(
+            Duration::from_secs(5),
+            "the crashed holder's locks to go",
+            || async {
+                let got = granted(&b, lock("10.0.0.2@b", group, &[0, 1, 2])).await;
+                if got.len() == 3 {
+                    Ok(got)
+                } else {
+                    Err(e2e::wait::Lazy(move || {
+                        format!("{got:?}\n{}", cluster.logs())
+                    }))
+                }
+            },
+        )
+        .await;
+        assert_eq!(got, [0, 1, 2]);
 
         // UNREGISTER_CLIENT releases too.
         let c = e2e::Client::connect(port).await.expect("connect c");

@@ -1,13 +1,13 @@
 //! Client-compatibility gaps found with real clients, reproduced with raw frames: the
-//! C++ client 2.x sends a batch as SEND_MESSAGE with the V1 header and `batch="1"`
-//! (rocketmq-client-cpp issues #363, #447). The broker stores the batch's messages, each
-//! with its own keys and properties, and refuses a body that is not a batch without
-//! storing anything.
+//! C++ client 2.x sends a batch as SEND_MESSAGE with the V1 header and `batch="1"`. The
+//! broker stores the batch's messages, each with its own keys and properties, and refuses
+//! a body that is not a batch without storing anything.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::Client;
 use e2e::broker_harness::{TempBroker, decode_records, properties, property, pull};
+use e2e::metrics::wait_dispatched;
 use e2e::wait::runtime;
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
@@ -81,19 +81,13 @@ fn cpp_v1_batch_flag_one_stores_each_message() {
             Some(3)
         );
 
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let msgs = loop {
-            let r = c
-                .request(pull("G", "CppBatch", 0, 0, 32, None, "*"))
-                .await
-                .unwrap();
-            let msgs = decode_records(&r.body);
-            if msgs.len() == 3 {
-                break msgs;
-            }
-            assert!(Instant::now() < deadline, "stored: {msgs:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
+        let r = c
+            .request(pull("G", "CppBatch", 0, 0, 32, None, "*"))
+            .await
+            .unwrap();
+        let msgs = decode_records(&r.body);
+        assert_eq!(msgs.len(), 3, "stored: {msgs:?}");
         for (i, m) in msgs.iter().enumerate() {
             assert_eq!(m.body, bodies[i]);
             assert_eq!(
@@ -133,10 +127,7 @@ fn cpp_v1_batch_flag_one_stores_each_message() {
             .await
             .unwrap();
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while max_offset(&c, "CppBatch").await != 4 {
-            assert!(Instant::now() < deadline, "single message not stored");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
+        assert_eq!(max_offset(&c, "CppBatch").await, 4, "single message stored");
     });
 }

@@ -12,12 +12,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e::metrics::{wait_delays_delivered, wait_dispatched};
+use e2e::wait::{Lazy, eventually_ok};
 use rocketmq_client_rust::{ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, MQPushConsumer};
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_single::Message;
 use support::{
-    Cluster, body_of, eventually, msg, producer, prop, pull_all, pull_consumer, push_consumer,
-    runtime, within,
+    Cluster, assigned, body_of, eventually, msg, producer, prop, pull_all, pull_consumer,
+    push_consumer, runtime, within,
 };
 
 /// Body, arrival time and DELAY property of each delivery.
@@ -57,7 +59,14 @@ fn level_two_waits_five_seconds_with_the_default_table() {
         within("consumer start", Duration::from_secs(30), consumer.start())
             .await
             .expect("consumer start");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Pulling before anything is sent: the plain message is not held up by a rebalance.
+        eventually(
+            "the consumer to own the queues",
+            Duration::from_secs(30),
+            || assigned("delay-consumer", topic).len() == 4,
+            || cluster.logs(),
+        )
+        .await;
 
         let sent_at = Instant::now();
         producer
@@ -150,19 +159,19 @@ fn pending_delayed_messages_survive_sigkill_and_arrive_once() {
                 .expect("send result");
         }
         let reader = pull_consumer(&namesrv, "crash-reader").await;
-        let mut delivered = BTreeMap::new();
-        for _ in 0..50 {
-            delivered = count_bodies(&pull_all(&reader, topic).await);
-            if delivered.len() == 10 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(
-            delivered.len(),
-            10,
-            "level 1 delivered before the kill: {delivered:?}"
-        );
+        eventually_ok(
+            Duration::from_secs(5),
+            "level 1 delivered before the kill",
+            || async {
+                let delivered = count_bodies(&pull_all(&reader, topic).await);
+                if delivered.len() == 10 {
+                    Ok(())
+                } else {
+                    Err(format!("{delivered:?}"))
+                }
+            },
+        )
+        .await;
         for i in 0..10 {
             producer
                 .send_with_timeout(delayed(topic, &format!("late-{i}"), 3), 5_000)
@@ -185,22 +194,25 @@ fn pending_delayed_messages_survive_sigkill_and_arrive_once() {
 
     rt.block_on(async {
         let reader = pull_consumer(&namesrv, "crash-reader-2").await;
-        let mut counts = BTreeMap::new();
-        for _ in 0..150 {
-            counts = count_bodies(&pull_all(&reader, topic).await);
-            if counts.len() == 20 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(
-            counts.len(),
-            20,
-            "all delivered after the restart: {counts:?}\n{}",
-            cluster.logs()
-        );
-        // Give a would-be duplicate delivery time to show up.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let log = || cluster.logs();
+        eventually_ok(
+            Duration::from_secs(15),
+            "all delivered after the restart",
+            || async {
+                let counts = count_bodies(&pull_all(&reader, topic).await);
+                if counts.len() == 20 {
+                    Ok(())
+                } else {
+                    Err(Lazy(move || format!("{counts:?}\n{}", log())))
+                }
+            },
+        )
+        .await;
+        // A would-be duplicate is in the topic once every level has walked its whole
+        // schedule queue and the broker has dispatched what that stored.
+        let http_port = cluster.broker.http_port;
+        wait_delays_delivered(http_port, Duration::from_secs(15)).await;
+        wait_dispatched(http_port, Duration::from_secs(10)).await;
         let counts = count_bodies(&pull_all(&reader, topic).await);
         assert!(
             counts.values().all(|&n| n == 1),

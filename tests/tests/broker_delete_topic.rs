@@ -4,12 +4,12 @@
 //! starts at offset 0 (also after a restart).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use e2e::Client;
 use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fields};
-use e2e::wait::runtime;
+use e2e::wait::{eventually, runtime};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 
@@ -61,13 +61,11 @@ async fn max_offset(c: &Client, topic: &str, queue: i32) -> i64 {
 
 /// Waits until dispatch has indexed `want` messages of the queue.
 async fn wait_max_offset(c: &Client, topic: &str, queue: i32, want: i64) {
-    for _ in 0..500 {
-        if max_offset(c, topic, queue).await == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{topic}/{queue} never reached max offset {want}");
+    let what = format!("{topic}/{queue} to reach max offset {want}");
+    eventually(Duration::from_secs(5), &what, || async {
+        max_offset(c, topic, queue).await == want
+    })
+    .await;
 }
 
 fn query_offset(topic: &str, queue: i32) -> RemotingCommand {
@@ -103,11 +101,13 @@ async fn topic_list(c: &Client) -> String {
 fn spawn_pullers(
     c: &Arc<Client>,
     stop: &Arc<AtomicBool>,
+    pulls: &Arc<AtomicUsize>,
 ) -> Vec<tokio::task::JoinHandle<Vec<i32>>> {
     (0..2)
         .map(|n| {
             let c = Arc::clone(c);
             let stop = Arc::clone(stop);
+            let pulls = Arc::clone(pulls);
             tokio::spawn(async move {
                 let mut codes = Vec::new();
                 while !stop.load(Ordering::Acquire) {
@@ -117,11 +117,20 @@ fn spawn_pullers(
                         .await
                         .expect("the connection survives the deletion");
                     codes.push(r.code);
+                    pulls.fetch_add(1, Ordering::Relaxed);
                 }
                 codes
             })
         })
         .collect()
+}
+
+/// Waits until the pullers have had `n` answers in all.
+async fn pulls_answered(pulls: &AtomicUsize, n: usize) {
+    eventually(Duration::from_secs(10), "pulls answered", || async {
+        pulls.load(Ordering::Relaxed) >= n
+    })
+    .await;
 }
 
 #[test]
@@ -163,11 +172,13 @@ fn delete_topic_frees_queues_and_offsets_and_a_new_topic_starts_at_zero() {
         // Pulls racing the deletion: every answer is a RocketMQ status, the connection
         // stays up.
         let stop = Arc::new(AtomicBool::new(false));
-        let pullers = spawn_pullers(&c, &stop);
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        let pulls = Arc::new(AtomicUsize::new(0));
+        let pullers = spawn_pullers(&c, &stop, &pulls);
+        pulls_answered(&pulls, 50).await;
         let r = c.request(delete_topic(TOPIC)).await.unwrap();
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // As many again after the deletion.
+        pulls_answered(&pulls, pulls.load(Ordering::Relaxed) + 50).await;
         stop.store(true, Ordering::Release);
         for p in pullers {
             for code in p.await.unwrap() {

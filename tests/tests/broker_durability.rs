@@ -3,14 +3,15 @@
 //! kill -9.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::Client;
 use e2e::NameServer;
 use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fields};
+use e2e::metrics::wait_dispatched;
 use e2e::nameserver::Options;
-use e2e::wait::runtime;
+use e2e::wait::{eventually, runtime};
 use protocol::code::{request, response};
 
 fn query_offset(group: &str, topic: &str, queue: i32) -> protocol::RemotingCommand {
@@ -102,10 +103,12 @@ fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
     let rt = runtime();
     let acked: Vec<String> = rt.block_on(async {
         let stop = Arc::new(AtomicBool::new(false));
+        let acks = Arc::new(AtomicUsize::new(0));
         let mut producers = Vec::new();
         for p in 0..4 {
             let port = b.port;
             let stop = Arc::clone(&stop);
+            let acks = Arc::clone(&acks);
             producers.push(tokio::spawn(async move {
                 let c = Client::connect(port).await.unwrap();
                 let mut acked = Vec::new();
@@ -118,7 +121,10 @@ fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
                         .request(send_v2("Crash", p % 2, body.as_bytes(), ""))
                         .await
                     {
-                        Ok(r) if r.code == response::SUCCESS => acked.push(body),
+                        Ok(r) if r.code == response::SUCCESS => {
+                            acked.push(body);
+                            acks.fetch_add(1, Ordering::Relaxed);
+                        }
                         Ok(r) => panic!("unexpected answer {} {:?}", r.code, r.remark),
                         Err(_) => break,
                     }
@@ -126,7 +132,11 @@ fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
                 acked
             }));
         }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // The kill lands under load, well after the first acknowledgements.
+        eventually(Duration::from_secs(30), "100 SEND_OKs", || async {
+            acks.load(Ordering::Relaxed) >= 100
+        })
+        .await;
         acked_before_kill(&stop, producers, &mut b).await
     });
     assert!(
@@ -141,6 +151,8 @@ fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
 
     b.restart();
     rt.block_on(async {
+        // Pulls stop at PULL_NOT_FOUND: the recovered CommitLog must be in the queues.
+        wait_dispatched(b.http_port, Duration::from_secs(20)).await;
         let c = Client::connect(b.port).await.unwrap();
         let mut stored = std::collections::HashSet::new();
         let deadline = Instant::now() + Duration::from_secs(20);

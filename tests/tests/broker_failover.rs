@@ -1,4 +1,4 @@
-//! Failover end to end (issue 8): a real nameserver and a real SYNC_MASTER + SLAVE group,
+//! Failover end to end: a real nameserver and a real SYNC_MASTER + SLAVE group,
 //! driven by the operator's own failover logic (`e2e::failover_sim`). Per round:
 //! concurrent producers send under SYNC_MASTER, the master is SIGKILLed, the machine
 //! detects, fences (deletes the dead pod), elects, promotes and repoints; the deleted pod
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use e2e::broker_harness::{decode_records, pull_queue, send_v2, with_fields};
 use e2e::failover_sim::{Driver, SimGroup, epochs};
 use e2e::nameserver::Options;
-use e2e::wait::{eventually, runtime};
+use e2e::wait::{Lazy, eventually, eventually_ok, runtime};
 use e2e::{Client, NameServer};
 use operator::admin::Admin;
 use operator::crd::{FailoverPolicy, FailoverSpec, FailoverTrigger};
@@ -88,6 +88,8 @@ fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load
                             Ok(c) => e.insert(c),
                             Err(_) => {
                                 prefer += 1;
+                                // Backoff before the next member, so a dead group is not
+                                // hammered in a tight loop.
                                 tokio::time::sleep(Duration::from_millis(20)).await;
                                 continue;
                             }
@@ -115,6 +117,7 @@ fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load
                                 at: Instant::now(),
                             };
                             acks.lock().unwrap().push(ack);
+                            // Pacing: a steady load, not a flood of the two cores.
                             tokio::time::sleep(Duration::from_millis(2)).await;
                         }
                         // Stored but not replicated: not acknowledged; stay on this master.
@@ -123,18 +126,21 @@ fn start_load(ports: Vec<u16>, round: usize, acks: Arc<Mutex<Vec<Ack>>>) -> Load
                                 || r.code == response::FLUSH_SLAVE_TIMEOUT =>
                         {
                             refused(port, r.code);
+                            // Backoff before sending again to the same master.
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                         // A slave (or fenced master) refusing writes.
                         Ok(r) => {
                             refused(port, r.code);
                             prefer += 1;
+                            // Backoff before trying the next member.
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                         Err(_) => {
                             refused(port, -1);
                             clients.remove(&port);
                             prefer += 1;
+                            // Backoff before trying the next member.
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                     }
@@ -251,8 +257,39 @@ async fn group_ready(group: &SimGroup, master: &str) {
     let c = Client::connect(group.member(master).port).await.unwrap();
     let r = c.request(send_v2(TOPIC, 0, b"hello", "")).await.unwrap();
     assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-    // Metadata sync brings the topic to the slave.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Metadata sync brings the topic to the slaves, which may be promoted later.
+    for m in group.members.iter().filter(|m| m.pod != master) {
+        let s = Client::connect(m.port).await.unwrap();
+        eventually(
+            Duration::from_secs(20),
+            "the topic on the slave",
+            || async {
+                let all = protocol::RemotingCommand::bare_request(request::GET_ALL_TOPIC_CONFIG);
+                s.request(all).await.is_ok_and(|r| {
+                    r.code == response::SUCCESS
+                        && String::from_utf8_lossy(&r.body).contains(&format!("\"{TOPIC}\""))
+                })
+            },
+        )
+        .await;
+    }
+}
+
+/// Waits until the member at `port` acknowledged `n` more messages since `since`: the
+/// load goes on under the new master for a while before it stops.
+async fn acked_since(acks: &Mutex<Vec<Ack>>, port: u16, since: Instant, n: usize) {
+    eventually(
+        Duration::from_secs(30),
+        "acknowledgements from the new master",
+        || async {
+            let acks = acks.lock().unwrap();
+            acks.iter()
+                .filter(|a| a.port == port && a.at > since)
+                .count()
+                >= n
+        },
+    )
+    .await;
 }
 
 /// Ticks the driver at rest until the master acknowledged `n` messages of this round
@@ -290,27 +327,27 @@ async fn loaded(
 /// Waits until `slave` holds the same epochs and log as `master` and is in sync.
 async fn converged(group: &SimGroup, master: &str, slave: &str) {
     let (m, s) = (group.member(master), group.member(slave));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = format!("{slave} to converge on {master}");
+    eventually_ok(Duration::from_secs(30), &what, || async {
         let (a, b) = (
             epochs(&group.admin, &m.addr()).await,
             epochs(&group.admin, &s.addr()).await,
         );
         let status = group.admin.ha_status(&m.addr()).await;
         if status.as_ref().is_ok_and(|h| h.in_sync_slave_nums == 1) && a.is_some() && a == b {
-            return;
+            return Ok(());
         }
-        if Instant::now() > deadline {
+        let slave_status = group.admin.ha_status(&s.addr()).await;
+        Err(Lazy(move || {
             let log = s.log();
             let tail = &log[log.len().saturating_sub(6000)..];
-            panic!(
-                "{slave} did not converge on {master}: epochs {a:?} vs {b:?}; master {status:?}; \
-                 slave {:?}; slave log tail:\n{tail}",
-                group.admin.ha_status(&s.addr()).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            format!(
+                "epochs {a:?} vs {b:?}; master {status:?}; slave {slave_status:?}; \
+                 slave log tail:\n{tail}"
+            )
+        }))
+    })
+    .await;
 }
 
 #[test]
@@ -368,20 +405,22 @@ fn sigkilled_master_fails_over_without_losing_acknowledged_messages() {
                     .iter()
                     .any(|a| a.port == new_m.port && a.at > killed)
             };
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while !writable(&acks) {
-                if Instant::now() > deadline {
-                    panic!(
-                        "round {round}: no SEND_OK on the new master {new} within 60 s; \
-                         refusals {:?}\ndriver log: {:?}\n--- {new} log:\n{}\n--- {old} log:\n{}",
+            let what = format!("round {round}: a SEND_OK on the new master {new}");
+            let driver_log = &driver.log[log_from..];
+            eventually_ok(Duration::from_secs(60), &what, || async {
+                if writable(&acks) {
+                    return Ok(());
+                }
+                Err(Lazy(|| {
+                    format!(
+                        "refusals {:?}\ndriver log: {driver_log:?}\n--- {new} log:\n{}\n--- {old} log:\n{}",
                         load.refusals.lock().unwrap(),
-                        &driver.log[log_from..],
                         tail(&new_m.log(), 60),
                         tail(&old_m.log(), 60),
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+                    )
+                }))
+            })
+            .await;
             let first_ok = acks
                 .lock()
                 .unwrap()
@@ -397,7 +436,7 @@ fn sigkilled_master_fails_over_without_losing_acknowledged_messages() {
                 took.as_secs_f64()
             );
             times.push(took);
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            acked_since(&acks, new_m.port, first_ok, 20).await;
             load.finish().await;
 
             // The recreated old master follows the new one: same log, same epochs.
@@ -460,7 +499,9 @@ fn switchover_fences_the_live_master_and_it_follows_the_new_one() {
             )
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let completed = Instant::now();
+        let master_port = group.member(&driver.state.master).port;
+        acked_since(&acks, master_port, completed, 20).await;
         load.finish().await;
         assert_eq!(
             driver.state.master,

@@ -1,4 +1,4 @@
-//! The randomized fault checker (issue 15): a real nameserver and a SYNC_MASTER +
+//! The randomized fault checker: a real nameserver and a SYNC_MASTER +
 //! SYNC_FLUSH group of `rmq-broker` processes driven by the operator's own failover
 //! machine (`e2e::failover_sim`), producers writing unique keys and recording each send's
 //! outcome, and a seeded random schedule of faults: SIGKILL of the master or a slave,
@@ -92,6 +92,8 @@ fn start_producers(
                             }
                             _ => {
                                 prefer += 1;
+                                // Backoff before the next member, so a dead group is not
+                                // hammered in a tight loop.
                                 tokio::time::sleep(Duration::from_millis(20)).await;
                                 continue;
                             }
@@ -132,6 +134,8 @@ fn start_producers(
                             at,
                         },
                     );
+                    // Pacing a steady load, and backing off after a refusal: how fast the
+                    // producers send is the load's shape, not a wait for anything.
                     match outcome {
                         Outcome::Acked(_) => tokio::time::sleep(Duration::from_millis(2)).await,
                         // Stored but not replicated: stay on this master.
@@ -349,8 +353,7 @@ fn random_faults_lose_no_acknowledged_message_under_sync_replication() {
 }
 
 /// ASYNC_MASTER acknowledges before a slave has the message, so a failover may lose
-/// acknowledged messages, but only ones the failover machine reported (issue 15 defect
-/// 6): each lost message was acknowledged by another broker than the one promoted at an
+/// acknowledged messages, but only ones the failover machine reported: each lost message was acknowledged by another broker than the one promoted at an
 /// epoch whose promotion announced a loss, at or beyond (within one record of) the point
 /// where that epoch starts, the bytes the promoted replica did not have. Nothing else may
 /// be lost, and nothing may be moved, duplicated, reordered or invented.

@@ -1,11 +1,12 @@
-//! A terminating broker leaves the nameservers' routes before it stops serving
-//! (issue 18, item 6: the preStop behaviour, done by the broker itself on SIGTERM because
-//! its image is `scratch` and has nothing a preStop `exec` could run).
+//! A terminating broker leaves the nameservers' routes before it stops serving (the
+//! preStop behaviour, done by the broker itself on SIGTERM because its image is
+//! `scratch` and has nothing a preStop `exec` could run).
 
 use std::time::{Duration, Instant};
 
 use e2e::broker_harness::BrokerProcess;
 use e2e::nameserver::Options;
+use e2e::wait::{Lazy, eventually, eventually_ok};
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::body::ClusterInfo;
@@ -41,22 +42,29 @@ async fn sigterm_unregisters_first_and_keeps_serving_until_the_wait_is_over() {
     .await
     .unwrap();
     let admin = Client::connect(ns.port).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !registered(&admin).await {
-        assert!(Instant::now() < deadline, "never registered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Duration::from_secs(20),
+        "the broker to register",
+        || async { registered(&admin).await },
+    )
+    .await;
 
     broker.signal_term();
     let signalled = Instant::now();
-    while registered(&admin).await {
-        assert!(
-            signalled.elapsed() < Duration::from_secs(3),
-            "still registered; log:\n{}",
-            broker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Within 3 s: out of the routes before its 4 s shutdownUnregisterWaitMs is over.
+    let log = || broker.log();
+    eventually_ok(
+        Duration::from_secs(3),
+        "the broker to unregister",
+        || async {
+            if registered(&admin).await {
+                Err(Lazy(log))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
     // Out of the routes, and still answering new connections: clients that have not
     // refreshed their routes yet lose nothing.
     let c = Client::connect(broker.port)

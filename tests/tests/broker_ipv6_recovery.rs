@@ -1,4 +1,4 @@
-//! Issue 14, defect 1, as a user met it: a broker bound to `::` takes sends from
+//! IPv6 born hosts and abnormal recovery, as a user met them: a broker bound to `::` takes sends from
 //! `[::1]` (so every record carries an IPv6 born host, which moves STORETIMESTAMP 12
 //! bytes further), is killed with SIGKILL, and must start again and serve every message.
 //! Before the fix abnormal recovery panicked on every restart.
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use e2e::Client;
 use e2e::broker_harness::{BrokerProcess, Launch, pull, send_v2};
+use e2e::metrics::wait_dispatched;
 use e2e::wait::runtime;
 use protocol::code::response;
 use protocol::message::record::records;
@@ -70,7 +71,9 @@ fn ipv6_born_hosts_survive_kill_9_and_restart() {
             let r = c.request(send_v2("V6Topic", 0, body, "")).await.unwrap();
             assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
         }
+        wait_dispatched(b.http_port, Duration::from_secs(10)).await;
         let got = pull_all(&c, "V6Topic").await;
+        assert_eq!(got.len(), sent.len());
         assert!(
             got.iter().all(|(_, v6)| *v6),
             "records carry the IPv6 born host"
@@ -86,12 +89,12 @@ fn ipv6_born_hosts_survive_kill_9_and_restart() {
     for round in 0..2 {
         b.restart();
         rt.block_on(async {
+            wait_dispatched(b.http_port, Duration::from_secs(10)).await;
             let c = Client::connect_addr(&addr).await.unwrap();
             let got = pull_all(&c, "V6Topic").await;
             let bodies: Vec<_> = got.into_iter().map(|(b, _)| b).collect();
             assert_eq!(bodies, sent, "round {round}");
         });
         b.kill9();
-        std::thread::sleep(Duration::from_millis(50));
     }
 }

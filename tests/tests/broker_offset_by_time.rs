@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use e2e::Client;
 use e2e::broker_harness::{TempBroker, pull, send_v2, with_fields};
+use e2e::wait::eventually_ok;
 use protocol::code::{request, response};
 use protocol::message::record::records;
 
@@ -33,22 +34,26 @@ async fn search(c: &Client, queue: i32, timestamp: i64) -> i64 {
 
 /// Store timestamps of the queue's messages, by pulling until all `count` are indexed.
 async fn store_times(c: &Client, count: usize) -> Vec<i64> {
-    for _ in 0..500 {
+    let what = format!("{count} messages pullable");
+    eventually_ok(Duration::from_secs(5), &what, || async {
         let r = c
             .request(pull("ByTimeGroup", TOPIC, 0, 0, 32, None, "*"))
             .await
             .expect("pull");
-        if r.code == response::SUCCESS {
-            let times: Vec<i64> = records(&r.body, true)
+        let times: Vec<i64> = if r.code == response::SUCCESS {
+            records(&r.body, true)
                 .map(|v| v.expect("well-formed record").store_timestamp())
-                .collect();
-            if times.len() == count {
-                return times;
-            }
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if times.len() == count {
+            Ok(times)
+        } else {
+            Err(format!("{times:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{count} messages never became pullable");
+    })
+    .await
 }
 
 #[test]
@@ -66,7 +71,7 @@ fn search_offset_by_timestamp_uses_the_4_9_rule() {
                 .await
                 .unwrap();
             assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-            // Store times at least 40 ms apart, so "closer" is unambiguous.
+            // Time itself: store times at least 40 ms apart, so "closer" is unambiguous.
             tokio::time::sleep(Duration::from_millis(40)).await;
         }
         let t = store_times(&c, 3).await;

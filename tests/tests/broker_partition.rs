@@ -1,4 +1,4 @@
-//! Network partition with real broker processes (issue 8): the SYNC_MASTER runs inside a
+//! Network partition with real broker processes: the SYNC_MASTER runs inside a
 //! Linux network namespace reached through a veth pair, its slave and the nameserver in
 //! the root namespace. The link is cut (no RST reaches anyone), the slave is elected the
 //! way the operator does it (the fence order cannot reach the master, the slave is
@@ -14,6 +14,8 @@
 mod inside;
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::broker_harness::{
@@ -21,7 +23,7 @@ use e2e::broker_harness::{
 };
 use e2e::nameserver::Options;
 use e2e::netns::Netns;
-use e2e::wait::{eventually, runtime};
+use e2e::wait::{Lazy, eventually, eventually_ok, runtime};
 use e2e::{Client, NameServer, ports};
 use inside::{TOPIC, ctl_consume, ctl_send, offset_of, start_inner_nameserver};
 use protocol::code::{request, response};
@@ -78,22 +80,22 @@ async fn order(c: &Client, master_addr: &str, master_id: i64, epoch: i32) {
 /// under test holds only the messages the test tracks). A role change restarts the
 /// slave's connection, and an in-sync count alone may still show the one going away.
 async fn replicating(c: &Client) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = c
-            .request(send_v2("PartWarmUp", 0, b"warm-up", ""))
-            .await
-            .unwrap();
-        if r.code == response::SUCCESS {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no slave acknowledges: {}",
-            r.code
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_ok(
+        Duration::from_secs(10),
+        "a slave to acknowledge",
+        || async {
+            let r = c
+                .request(send_v2("PartWarmUp", 0, b"warm-up", ""))
+                .await
+                .unwrap();
+            if r.code == response::SUCCESS {
+                Ok(())
+            } else {
+                Err(r.code)
+            }
+        },
+    )
+    .await;
 }
 
 /// Every body of queue 0 of the topic, in queue order.
@@ -217,16 +219,16 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
             );
             kept.push(body);
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let sent = loop {
+        // The topic's route reaches the inner nameserver with the next registration.
+        let sent = eventually_ok(Duration::from_secs(10), "rmqctl to send", || async {
             let r = ctl_send(netns.name(), inner.port, "pre-ctl").await;
             if r.exit == 0 {
-                break r;
+                Ok(r)
+            } else {
+                Err(format!("{r:?}"))
             }
-            // The topic's route reaches the inner nameserver with the next registration.
-            assert!(Instant::now() < deadline, "rmqctl never sent: {r:?}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        })
+        .await;
         assert_eq!(sent.status.as_deref(), Some("SEND_OK"), "{sent:?}");
         assert_eq!(
             view(&s, sent.offset.unwrap()).await.as_deref(),
@@ -239,12 +241,17 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
     //    sending; nobody sees a reset. Its last request hangs until its own timeout.
     let (acked, unsure, partitioned_at) = rt.block_on(async {
         let m = Client::connect_addr(&master_addr).await.unwrap();
+        let acks = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&acks);
         let producer = tokio::spawn(async move {
             let (mut acked, mut unsure) = (Vec::new(), Vec::new());
             for i in 0..100_000 {
                 let body = format!("flight{i}");
                 match tokio::time::timeout(Duration::from_secs(1), send(&m, &body)).await {
-                    Ok((response::SUCCESS, _)) => acked.push(body),
+                    Ok((response::SUCCESS, _)) => {
+                        acked.push(body);
+                        counted.fetch_add(1, Ordering::Relaxed);
+                    }
                     Ok(_) => unsure.push(body),
                     Err(_) => {
                         unsure.push(body);
@@ -254,7 +261,13 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
             }
             (acked, unsure)
         });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The cut lands in the middle of a flow of acknowledged sends.
+        eventually(
+            Duration::from_secs(10),
+            "SEND_OKs before the cut",
+            || async { acks.load(Ordering::Relaxed) >= 20 },
+        )
+        .await;
         netns.partition().expect("cut the link");
         let partitioned_at = Instant::now();
         let (acked, unsure) = producer.await.unwrap();
@@ -344,6 +357,8 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
     //    follow or acknowledge it, so it still cannot answer SEND_OK.
     netns.heal().expect("heal the link");
     rt.block_on(async {
+        // Time itself: longer than the HA client's 1 s reconnect period, so a promoted
+        // slave that still followed the old master would be connected again by now.
         tokio::time::sleep(Duration::from_millis(1200)).await;
         let r = ctl_send(netns.name(), inner.port, "healed-undemoted").await;
         assert_eq!(r.exit, 0, "rmqctl inside the namespace: {}", r.stderr);
@@ -362,20 +377,25 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
         let r = s.request(role_change(&master_addr, 0, 1)).await.unwrap();
         assert_ne!(r.code, response::SUCCESS, "stale epoch 1 accepted");
         order(&m, &slave_addr, 1, 2).await;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let (a, b) = (ha_status(&m).await, ha_status(&s).await);
-            if a["maxOffset"] == b["maxOffset"] && b["inSyncSlaveNums"] == 1 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the old master did not converge:\n{a}\n{b}\nold master log:\n{}\nnew master log:\n{}",
-                tail(&master.log()),
-                tail(&slave.log())
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let (old, new) = (&master, &slave);
+        eventually_ok(
+            Duration::from_secs(15),
+            "the old master to converge",
+            || async {
+                let (a, b) = (ha_status(&m).await, ha_status(&s).await);
+                if a["maxOffset"] == b["maxOffset"] && b["inSyncSlaveNums"] == 1 {
+                    return Ok(());
+                }
+                Err(Lazy(move || {
+                    format!(
+                        "\n{a}\n{b}\nold master log:\n{}\nnew master log:\n{}",
+                        tail(&old.log()),
+                        tail(&new.log())
+                    )
+                }))
+            },
+        )
+        .await;
         let st = ha_status(&m).await;
         assert_eq!(
             (st["role"].as_str(), st["epoch"].as_i64()),
@@ -403,14 +423,19 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
 
         // 6. Every kept message exactly once on the new master, none of the isolated
         //    ones; the old master now holds the very same queue.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let bodies = loop {
-            let bodies = queue_bodies(&s).await;
-            if bodies.len() >= kept.len() || Instant::now() > deadline {
-                break bodies;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let bodies = eventually_ok(
+            Duration::from_secs(10),
+            "every kept message in the queue",
+            || async {
+                let bodies = queue_bodies(&s).await;
+                if bodies.len() >= kept.len() {
+                    Ok(bodies)
+                } else {
+                    Err(format!("{bodies:?}"))
+                }
+            },
+        )
+        .await;
         let seen = counts(&bodies);
         for body in &kept {
             assert_eq!(seen.get(body.as_str()), Some(&1), "{body} in {bodies:?}");
@@ -419,7 +444,10 @@ fn isolated_master_cannot_acknowledge_after_the_slave_is_elected() {
             assert!(!seen.contains_key(body.as_str()), "{body} in {bodies:?}");
         }
         for body in &read_while_isolated {
-            assert!(seen.contains_key(body.as_str()), "{body} was read, then lost");
+            assert!(
+                seen.contains_key(body.as_str()),
+                "{body} was read, then lost"
+            );
         }
         // Unacknowledged sends of the cut may or may not have reached the slave: at most
         // once, and nothing else is there.

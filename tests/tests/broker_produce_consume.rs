@@ -5,10 +5,11 @@
 use std::time::{Duration, Instant};
 
 use e2e::broker_harness::{
-    TempBroker, decode_records, properties, property, pull, send_v2, with_fields,
+    TempBroker, decode_records, parked_pulls, properties, property, pull, send_v2, with_fields,
 };
+use e2e::metrics::wait_dispatched;
 use e2e::nameserver::Options;
-use e2e::wait::runtime;
+use e2e::wait::{eventually, eventually_ok, runtime};
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
@@ -45,24 +46,14 @@ fn send_then_pull_round_trip_with_tags_keys_and_lookups() {
         assert_eq!(r.code, response::SUCCESS);
         assert_eq!(r.ext_fields.get("queueOffset"), Some("1"));
 
-        // Dispatch is asynchronous: wait until both are in the ConsumeQueue.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let all = loop {
-            let r = c
-                .request(pull("G1", "RoundTrip", 0, 0, 32, None, "*"))
-                .await
-                .unwrap();
-            if r.code == response::SUCCESS && decode_records(&r.body).len() == 2 {
-                break r;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "messages not pullable: {} {:?}",
-                r.code,
-                r.remark
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        // Dispatch is asynchronous: wait until both are in the ConsumeQueue and the index.
+        wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
+        let all = c
+            .request(pull("G1", "RoundTrip", 0, 0, 32, None, "*"))
+            .await
+            .unwrap();
+        assert_eq!(all.code, response::SUCCESS, "{:?}", all.remark);
+        assert_eq!(decode_records(&all.body).len(), 2);
         assert_eq!(all.ext_fields.get("nextBeginOffset"), Some("2"));
         assert_eq!(all.ext_fields.get("minOffset"), Some("0"));
         assert_eq!(all.ext_fields.get("maxOffset"), Some("2"));
@@ -127,55 +118,40 @@ fn send_then_pull_round_trip_with_tags_keys_and_lookups() {
         let r = c.request(view).await.unwrap();
         assert_eq!(r.code, response::SUCCESS);
         assert_eq!(decode_records(&r.body)[0].body, b"hello");
-        // QUERY_MESSAGE by business key (index dispatch is asynchronous too).
-        let query = || {
-            with_fields(
-                request::QUERY_MESSAGE,
-                &[
-                    ("topic", "RoundTrip".to_owned()),
-                    ("key", "order-2".to_owned()),
-                    ("maxNum", "32".to_owned()),
-                    ("beginTimestamp", "0".to_owned()),
-                    ("endTimestamp", i64::MAX.to_string()),
-                ],
-            )
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = c.request(query()).await.unwrap();
-            if r.code == response::SUCCESS {
-                let found = decode_records(&r.body);
-                assert_eq!(found.len(), 1);
-                assert_eq!(found[0].body, b"hello");
-                break;
-            }
-            assert_eq!(r.code, response::QUERY_NOT_FOUND);
-            assert!(Instant::now() < deadline, "key never indexed");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // QUERY_MESSAGE by business key (indexed by the dispatch waited for above).
+        let query = with_fields(
+            request::QUERY_MESSAGE,
+            &[
+                ("topic", "RoundTrip".to_owned()),
+                ("key", "order-2".to_owned()),
+                ("maxNum", "32".to_owned()),
+                ("beginTimestamp", "0".to_owned()),
+                ("endTimestamp", i64::MAX.to_string()),
+            ],
+        );
+        let r = c.request(query).await.unwrap();
+        assert_eq!(r.code, response::SUCCESS, "key indexed: {:?}", r.remark);
+        let found = decode_records(&r.body);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].body, b"hello");
 
         // The auto-created topic reached the nameserver (re-registration on change).
         let ns_client = Client::connect(ns.port).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        let text = eventually_ok(Duration::from_secs(10), "the route registered", || async {
             let route = with_fields(
                 request::GET_ROUTEINFO_BY_TOPIC,
                 &[("topic", "RoundTrip".to_owned())],
             );
             let r = ns_client.request(route).await.unwrap();
             if r.code == response::SUCCESS {
-                let text = String::from_utf8_lossy(&r.body);
-                assert!(text.contains(&b.broker.addr()), "{text}");
-                assert!(text.contains("\"writeQueueNums\":4"), "{text}");
-                break;
+                Ok(String::from_utf8_lossy(&r.body).into_owned())
+            } else {
+                Err(format!("{} {:?}", r.code, r.remark))
             }
-            assert!(
-                Instant::now() < deadline,
-                "route never registered: {:?}",
-                r.remark
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
+        assert!(text.contains(&b.broker.addr()), "{text}");
+        assert!(text.contains("\"writeQueueNums\":4"), "{text}");
     });
 }
 
@@ -202,30 +178,20 @@ fn batch_send_stores_every_message() {
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
         assert_eq!(r.ext_fields.get("msgId").unwrap().split(',').count(), 3);
         assert_eq!(r.ext_fields.get("queueOffset"), Some("0"));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = c
-                .request(pull("G", "BatchTopic", 1, 0, 32, None, "*"))
-                .await
-                .unwrap();
-            let got = if r.code == response::SUCCESS {
-                decode_records(&r.body)
-            } else {
-                Vec::new()
-            };
-            if got.len() == 3 {
-                let bodies: Vec<_> = got
-                    .iter()
-                    .map(|m| String::from_utf8_lossy(&m.body).into_owned())
-                    .collect();
-                assert_eq!(bodies, ["m0", "m1", "m2"]);
-                assert_eq!(property(&got[2].properties, "UNIQ_KEY"), Some("ID2"));
-                assert_eq!(property(&got[2].properties, "CLUSTER"), Some("TestCluster"));
-                break;
-            }
-            assert!(Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
+        let r = c
+            .request(pull("G", "BatchTopic", 1, 0, 32, None, "*"))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let got = decode_records(&r.body);
+        let bodies: Vec<_> = got
+            .iter()
+            .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+            .collect();
+        assert_eq!(bodies, ["m0", "m1", "m2"]);
+        assert_eq!(property(&got[2].properties, "UNIQ_KEY"), Some("ID2"));
+        assert_eq!(property(&got[2].properties, "CLUSTER"), Some("TestCluster"));
         // The pulled messages count toward the group's consume rate of the last minute.
         let r = c
             .request(with_fields(
@@ -266,17 +232,7 @@ fn long_polling_pull_wakes_on_new_message_and_times_out_otherwise() {
             .await
             .unwrap();
         assert_eq!(r.code, response::SUCCESS);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while c
-            .request(pull("LP", "LongPoll", 0, 0, 1, None, "*"))
-            .await
-            .unwrap()
-            .code
-            != response::SUCCESS
-        {
-            assert!(Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
 
         // A parked pull with a 1 s hold and nothing arriving answers PULL_NOT_FOUND after it.
         let started = Instant::now();
@@ -297,8 +253,11 @@ fn long_polling_pull_wakes_on_new_message_and_times_out_otherwise() {
         let parked_all = c.request(pull("LP", "LongPoll", 0, 1, 32, Some(8_000), "*"));
         let parked_a = c2.request(pull("LP2", "LongPoll", 0, 1, 32, Some(8_000), "A"));
         let sender = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
             let p = Client::connect(b.broker.port).await.unwrap();
+            eventually(Duration::from_secs(10), "both pulls to park", || async {
+                parked_pulls(&p).await == 2
+            })
+            .await;
             let r = p
                 .request(send_v2(
                     "LongPoll",
@@ -309,7 +268,9 @@ fn long_polling_pull_wakes_on_new_message_and_times_out_otherwise() {
                 .await
                 .unwrap();
             assert_eq!(r.code, response::SUCCESS);
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // Dispatched, its arrival has woken the `*` pull and left the TagA one parked.
+            wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
+            assert_eq!(parked_pulls(&p).await, 1, "other-tag woke the TagA pull");
             let r = p
                 .request(send_v2(
                     "LongPoll",
@@ -366,15 +327,11 @@ fn heartbeat_consumer_list_and_offsets() {
         assert!(String::from_utf8_lossy(&r.body).contains("e2e-2"));
         // Closing the connection removes the member.
         c2.close().await;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
+        eventually(Duration::from_secs(5), "the closed member to go", || async {
             let r = c.request(list.clone()).await.unwrap();
-            if !String::from_utf8_lossy(&r.body).contains("e2e-2") {
-                break;
-            }
-            assert!(Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            !String::from_utf8_lossy(&r.body).contains("e2e-2")
+        })
+        .await;
 
         // Offsets: a new group on an empty queue starts at 0; commits are read back. (An
         // offset is kept only for a queue that exists.)

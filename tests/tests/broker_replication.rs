@@ -7,10 +7,10 @@
 use std::time::{Duration, Instant};
 
 use e2e::broker_harness::{
-    BrokerProcess, decode_records, ha_status, pull, send_v2, view, with_fields,
+    BrokerProcess, decode_records, ha_status, parked_pulls, pull, send_v2, view, with_fields,
 };
 use e2e::nameserver::Options;
-use e2e::wait::{eventually, runtime};
+use e2e::wait::{eventually, eventually_ok, runtime};
 use e2e::{Client, NameServer, ports};
 use protocol::code::{request, response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -317,8 +317,8 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
         );
         assert!(started.elapsed() >= Duration::from_millis(1400));
 
-        // An ack beyond what the master streamed to it (RocketMQ #1155/#3015) drops the
-        // connection and acknowledges nothing.
+        // An ack beyond what the master streamed to it (4.9's HAConnection takes such a
+        // report at its word) drops the connection and acknowledges nothing.
         let max = ha_status(&m).await["maxOffset"].as_i64().unwrap();
         stalled.report(max + 1_000_000).await;
         assert!(stalled.dropped_within(Duration::from_secs(3)).await);
@@ -348,7 +348,7 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
     });
 }
 
-/// Issue 15 defects 3 and 4: a connected slave's reports count only for bytes it proved
+/// A connected slave's reports count only for bytes it proved
 /// or was streamed on that connection. A slave proving a short prefix and then claiming
 /// the master's whole log (within its max offset, which was all 4.9 and the old check
 /// looked at) is dropped; a proof of bytes the master does not have is refused.
@@ -457,15 +457,14 @@ fn role_changes_carry_epochs_and_a_former_master_loses_its_divergent_tail() {
         // b stops; a keeps writing a tail nobody else has (SLAVE_NOT_AVAILABLE, stored).
         drop(cb);
         b.broker.terminate();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let first_divergent = loop {
-            let (code, id) = send(&ca, "E", "divergent").await;
-            if code == response::SLAVE_NOT_AVAILABLE {
-                break id.map(|i| offset_of(&i));
-            }
-            assert!(Instant::now() < deadline, "a did not notice b is gone");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let first_divergent =
+            eventually_ok(Duration::from_secs(10), "a to notice b is gone", || async {
+                match send(&ca, "E", "divergent").await {
+                    (response::SLAVE_NOT_AVAILABLE, id) => Ok(id.map(|i| offset_of(&i))),
+                    (code, _) => Err(code),
+                }
+            })
+            .await;
         for _ in 0..5 {
             send(&ca, "E", "divergent").await;
         }
@@ -703,7 +702,10 @@ fn held_pulls_follow_the_confirm_offset() {
         .await;
         assert_eq!(send(&m, "Lp", "first").await.0, response::SUCCESS);
         let parked = tokio::spawn(pull_until_found(port, "Lp", 1, 20_000));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        eventually(Duration::from_secs(10), "the pull to park", || async {
+            parked_pulls(&m).await == 1
+        })
+        .await;
         assert_eq!(send(&m, "Lp", "second").await.0, response::SUCCESS);
         let body = tokio::time::timeout(Duration::from_secs(10), parked)
             .await
@@ -715,18 +717,18 @@ fn held_pulls_follow_the_confirm_offset() {
     let unconfirmed = rt.block_on(async {
         let m = Client::connect(port).await.unwrap();
         // Stored but not replicated: SLAVE_NOT_AVAILABLE once the master saw the slave go.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let offset: i64 = loop {
+        let offset: i64 = eventually_ok(Duration::from_secs(10), "SLAVE_NOT_AVAILABLE", || async {
             let r = m
                 .request(send_v2("Lp", 0, b"unconfirmed", ""))
                 .await
                 .unwrap();
             if r.code == response::SLAVE_NOT_AVAILABLE {
-                break r.ext_fields.get("queueOffset").unwrap().parse().unwrap();
+                Ok(r.ext_fields.get("queueOffset").unwrap().parse().unwrap())
+            } else {
+                Err(r.code)
             }
-            assert!(Instant::now() < deadline, "never SLAVE_NOT_AVAILABLE");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        })
+        .await;
         let asked = Instant::now();
         let r = m
             .request(pull("G_LP", "Lp", 0, offset, 32, Some(1000), "*"))

@@ -12,11 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use e2e::metrics::{wait_delays_delivered, wait_dispatched};
+use e2e::wait::eventually_ok;
 use rocketmq_client_rust::{ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, MQPushConsumer};
 use rocketmq_model::common::message::message_ext::MessageExt;
 use support::{
-    Cluster, body_of, eventually, msg, producer, prop, pull_all, pull_consumer, push_consumer,
-    runtime, within,
+    Cluster, assigned, body_of, eventually, msg, producer, prop, pull_all, pull_consumer,
+    push_consumer, runtime, within,
 };
 
 /// Every level 1 s: the retry levels (3 + reconsumeTimes) then take a second each.
@@ -71,7 +73,13 @@ fn failed_messages_are_retried_through_the_retry_topic_then_dead_lettered() {
         within("consumer start", Duration::from_secs(30), consumer.start())
             .await
             .expect("consumer start");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        eventually(
+            "the consumer to own the queues",
+            Duration::from_secs(30),
+            || assigned("retry-consumer", topic).len() == 4,
+            || cluster.logs(),
+        )
+        .await;
         for body in ["flaky", "poison", "fine"] {
             producer
                 .send_with_timeout(msg(topic, "TagR", body.as_bytes()), 5_000)
@@ -107,14 +115,15 @@ fn failed_messages_are_retried_through_the_retry_topic_then_dead_lettered() {
         // The poison message lands in the DLQ once, readable with a pull consumer.
         let reader = pull_consumer(&namesrv, "dlq-reader").await;
         let dlq = format!("%DLQ%{group}");
-        let mut dead = Vec::new();
-        for _ in 0..100 {
-            dead = pull_all(&reader, &dlq).await;
-            if !dead.is_empty() {
-                break;
+        let dead = eventually_ok(Duration::from_secs(10), &dlq, || async {
+            let dead = pull_all(&reader, &dlq).await;
+            if dead.is_empty() {
+                Err("nothing")
+            } else {
+                Ok(dead)
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
         assert_eq!(dead.len(), 1, "one message in {dlq}\n{}", cluster.logs());
         let m = &dead[0];
         assert_eq!(body_of(m), "poison");
@@ -129,8 +138,15 @@ fn failed_messages_are_retried_through_the_retry_topic_then_dead_lettered() {
         bodies.sort();
         assert_eq!(bodies, ["flaky", "poison", "poison"]);
 
-        // No more attempts after the DLQ.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // No more attempts after the DLQ: nothing waits in the schedule queues, and the
+        // consumer has taken everything in its topics, so a further attempt would be seen.
+        let http_port = cluster.broker.http_port;
+        wait_delays_delivered(http_port, Duration::from_secs(15)).await;
+        wait_dispatched(http_port, Duration::from_secs(10)).await;
+        let retry = format!("%RETRY%{group}");
+        cluster
+            .wait_consumed_to_the_end(group, &[topic, &retry])
+            .await;
         assert_eq!(seen.lock().expect("seen lock")["poison"].len(), 3);
 
         let metrics = cluster.metrics().await;

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use e2e::metrics::wait_dispatched;
 use rocketmq_client_rust::{
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeOrderlyContext,
     ConsumeOrderlyStatus, MQPushConsumer,
@@ -22,8 +23,8 @@ use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::result::SendStatus;
 use support::{
-    Cluster, body_bytes, body_of, client_runtime, eventually, msg, producer, prop, push_consumer,
-    runtime, within,
+    Cluster, assigned, body_bytes, body_of, client_runtime, eventually, msg, producer, prop,
+    push_consumer, runtime, shared_out, within,
 };
 
 fn now_millis() -> u64 {
@@ -133,24 +134,22 @@ fn producer_flavours_pull_consumer_and_lookups() {
             assert_eq!(r.message_queue.as_ref().map(|q| q.queue_id()), Some(1));
         }
 
-        // Lookups: query by key (through the index) and view by offset msgId.
+        // Lookups: query by key (through the index, once dispatch has built it) and view
+        // by offset msgId.
+        wait_dispatched(cluster.broker.http_port, Duration::from_secs(10)).await;
         let mut admin = producer;
-        let mut found = false;
-        for _ in 0..50 {
-            let result = admin
-                .query_message(topic, "order-42", 32, 0, now_millis() + 60_000)
-                .await;
-            if let Ok(r) = result
-                && r.message_list()
-                    .iter()
-                    .any(|m| body_bytes(m) == b"keyed message")
-            {
-                found = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(found, "query by key found the message\n{}", cluster.logs());
+        let result = admin
+            .query_message(topic, "order-42", 32, 0, now_millis() + 60_000)
+            .await
+            .unwrap_or_else(|e| panic!("query by key: {e:?}\n{}", cluster.logs()));
+        assert!(
+            result
+                .message_list()
+                .iter()
+                .any(|m| body_bytes(m) == b"keyed message"),
+            "query by key found the message\n{}",
+            cluster.logs()
+        );
         let viewed = admin
             .view_message(topic, &offset_id)
             .await
@@ -290,8 +289,18 @@ fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
                 .expect("push consumer start");
             consumers.push(c);
         }
-        // Let both members rebalance (NOTIFY_CONSUMER_IDS_CHANGED makes it prompt).
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Both members rebalanced (NOTIFY_CONSUMER_IDS_CHANGED makes it prompt): each
+        // owns some of the four queues before anything is sent.
+        eventually(
+            "both members to own queues",
+            Duration::from_secs(30),
+            || shared_out(topic, &["member-a", "member-b"], 4),
+            || {
+                let owners = ["member-a", "member-b"].map(|i| assigned(i, topic));
+                format!("{owners:?}\n{}", cluster.logs())
+            },
+        )
+        .await;
 
         let mut want = HashSet::new();
         for i in 0..48 {
@@ -367,7 +376,8 @@ fn push_consumers_share_queues_filter_tags_and_resume_after_broker_restart() {
             || cluster.logs(),
         )
         .await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Every queue consumed to its end: a re-read of older messages would be in too.
+        cluster.wait_consumed_to_the_end(group, &[topic]).await;
         assert_eq!(
             *later.lock().expect("later lock"),
             vec!["after".to_owned()],
@@ -420,7 +430,13 @@ fn orderly_consumer_receives_each_queue_in_send_order() {
             .await
             .expect("start");
         assert!(c.is_consume_orderly());
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        eventually(
+            "the orderly consumer to own the queues",
+            Duration::from_secs(30),
+            || assigned("orderly", topic).len() == 4,
+            || cluster.logs(),
+        )
+        .await;
 
         let orders = ["order-a", "order-b", "order-c"];
         for seq in 0..20u32 {

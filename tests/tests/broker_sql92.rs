@@ -3,11 +3,14 @@
 //! pulls that return only matching messages (and skip past non-matching ones), and long
 //! polling that wakes a parked SQL92 pull only for a matching message.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::Client;
-use e2e::broker_harness::{TempBroker, decode_records, properties, property, pull, send_v2};
-use e2e::wait::runtime;
+use e2e::broker_harness::{
+    TempBroker, decode_records, parked_pulls, properties, property, pull, send_v2,
+};
+use e2e::metrics::wait_dispatched;
+use e2e::wait::{eventually, runtime};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 
@@ -49,26 +52,26 @@ async fn send(c: &Client, topic: &str, body: &str, props: &[(&str, &str)]) {
     assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
 }
 
-/// Pulls `sql` from offset 0 until the queue's end, following nextBeginOffset; returns
-/// the bodies delivered and how many pulls it took.
-async fn pull_all(c: &Client, topic: &str, sql: &str, expected_end: i64) -> Vec<String> {
+/// Pulls `sql` from offset 0 until the queue's end, following nextBeginOffset, once the
+/// broker (`http_port`) has dispatched everything sent; returns the bodies delivered.
+async fn pull_all(
+    http_port: u16,
+    c: &Client,
+    topic: &str,
+    sql: &str,
+    expected_end: i64,
+) -> Vec<String> {
+    wait_dispatched(http_port, Duration::from_secs(10)).await;
     let mut offset = 0;
     let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
     while offset < expected_end {
-        assert!(Instant::now() < deadline, "stuck at {offset}: {out:?}");
         let r = c
             .request(pull_sql(topic, offset, 4, None, sql))
             .await
             .unwrap();
         match r.code {
             response::SUCCESS | response::PULL_RETRY_IMMEDIATELY => {}
-            response::PULL_NOT_FOUND => {
-                // Not dispatched yet.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-            other => panic!("pull answered {other}: {:?}", r.remark),
+            other => panic!("pull at {offset} answered {other}: {:?}; {out:?}", r.remark),
         }
         for m in decode_records(&r.body) {
             out.push(String::from_utf8(m.body).unwrap());
@@ -171,13 +174,20 @@ fn pulls_return_only_matching_messages() {
             &[("TAGS", "x"), ("a", "abc")],
         )
         .await;
-        let got = pull_all(&c, "SqlTopic", "a >= 30 AND TAGS = 'x' OR a IN ('3')", 42).await;
+        let got = pull_all(
+            b.broker.http_port,
+            &c,
+            "SqlTopic",
+            "a >= 30 AND TAGS = 'x' OR a IN ('3')",
+            42,
+        )
+        .await;
         let want: Vec<String> = ["m3", "m30", "m32", "m34", "m36", "m38"]
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
         assert_eq!(got, want);
-        let got = pull_all(&c, "SqlTopic", "a IS NULL", 42).await;
+        let got = pull_all(b.broker.http_port, &c, "SqlTopic", "a IS NULL", 42).await;
         assert_eq!(got, vec!["no-a".to_owned()]);
         let r = c
             .request(pull_sql("SqlTopic", 0, 32, None, "TAGS = 'x'"))
@@ -197,7 +207,7 @@ fn long_polling_wakes_sql92_pulls_only_for_matching_messages() {
     runtime().block_on(async {
         let c = Client::connect(b.broker.port).await.unwrap();
         send(&c, "SqlHold", "first", &[("a", "0")]).await;
-        let end = pull_all(&c, "SqlHold", "a = 0", 1).await;
+        let end = pull_all(b.broker.http_port, &c, "SqlHold", "a = 0", 1).await;
         assert_eq!(end, vec!["first".to_owned()]);
         let parked = {
             let c2 = Client::connect(b.broker.port).await.unwrap();
@@ -208,10 +218,19 @@ fn long_polling_wakes_sql92_pulls_only_for_matching_messages() {
                 (r, c2)
             })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        // Had this woken the pull, it would answer PULL_RETRY_IMMEDIATELY at once.
+        eventually(Duration::from_secs(10), "the pull to park", || async {
+            parked_pulls(&c).await == 1
+        })
+        .await;
+        // Had this woken the pull, it would answer PULL_RETRY_IMMEDIATELY at once. Once
+        // it is dispatched its arrival has been offered to the parked pull.
         send(&c, "SqlHold", "skip", &[("a", "1")]).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
+        assert_eq!(
+            parked_pulls(&c).await,
+            1,
+            "a non-matching message woke the pull"
+        );
         send(&c, "SqlHold", "wanted", &[("a", "7")]).await;
         let (r, _c2) = parked.await.unwrap();
         let r = r.unwrap();

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use e2e::broker_harness::{properties, send_v2};
+use e2e::metrics::{wait_delays_delivered, wait_dispatched};
 use rocketmq_client_rust::{
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, MQPushConsumer, MessageSelector,
 };
@@ -72,6 +73,37 @@ async fn start_consumer(
 
 fn delivered(seen: &Seen) -> Vec<String> {
     seen.lock().expect("seen lock").clone()
+}
+
+/// Waits until nothing is left for the group to receive, so that a message that should
+/// not have been delivered would be in `seen` by now. A matching `end-<round>-<queue>`
+/// message goes to each of the topic's queues (and into `want`): a parked SQL92 pull is
+/// woken by a matching message only, so a queue ending in non-matching ones would be
+/// read to its end only when the pull's hold runs out. Then: no retry waits in the
+/// schedule queues, everything is dispatched, and the consumer has taken the topic and
+/// its retry topic to the end.
+async fn settled(cluster: &Cluster, round: &str, want: &mut BTreeSet<String>) {
+    let raw = e2e::Client::connect(cluster.broker.port)
+        .await
+        .expect("connect");
+    let props = properties(&[("a", "9"), ("color", "red")]);
+    for queue in 0..4 {
+        let body = format!("end-{round}-{queue}");
+        let r = raw
+            .request(send_v2(TOPIC, queue, body.as_bytes(), &props))
+            .await
+            .expect("end send");
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        want.insert(body);
+    }
+    raw.close().await;
+    let http_port = cluster.broker.http_port;
+    wait_delays_delivered(http_port, Duration::from_secs(30)).await;
+    wait_dispatched(http_port, Duration::from_secs(10)).await;
+    let retry = format!("%RETRY%{GROUP}");
+    cluster
+        .wait_consumed_to_the_end(GROUP, &[TOPIC, &retry])
+        .await;
 }
 
 #[test]
@@ -136,7 +168,7 @@ fn sql92_push_consumer_gets_only_matching_messages_across_restart_and_retry() {
             || format!("{:?}\n{}", delivered(&seen), cluster.logs()),
         )
         .await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        settled(&cluster, "before", &mut want).await;
         let got: BTreeSet<String> = delivered(&seen).into_iter().collect();
         assert_eq!(got, want, "only matching messages\n{}", cluster.logs());
         within("consumer shutdown", Duration::from_secs(30), c.shutdown()).await;
@@ -172,7 +204,7 @@ fn sql92_push_consumer_gets_only_matching_messages_across_restart_and_retry() {
             || format!("{:?}\n{}", delivered(&seen), cluster.logs()),
         )
         .await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        settled(&cluster, "after", &mut want).await;
         let got: BTreeSet<String> = delivered(&seen).into_iter().collect();
         assert_eq!(
             got,

@@ -12,10 +12,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::broker_harness;
 use e2e::client::Client;
+use e2e::metrics::{wait_check_rounds, wait_dispatched};
+use e2e::wait::{Lazy, eventually, eventually_ok};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
 use protocol::message::record::records;
@@ -223,19 +225,25 @@ async fn wait_delivered(
     limit: Duration,
     log: impl Fn() -> String,
 ) {
-    let deadline = Instant::now() + limit;
-    loop {
+    let what = format!("{want:?} delivered to {topic}");
+    let log = &log;
+    eventually_ok(limit, &what, || async {
         let c = counts(&delivered(port, topic).await);
         if want.iter().all(|w| c.contains_key(*w)) {
-            return;
+            Ok(())
+        } else {
+            Err(Lazy(move || format!("{c:?}\n{}", log())))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{want:?} not all delivered to {topic}: {c:?}\n{}",
-            log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
+}
+
+/// Waits until the checker has run two more rounds (one entirely after this call) and
+/// the broker has dispatched everything it stored: a half message the checker wrongly
+/// checked again, or a decision stored twice, would be pullable by then.
+async fn settled(http_port: u16) {
+    wait_check_rounds(http_port, 2, Duration::from_secs(20)).await;
+    wait_dispatched(http_port, Duration::from_secs(10)).await;
 }
 
 fn assert_exactly(messages: &[Delivered], want: &[&str]) {
@@ -271,7 +279,7 @@ fn commit_delivers_once_and_rollback_never() {
         let want = ["commit-0", "commit-1", "commit-2"];
         wait_delivered(port, "TxCommit", &want, Duration::from_secs(10), log).await;
         // Two more checker rounds: nothing else may appear.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        settled(cluster.broker.http_port).await;
         let got = delivered(port, "TxCommit").await;
         assert_exactly(&got, &want);
         // Each committed copy points at its own half message (the first may sit at 0).
@@ -348,7 +356,7 @@ fn commit_delivers_once_and_rollback_never() {
         let mut want_all = want.to_vec();
         want_all.push("raw-twice");
         wait_delivered(port, "TxCommit", &want_all, Duration::from_secs(10), log).await;
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        settled(cluster.broker.http_port).await;
         assert_exactly(&delivered(port, "TxCommit").await, &want_all);
     });
 }
@@ -384,7 +392,7 @@ fn unknown_then_check_back_commit_is_delivered_once() {
         )
         .await;
         assert!(checks.load(Ordering::SeqCst) >= 1);
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        settled(cluster.broker.http_port).await;
         assert_exactly(&delivered(port, "TxUnknown").await, &["commit-u"]);
         assert!(metric(cluster.broker.http_port, "rocketmq_transaction_check_backs").await >= 2.0);
         p.shutdown().await;
@@ -434,7 +442,7 @@ fn restarted_producer_decides_from_its_database() {
             checks.load(Ordering::SeqCst) >= 1,
             "the new instance was not asked"
         );
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        settled(cluster.broker.http_port).await;
         assert_exactly(
             &delivered(port, "TxRestart").await,
             &["commit-r", "commit-warmup"],
@@ -463,14 +471,12 @@ fn broker_killed_between_half_and_commit_check_decides_after_restart() {
         send(&first, "TxKill", "commit-k").await;
         send(&first, "TxKill", "rollback-k").await;
         // Let the checker copy the half messages at least once before the kill.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while first_checks.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(
-            first_checks.load(Ordering::SeqCst) >= 2,
-            "no check-back before the kill"
-        );
+        eventually(
+            Duration::from_secs(10),
+            "a check-back of both halves before the kill",
+            || async { first_checks.load(Ordering::SeqCst) >= 2 },
+        )
+        .await;
         cluster.broker.kill9();
         first.shutdown().await;
         assert!(delivered_after_restart_is_empty(&mut cluster).await);
@@ -487,7 +493,7 @@ fn broker_killed_between_half_and_commit_check_decides_after_restart() {
             log,
         )
         .await;
-        tokio::time::sleep(Duration::from_millis(3000)).await;
+        settled(cluster.broker.http_port).await;
         assert_exactly(
             &delivered(port, "TxKill").await,
             &["commit-k", "commit-warmup"],

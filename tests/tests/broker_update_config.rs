@@ -2,11 +2,11 @@
 //! path or command key is refused and changes nothing (CVE-2023-33246), and a
 //! brokerPermission change takes effect on sends and on the route the nameserver serves.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::broker_harness::{TempBroker, send_v2, with_fields};
 use e2e::nameserver::Options;
-use e2e::wait::runtime;
+use e2e::wait::{eventually_ok, runtime};
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
@@ -26,8 +26,8 @@ async fn config_text(c: &Client) -> String {
 
 /// The perm the nameserver's route for `topic` carries, once it is `want`.
 async fn wait_route_perm(ns: &Client, topic: &str, want: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let what = format!("the route of {topic} to get perm {want}");
+    eventually_ok(Duration::from_secs(10), &what, || async {
         let r = ns
             .request(with_fields(
                 request::GET_ROUTEINFO_BY_TOPIC,
@@ -37,14 +37,12 @@ async fn wait_route_perm(ns: &Client, topic: &str, want: i32) {
             .expect("route");
         let body = String::from_utf8_lossy(&r.body).into_owned();
         if r.code == response::SUCCESS && body.contains(&format!("\"perm\":{want}")) {
-            return;
+            Ok(())
+        } else {
+            Err(body)
         }
-        assert!(
-            Instant::now() < deadline,
-            "route of {topic} never got perm {want}: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 }
 
 #[test]

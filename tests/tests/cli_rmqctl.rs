@@ -3,11 +3,13 @@
 //! group, refused config key, unreachable nameserver) and their exit codes
 //! (0 ok, 1 refused / not found, 2 bad command line, 3 unreachable).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::broker_harness::{TempBroker, with_fields};
 use e2e::cli::{CliOutput, rmqctl_json, run};
+use e2e::metrics::wait_dispatched;
 use e2e::nameserver::Options;
+use e2e::wait::{eventually_ok_sync, eventually_sync};
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
@@ -24,22 +26,19 @@ impl Cluster {
         let ns = NameServer::start(Options::default());
         let broker = TempBroker::start(Some(ns.port), &[]);
         let c = Self { ns, broker };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
+        eventually_ok_sync(Duration::from_secs(15), "the broker to register", || {
             let out = c.ctl(&["cluster", "list"]);
-            if out.code == 0
+            let registered = out.code == 0
                 && out.json()["brokers"]
                     .as_array()
-                    .is_some_and(|b| !b.is_empty())
-            {
-                return c;
+                    .is_some_and(|b| !b.is_empty());
+            if registered {
+                Ok(())
+            } else {
+                Err(format!("{out:?}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "broker never registered: {out:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        });
+        c
     }
 
     fn ctl(&self, args: &[&str]) -> CliOutput {
@@ -209,19 +208,14 @@ fn group_and_consumer_family() {
     });
     // The three sends are stored; the ConsumeQueue shows them once reput has dispatched
     // them, which under load can trail the SEND_OK by a moment.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let progress = loop {
-        let progress = c
-            .ctl(&["consumer", "progress", "-g", "CliGroup", "-t", "LagTopic"])
-            .ok()
-            .json();
-        if progress["queues"][0]["brokerOffset"].as_i64() == Some(3)
-            || std::time::Instant::now() > deadline
-        {
-            break progress;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    rt.block_on(wait_dispatched(
+        c.broker.broker.http_port,
+        Duration::from_secs(15),
+    ));
+    let progress = c
+        .ctl(&["consumer", "progress", "-g", "CliGroup", "-t", "LagTopic"])
+        .ok()
+        .json();
     let q = &progress["queues"][0];
     assert_eq!(
         (
@@ -306,11 +300,18 @@ fn message_family() {
     let uniq = sent["result"]["msgId"].as_str().unwrap().to_owned();
     let offset_id = sent["result"]["offsetMsgId"].as_str().unwrap().to_owned();
     let before_second = e2e_now_ms();
+    // Time itself: the lookup by `--timestamp` below is about store times, and the
+    // second message's must lie clearly after `before_second`.
     std::thread::sleep(Duration::from_millis(20));
     c.ctl(&[
         "message", "send", "-t", "MsgTopic", "--body", "world", "-q", "1", "-k", "order-2",
     ])
     .ok();
+    // Consume and query read the ConsumeQueues and the index.
+    e2e::wait::runtime().block_on(wait_dispatched(
+        c.broker.broker.http_port,
+        Duration::from_secs(10),
+    ));
 
     let all = c.ctl(&["message", "consume", "-t", "MsgTopic"]).ok().json();
     assert_eq!(all["count"], 2);
@@ -394,33 +395,30 @@ fn message_send_to_a_new_topic_auto_creates_it() {
         .json();
     assert_eq!(sent["result"]["status"], "SEND_OK", "{sent}");
     // Registered with the nameserver from now on: consume finds it by its own route.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let out = c.ctl(&["message", "consume", "-t", "BornBySend", "--max", "4"]);
-        if out.code == 0
-            && out.json()["messages"]
-                .as_array()
-                .is_some_and(|m| m.len() == 1)
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "topic never became consumable: {out:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    eventually_ok_sync(
+        Duration::from_secs(40),
+        "the topic to be consumable",
+        || {
+            let out = c.ctl(&["message", "consume", "-t", "BornBySend", "--max", "4"]);
+            let consumable = out.code == 0
+                && out.json()["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.len() == 1);
+            if consumable {
+                Ok(())
+            } else {
+                Err(format!("{out:?}"))
+            }
+        },
+    );
 
     let ns = NameServer::start(Options::default());
     let strict = TempBroker::start(Some(ns.port), &[("autoCreateTopicEnable", "false")]);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
-        .as_array()
-        .is_none_or(|b| b.is_empty())
-    {
-        assert!(Instant::now() < deadline, "broker never registered");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually_sync(Duration::from_secs(15), "the broker to register", || {
+        rmqctl_json(ns.port, &["cluster", "list"]).json()["brokers"]
+            .as_array()
+            .is_some_and(|b| !b.is_empty())
+    });
     let out = rmqctl_json(
         ns.port,
         &["message", "send", "-t", "NotAllowed", "--body", "x"],

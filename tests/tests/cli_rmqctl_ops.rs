@@ -1,4 +1,4 @@
-//! `rmqctl`'s day-2 commands (issue 20, item 3) against real rmq-nameserver and
+//! `rmqctl`'s day-2 commands against real rmq-nameserver and
 //! rmq-broker processes, with their exit codes and `-o json` output: write permission
 //! wipe/add, producer connections, consumer status and reset refusals, nameserver
 //! configuration, `message send` bodies from a file and stdin, and the DLQ re-send end
@@ -7,12 +7,13 @@
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::broker_harness::{TempBroker, decode_records, properties, pull, send_v2, with_fields};
 use e2e::cli::{CliOutput, rmqctl_json};
+use e2e::metrics::wait_dispatched;
 use e2e::nameserver::Options;
-use e2e::wait::runtime;
+use e2e::wait::{eventually_sync, runtime};
 use e2e::{Client, NameServer};
 use protocol::RemotingCommand;
 use protocol::code::{request, response};
@@ -28,19 +29,11 @@ impl Cluster {
         let ns = NameServer::start(Options::default());
         let broker = TempBroker::start(Some(ns.port), &[]);
         let c = Self { ns, broker };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let listed = c.ctl(&["cluster", "list"]).json_if_ok();
-            let registered = listed
-                .as_ref()
-                .and_then(|j| j["brokers"].as_array())
-                .is_some_and(|b| !b.is_empty());
-            if registered {
-                break;
-            }
-            assert!(Instant::now() < deadline, "broker never registered");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        eventually_sync(Duration::from_secs(15), "the broker to register", || {
+            c.ctl(&["cluster", "list"])
+                .json_if_ok()
+                .is_some_and(|j| j["brokers"].as_array().is_some_and(|b| !b.is_empty()))
+        });
         c
     }
 
@@ -236,21 +229,15 @@ fn message_send_reads_the_body_from_a_file_or_stdin() {
         let client = Client::connect(c.broker.broker.port)
             .await
             .expect("connect");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = client
-                .request(pull("G", "BodyTopic", 0, 0, 32, None, "*"))
-                .await
-                .expect("pull");
-            let got = decode_records(&r.body);
-            if got.len() == 2 {
-                assert_eq!(got[0].body, binary);
-                assert_eq!(got[1].body, b"from stdin");
-                break;
-            }
-            assert!(Instant::now() < deadline, "bodies not stored");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_dispatched(c.broker.broker.http_port, Duration::from_secs(10)).await;
+        let r = client
+            .request(pull("G", "BodyTopic", 0, 0, 32, None, "*"))
+            .await
+            .expect("pull");
+        let got = decode_records(&r.body);
+        assert_eq!(got.len(), 2, "bodies stored: {:?}", r.remark);
+        assert_eq!(got[0].body, binary);
+        assert_eq!(got[1].body, b"from stdin");
     });
     let missing = c.ctl(&[
         "message",
@@ -279,7 +266,14 @@ fn message_send_reads_the_body_from_a_file_or_stdin() {
 
 /// Sends `body` to `topic` and dead-letters it for `group` through the broker's own
 /// CONSUMER_SEND_MSG_BACK path (delay level -1: straight to `%DLQ%<group>`).
-async fn dead_letter(client: &Client, topic: &str, group: &str, body: &str, props: &str) {
+async fn dead_letter(
+    http_port: u16,
+    client: &Client,
+    topic: &str,
+    group: &str,
+    body: &str,
+    props: &str,
+) {
     let r = client
         .request(send_v2(topic, 0, body.as_bytes(), props))
         .await
@@ -291,18 +285,15 @@ async fn dead_letter(client: &Client, topic: &str, group: &str, body: &str, prop
         .and_then(|o| o.parse().ok())
         .expect("queueOffset");
     let offset_msg_id = r.ext_fields.get("msgId").expect("msgId").to_owned();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let physical = loop {
-        let p = client
-            .request(pull("G", topic, 0, queue_offset, 1, None, "*"))
-            .await
-            .expect("pull");
-        if let Some(rec) = decode_records(&p.body).first() {
-            break rec.physical_offset;
-        }
-        assert!(Instant::now() < deadline, "message not pullable");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    wait_dispatched(http_port, Duration::from_secs(10)).await;
+    let p = client
+        .request(pull("G", topic, 0, queue_offset, 1, None, "*"))
+        .await
+        .expect("pull");
+    let physical = decode_records(&p.body)
+        .first()
+        .unwrap_or_else(|| panic!("message not pullable: {:?}", p.remark))
+        .physical_offset;
     let back = with_fields(
         request::CONSUMER_SEND_MSG_BACK,
         &[
@@ -320,6 +311,7 @@ async fn dead_letter(client: &Client, topic: &str, group: &str, body: &str, prop
 #[test]
 fn dlq_messages_are_resent_to_their_topic_once() {
     let c = Cluster::start();
+    let http_port = c.broker.broker.http_port;
     for t in ["Orders", "Replay"] {
         c.ctl(&["topic", "create", "-t", t, "-r", "1", "-w", "1"])
             .ok();
@@ -334,23 +326,35 @@ fn dlq_messages_are_resent_to_their_topic_once() {
             ("UNIQ_KEY", "AC110001000000000000000000000007"),
             ("color", "blue"),
         ]);
-        dead_letter(&client, "Orders", "Billing", "order seven", &props).await;
+        dead_letter(
+            http_port,
+            &client,
+            "Orders",
+            "Billing",
+            "order seven",
+            &props,
+        )
+        .await;
         let props = properties(&[
             ("KEYS", "order-8"),
             ("UNIQ_KEY", "AC110001000000000000000000000008"),
         ]);
-        dead_letter(&client, "Orders", "Billing", "order eight", &props).await;
+        dead_letter(
+            http_port,
+            &client,
+            "Orders",
+            "Billing",
+            "order eight",
+            &props,
+        )
+        .await;
     });
     let dlq = "%DLQ%Billing";
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c
-        .ctl(&["message", "consume", "-t", dlq])
-        .json_if_ok()
-        .is_none_or(|j| j["count"] != 2)
-    {
-        assert!(Instant::now() < deadline, "dead letters not readable");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually_sync(Duration::from_secs(10), "dead letters readable", || {
+        c.ctl(&["message", "consume", "-t", dlq])
+            .json_if_ok()
+            .is_some_and(|j| j["count"] == 2)
+    });
 
     // --max bounds one run.
     let first = c
@@ -359,15 +363,15 @@ fn dlq_messages_are_resent_to_their_topic_once() {
         .json();
     assert_eq!(first["resent"].as_array().unwrap().len(), 1, "{first}");
     assert_eq!(first["resent"][0]["topic"], "Orders");
-    // Index lookups need the copy dispatched; a short wait keeps the check exact.
-    std::thread::sleep(Duration::from_millis(500));
+    // Index lookups need the copy dispatched.
+    runtime().block_on(wait_dispatched(http_port, Duration::from_secs(10)));
     let second = c
         .ctl(&["message", "resend-dlq", "-g", "Billing"])
         .ok()
         .json();
     assert_eq!(second["resent"].as_array().unwrap().len(), 1, "{second}");
     assert_eq!(second["skipped"].as_array().unwrap().len(), 1, "{second}");
-    std::thread::sleep(Duration::from_millis(500));
+    runtime().block_on(wait_dispatched(http_port, Duration::from_secs(10)));
     // Idempotent: a third run finds every copy and sends nothing.
     let third = c
         .ctl(&["message", "resend-dlq", "-g", "Billing"])

@@ -1,4 +1,4 @@
-//! Offset reset and skip with `rocketmq-client-rust` consumers (issue 20, item 2), driven
+//! Offset reset and skip with `rocketmq-client-rust` consumers, driven
 //! by `rmqctl consumer reset` (INVOKE_BROKER_TO_RESET_OFFSET):
 //!
 //! - a connected push consumer group rewinds to a store time: the broker tells it with
@@ -115,9 +115,10 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
         .await;
 
         // T lies between the batches, nearer to b (4.9's time lookup picks the nearest
-        // stored message).
+        // stored message): the store timestamps themselves are what the reset looks up.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let t = now_ms();
+        // Time itself again: b's store times must come after T.
         tokio::time::sleep(Duration::from_millis(100)).await;
         send(&mut producer, "b").await;
         eventually(
@@ -183,14 +184,8 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
             state,
         )
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(
-            distinct(&seen, "a-").is_empty(),
-            "messages stored before T came back: {}",
-            state()
-        );
-
-        // Skip while offline: the stored offsets move to the end.
+        // Committed to the end again: everything the rewound consumer pulled has been
+        // through its listener, so a message stored before T would be seen.
         eventually(
             "offsets committed after the rewind",
             Duration::from_secs(30),
@@ -198,6 +193,13 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
             state,
         )
         .await;
+        assert!(
+            distinct(&seen, "a-").is_empty(),
+            "messages stored before T came back: {}",
+            state()
+        );
+
+        // Skip while offline: the stored offsets move to the end.
         within(
             "consumer shutdown",
             Duration::from_secs(30),
@@ -223,7 +225,6 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
 
         seen.lock().expect("seen lock").clear();
         let mut consumer = start_consumer(&namesrv, "reset-consumer-2", &seen).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
         send(&mut producer, "d").await;
         eventually(
             "batch d consumed by the group's next consumer",
@@ -232,6 +233,8 @@ fn a_group_rewinds_to_a_time_and_skips_to_the_end() {
             state,
         )
         .await;
+        // Everything the new consumer pulled has been through its listener.
+        cluster.wait_consumed_to_the_end(GROUP, &[TOPIC]).await;
         assert!(
             distinct(&seen, "c-").is_empty(),
             "the skipped backlog was delivered: {}",

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use e2e::broker::FakeBroker;
 use e2e::nameserver::Options;
+use e2e::wait::eventually;
 use e2e::{Client, NameServer, binary};
 use protocol::RemotingCommand;
 use protocol::body::{self, KvTable};
@@ -48,14 +49,13 @@ fn route_request(topic: &str) -> RemotingCommand {
 /// Polls until `topic` has no route, returning how long that took.
 async fn wait_route_gone(client: &Client, topic: &str, within: Duration) -> Duration {
     let start = Instant::now();
-    loop {
+    let what = format!("the route of {topic} to go");
+    eventually(within, &what, || async {
         let r = client.request(route_request(topic)).await.unwrap();
-        if r.code == response::TOPIC_NOT_EXIST {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < within, "route of {topic} still present");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        r.code == response::TOPIC_NOT_EXIST
+    })
+    .await;
+    start.elapsed()
 }
 
 #[tokio::test]
@@ -148,19 +148,16 @@ async fn broker_is_dropped_when_its_connection_closes() {
 
     // Losing the slave keeps the topic; losing the master too removes it.
     slave_conn.close().await;
-    let start = Instant::now();
-    loop {
-        let r = admin.request(route_request("Live")).await.unwrap();
-        let route = protocol::body::TopicRouteData::decode(&r.body).unwrap();
-        if route.broker_datas[0].broker_addrs.len() == 1 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "slave not dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        Duration::from_secs(5),
+        "the slave to be dropped",
+        || async {
+            let r = admin.request(route_request("Live")).await.unwrap();
+            let route = protocol::body::TopicRouteData::decode(&r.body).unwrap();
+            route.broker_datas[0].broker_addrs.len() == 1
+        },
+    )
+    .await;
     master_conn.close().await;
     // Default expiry is 120 s, so disappearing within seconds means "on close".
     wait_route_gone(&admin, "Live", Duration::from_secs(5)).await;

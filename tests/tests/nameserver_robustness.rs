@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use e2e::broker::FakeBroker;
 use e2e::nameserver::Options;
+use e2e::wait::eventually_ok;
 use e2e::{Client, NameServer, http};
 use protocol::RemotingCommand;
 use protocol::body::TopicRouteData;
@@ -165,15 +166,15 @@ async fn unknown_codes_bad_headers_and_oneway() {
             key: "k".into(),
         },
     );
-    let mut value = None;
-    for _ in 0..50 {
+    let value = eventually_ok(Duration::from_secs(5), "the oneway put applied", || async {
         let r = c.request(get.clone()).await.unwrap();
         if r.code == response::SUCCESS {
-            value = r.ext_fields.get("value").map(str::to_owned);
-            break;
+            Ok(r.ext_fields.get("value").map(str::to_owned))
+        } else {
+            Err(r.code)
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     assert_eq!(value.as_deref(), Some("v1"));
     c.oneway(RemotingCommand::bare_request(9999)).await.unwrap();
     let r = c.request(route_request("x")).await.unwrap();

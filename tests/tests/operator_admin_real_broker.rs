@@ -1,6 +1,6 @@
 //! The operator's admin client (`operator::admin::RemotingAdmin`) against real
-//! `rmq-nameserver` and `rmq-broker` processes, for every request the operator sends
-//! (issue 20, item 1). The operator's reconcile tests use a fake `Admin`; this suite is
+//! `rmq-nameserver` and `rmq-broker` processes, for every request the operator sends.
+//! The operator's reconcile tests use a fake `Admin`; this suite is
 //! what proves the real broker accepts what the operator asks.
 //!
 //! [`Recording`] implements the `Admin` trait by delegating to the real client and
@@ -14,7 +14,7 @@ use std::time::Duration;
 use e2e::NameServer;
 use e2e::broker_harness::TempBroker;
 use e2e::nameserver::Options;
-use e2e::wait::{eventually, runtime};
+use e2e::wait::{eventually, eventually_ok, runtime};
 use futures::future::BoxFuture;
 use operator::admin::{
     Admin, AdminError, ClusterInfo, EpochCache, HaStatus, PeerAccess, RemotingAdmin, RoleChange,
@@ -251,15 +251,16 @@ fn every_operator_admin_request_is_served_by_real_processes() {
             .notify_role_changed(&broker, &promote)
             .await
             .expect("promote");
-        // Promotion completes once dispatch covers every replicated byte (issue 15).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let promoted = loop {
+        // Promotion completes once dispatch covers every replicated byte.
+        let promoted = eventually_ok(Duration::from_secs(10), "the promotion", || async {
             let s = admin.ha_status(&broker).await.expect("ha status");
-            if s.master || std::time::Instant::now() > deadline {
-                break s;
+            if s.master {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
             }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
+        })
+        .await;
         assert!(promoted.master, "{promoted:?}");
         assert_eq!(promoted.epoch, epoch + 2);
     });
@@ -270,7 +271,7 @@ fn every_operator_admin_request_is_served_by_real_processes() {
 
 /// A nameserver with ACL on refuses the operator's unsigned route deletion and accepts
 /// it signed with an admin account of its own file (`NameServer`
-/// `spec.security.adminCredentials`, issue 16).
+/// `spec.security.adminCredentials`).
 #[test]
 fn a_nameserver_with_acl_takes_route_deletions_only_signed() {
     let dir = tempfile::tempdir().expect("temp dir");

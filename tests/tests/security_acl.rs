@@ -203,19 +203,21 @@ fn acl_on_broker_and_nameserver() {
         assert_eq!(code, response::NO_PERMISSION, "default DENY: {why}");
         // Dispatch is asynchronous: the pull may come before the message is in the queue,
         // but it is never refused.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = c
-                .request(signed(pull("G1", "Allowed", 0, 0, 32, None, "*"), PRODUCER))
-                .await
-                .unwrap();
-            if r.code == response::SUCCESS {
-                break;
-            }
-            assert_eq!(r.code, response::PULL_NOT_FOUND, "{}", remark(&r));
-            assert!(std::time::Instant::now() < deadline, "never dispatched");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(
+            Duration::from_secs(10),
+            "the message dispatched",
+            || async {
+                let r = c
+                    .request(signed(pull("G1", "Allowed", 0, 0, 32, None, "*"), PRODUCER))
+                    .await
+                    .unwrap();
+                if r.code != response::SUCCESS {
+                    assert_eq!(r.code, response::PULL_NOT_FOUND, "{}", remark(&r));
+                }
+                r.code == response::SUCCESS
+            },
+        )
+        .await;
         // Unsigned, wrong key, tampered after signing: refused with one remark.
         let (code, unsigned) = send_code(&c, send_v2("Allowed", 0, b"m2", "")).await;
         assert_eq!(code, response::NO_PERMISSION);
@@ -409,8 +411,15 @@ fn acl_on_broker_and_nameserver() {
                 == response::SUCCESS
         })
         .await;
+        let kept_before = b.broker.log().matches("keeping the last good ACL").count();
         write_acl(&acl_path, "accounts: [ {accessKey: broken");
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        // The watcher has read the broken file once it says it keeps the last good ACL.
+        eventually(
+            Duration::from_secs(10),
+            "the broken file refused",
+            || async { b.broker.log().matches("keeping the last good ACL").count() > kept_before },
+        )
+        .await;
         let (code, why) = send_code(&c, signed(send_v2("Denied", 0, b"m7", ""), PRODUCER)).await;
         assert_eq!(code, response::SUCCESS, "last good ACL kept: {why}");
         assert!(b.broker.log().contains("keeping the last good ACL"));

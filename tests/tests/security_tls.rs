@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use e2e::broker_harness::{BrokerProcess, TempBroker, send_v2};
 use e2e::nameserver::Options;
-use e2e::wait::{eventually, runtime};
+use e2e::wait::{Lazy, eventually, eventually_ok, runtime};
 use e2e::{Client, NameServer, cli};
 use futures::{SinkExt, StreamExt};
 use protocol::code::{request, response};
@@ -345,26 +345,26 @@ fn enforcing_mtls_replication_and_reload() {
         }
         // SYNC_MASTER answers SUCCESS only once the slave acknowledged the record over
         // the (TLS) HA connection; SLAVE_NOT_AVAILABLE until the slave has connected.
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            let r = tls_request(
-                master.port,
-                &with_cert,
-                send_v2("TlsRepl", 0, b"replicated", ""),
-            )
-            .await
-            .expect("TLS send");
-            if r.code == response::SUCCESS {
-                break;
-            }
-            assert_eq!(r.code, response::SLAVE_NOT_AVAILABLE, "{:?}", r.remark);
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the slave never replicated over TLS: {}",
-                slave.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let slave_log = || slave.log();
+        eventually_ok(
+            Duration::from_secs(15),
+            "the slave to replicate over TLS",
+            || async {
+                let r = tls_request(
+                    master.port,
+                    &with_cert,
+                    send_v2("TlsRepl", 0, b"replicated", ""),
+                )
+                .await
+                .expect("TLS send");
+                if r.code == response::SUCCESS {
+                    return Ok(());
+                }
+                assert_eq!(r.code, response::SLAVE_NOT_AVAILABLE, "{:?}", r.remark);
+                Err(Lazy(slave_log))
+            },
+        )
+        .await;
         // The slave's metadata sync from the master (remoting port, TLS) brings the topic.
         eventually(
             Duration::from_secs(15),

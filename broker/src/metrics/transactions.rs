@@ -14,6 +14,8 @@ pub struct TransactionMetrics {
     pub rollbacks: Counter,
     /// Half messages moved to `TRANS_CHECK_MAX_TIME_TOPIC`.
     pub discarded: Counter,
+    /// Checker rounds completed, whether or not they found anything to check.
+    pub check_rounds: Counter,
 }
 
 impl TransactionMetrics {
@@ -42,6 +44,11 @@ impl TransactionMetrics {
             "rocketmq_transaction_discarded",
             "Half messages moved to TRANS_CHECK_MAX_TIME_TOPIC after transactionCheckMax checks",
             self.discarded.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_check_rounds",
+            "Rounds of the transaction checker over the half queue, completed",
+            self.check_rounds.clone(),
         );
     }
 

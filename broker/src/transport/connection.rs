@@ -678,7 +678,8 @@ mod tests {
             .await
             .unwrap();
         answers.next().await.unwrap().unwrap();
-        // Quiet for twice the deadline, then served again on the same connection.
+        // Time itself: quiet for twice the deadline, then served again on the same
+        // connection.
         tokio::time::sleep(Duration::from_millis(600)).await;
         let mut request = RemotingCommand::bare_request(rq::GET_BROKER_RUNTIME_INFO);
         request.opaque = 2;

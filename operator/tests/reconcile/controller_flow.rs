@@ -85,7 +85,8 @@ async fn under_changing_offsets_reconciles_are_bounded_and_no_topic_is_rewritten
             api.insert(&pod_from(&sts, o, "rev1", true));
         }
     }
-    // Settle: Ready, topics created once.
+    // Settle: Ready, topics created once. Virtual time (the runtime starts paused): two
+    // minutes of the controllers' requeues and timers is what is asked of them here.
     tokio::time::sleep(Duration::from_secs(120)).await;
     let broker = api.get::<Broker>(NS, "rmq-ha").unwrap();
     assert!(
@@ -111,6 +112,7 @@ async fn under_changing_offsets_reconciles_are_bounded_and_no_topic_is_rewritten
     admin.take_calls();
     for second in 1..=600 {
         traffic(&admin, 10_000 + second * 4096);
+        // Virtual time: one second of traffic per step, the window the bound is for.
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let broker_reconciles = reconciles(&ctx, "Broker") - broker_before;

@@ -309,6 +309,7 @@ impl Admin for FakeAdmin {
         Box::pin(async move {
             let delay = self.state.lock().unwrap().role_change_delay;
             if let Some(d) = delay {
+                // A slow broker, injected: the delay itself is the fault under test.
                 tokio::time::sleep(d).await;
             }
             let mut st = self.enter(

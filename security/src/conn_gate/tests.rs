@@ -238,6 +238,7 @@ async fn progress_pushes_the_idle_deadline_back() {
     let mut head = [0u8; 18];
     io.read_exact(&mut head).await.expect("head read");
     for i in 0..5u8 {
+        // Time itself: the gaps between the bytes are what the idle timeout measures.
         tokio::time::sleep(Duration::from_millis(100)).await;
         peer.write_all(&[i]).await.expect("write");
         let mut b = [0u8; 1];
@@ -262,6 +263,7 @@ async fn an_incomplete_head_is_closed_at_the_first_request_deadline() {
             if slow.write_all(&[*b]).await.is_err() {
                 return;
             }
+            // Time itself: a peer trickling, never idle for the idle timeout.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
@@ -293,6 +295,7 @@ async fn an_incomplete_head_is_closed_at_the_first_request_deadline() {
         .expect("head");
     let mut head = [0u8; 27];
     io.read_exact(&mut head).await.expect("head read");
+    // Time itself: past the 400 ms first-request deadline, which must no longer apply.
     tokio::time::sleep(Duration::from_millis(600)).await;
     peer.write_all(b"x").await.expect("write");
     let mut b = [0u8; 1];

@@ -119,6 +119,8 @@ mod tests {
             .unwrap();
         let s = Arc::clone(&signal);
         let task = rt.spawn(async move { s.wait_beyond(PhysicalOffset(10)).await });
+        // Time itself: room for both waiters to block before the publishes, so these wake
+        // them (a blocked waiter shows nowhere to wait on).
         std::thread::sleep(Duration::from_millis(20));
         signal.publish(PhysicalOffset(5));
         signal.publish(PhysicalOffset(11));

@@ -1,4 +1,4 @@
-//! Issue 14, defect 9: cutting the log while the next file is being preallocated must
+//! Cutting the log while the next file is being preallocated must
 //! not leave that file behind (a gap on disk that refuses the next start).
 
 use std::sync::Arc;
@@ -46,15 +46,18 @@ fn a_file_preallocated_during_a_live_truncation_leaves_no_gap() {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-    let healer = {
-        let fs = Arc::clone(&fs);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            fs.heal();
-        })
-    };
-    log.truncate_live(offsets[1]).unwrap();
-    healer.join().unwrap();
+    std::thread::scope(|s| {
+        let truncation = s.spawn(|| log.truncate_live(offsets[1]));
+        // The stalled allocation goes on only once the truncation has deleted the later
+        // files: it then waits for the file being made, or finds it made.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while count(&c.commit_log_dir()) > 2 {
+            assert!(Instant::now() < deadline, "the truncation deleted nothing");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        fs.heal();
+        truncation.join().unwrap().unwrap();
+    });
     log.shutdown();
     drop(log);
     let reopened = CommitLog::open(&c, Arc::new(OsFs)).unwrap();
@@ -62,7 +65,7 @@ fn a_file_preallocated_during_a_live_truncation_leaves_no_gap() {
     assert_eq!(recovered.end, offsets[1]);
 }
 
-/// Issue 14, defect 7: a live truncation (a former master rejoining as slave) must not
+/// A live truncation (a former master rejoining as slave) must not
 /// change bytes that readers hold: pull bodies are zero-copy views of the mapping and
 /// ConsumeQueue windows read units on demand.
 #[test]

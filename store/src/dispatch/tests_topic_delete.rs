@@ -100,7 +100,7 @@ fn records_appended_before_the_deletion_never_recreate_the_queue() {
 #[test]
 fn concurrent_pulls_during_deletion_get_clean_statuses() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     let h = Harness::new();
     for n in 0..40 {
@@ -109,9 +109,12 @@ fn concurrent_pulls_during_deletion_get_clean_statuses() {
     let d = Arc::new(h.start(true, None));
     let deleted = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
+    // Pulls made before and after the deletion, by all pullers.
+    let (before, after) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let pullers: Vec<_> = (0..2)
         .map(|_| {
             let (d, deleted, stop) = (Arc::clone(&d), Arc::clone(&deleted), Arc::clone(&stop));
+            let (before, after) = (Arc::clone(&before), Arc::clone(&after));
             std::thread::spawn(move || {
                 let mut after_deletion = Vec::new();
                 while !stop.load(Ordering::Acquire) {
@@ -122,6 +125,9 @@ fn concurrent_pulls_during_deletion_get_clean_statuses() {
                         let r = d.get_message("g", "Gone", 0, QueueOffset(offset), 8, None);
                         if done {
                             after_deletion.push(r.status);
+                            after.fetch_add(1, Ordering::Release);
+                        } else {
+                            before.fetch_add(1, Ordering::Release);
                         }
                     }
                 }
@@ -129,11 +135,19 @@ fn concurrent_pulls_during_deletion_get_clean_statuses() {
             })
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    let reached = |count: &AtomicUsize, n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count.load(Ordering::Acquire) < n {
+            assert!(std::time::Instant::now() < deadline, "the pullers stalled");
+            std::thread::yield_now();
+        }
+    };
+    // The deletion lands among pulls, and pulls go on after it.
+    reached(&before, 200);
     d.delete_topic("Gone", || h.log.forget_topic("Gone"))
         .unwrap();
     deleted.store(true, Ordering::Release);
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    reached(&after, 200);
     stop.store(true, Ordering::Release);
     for p in pullers {
         let after = p.join().expect("a puller panicked");

@@ -125,13 +125,15 @@ pub struct Target<'a> {
     pub seed: u64,
 }
 
-/// Ticks the failover machine for `d`.
+/// Ticks the failover machine for `d`: how long a fault lasts is part of the random
+/// schedule under test, so time itself is what this waits for.
 pub async fn drive_for(driver: &mut Driver, group: &SimGroup, d: Duration) {
     let until = Instant::now() + d;
     while Instant::now() < until {
         if let Err(e) = driver.tick(group).await {
             eprintln!("failover step failed: {e}");
         }
+        // The operator's reconcile period, shortened.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

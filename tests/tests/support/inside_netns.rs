@@ -3,9 +3,10 @@
 
 use std::fs::{self, File};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::netns::{Netns, NsChild};
+use e2e::wait::eventually_sync;
 use e2e::{binary, ports};
 
 pub const TOPIC: &str = "Part";
@@ -38,17 +39,19 @@ pub fn start_inner_nameserver(netns: &Netns) -> InnerNameServer {
         .stdout(Stdio::null())
         .stderr(log);
     let mut child = NsChild::spawn(cmd).expect("spawn rmq-nameserver in the namespace");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect((netns.ns_ip.as_str(), port)).is_err() {
-        if let Some(status) = child.exited() {
-            panic!(
-                "inner nameserver exited ({status}): {}",
-                fs::read_to_string(dir.path().join("namesrv.log")).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < deadline, "inner nameserver not listening");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_sync(
+        Duration::from_secs(20),
+        "the inner nameserver to listen",
+        || {
+            if let Some(status) = child.exited() {
+                panic!(
+                    "inner nameserver exited ({status}): {}",
+                    fs::read_to_string(dir.path().join("namesrv.log")).unwrap_or_default()
+                );
+            }
+            std::net::TcpStream::connect((netns.ns_ip.as_str(), port)).is_ok()
+        },
+    );
     InnerNameServer {
         _child: child,
         port,

@@ -5,21 +5,24 @@
 
 #![allow(dead_code, deprecated)]
 
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::Duration;
 
 use cheetah_string::CheetahString;
 use e2e::NameServer;
 use e2e::broker_harness::BrokerProcess;
+use e2e::cli::rmqctl_json;
 use e2e::nameserver::Options;
 use rocketmq_client_rust::{
     ClientConfig, ClientRuntime, ClientRuntimeConfig, DefaultMQProducer, DefaultMQPullConsumer,
-    DefaultMQPushConsumer, TelemetryHandle,
+    DefaultMQPushConsumer, MessageQueueListener, TelemetryHandle,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_model::common::message::message_ext::MessageExt;
+use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 
@@ -72,6 +75,59 @@ impl Cluster {
         )
     }
 
+    /// `Ok` once the connected members of `group` report every queue of `topic` at its
+    /// max offset (`rmqctl consumer status`, GET_CONSUMER_STATUS_FROM_CLIENT): whatever
+    /// they pulled of it has been through their listeners. `Err` says what differs.
+    pub fn consumed_to_the_end(&self, group: &str, topic: &str) -> Result<(), String> {
+        let stats = rmqctl_json(self.ns.port, &["topic", "status", "-t", topic]);
+        let status = rmqctl_json(
+            self.ns.port,
+            &["consumer", "status", "-g", group, "-t", topic],
+        );
+        if stats.code != 0 || status.code != 0 {
+            return Err(format!("{stats:?}\n{status:?}"));
+        }
+        let (stats, status) = (stats.json(), status.json());
+        let mut reported: HashMap<i64, i64> = HashMap::new();
+        for queues in status["clients"]
+            .as_object()
+            .into_iter()
+            .flat_map(|c| c.values())
+        {
+            for q in queues.as_array().into_iter().flatten() {
+                let (Some(id), Some(offset)) = (q["queueId"].as_i64(), q["offset"].as_i64()) else {
+                    continue;
+                };
+                let at = reported.entry(id).or_insert(offset);
+                *at = (*at).max(offset);
+            }
+        }
+        let queues = stats["queues"].as_array().cloned().unwrap_or_default();
+        let done = !queues.is_empty()
+            && queues.iter().all(|q| {
+                q["queueId"]
+                    .as_i64()
+                    .and_then(|id| reported.get(&id))
+                    .is_some_and(|offset| Some(*offset) == q["maxOffset"].as_i64())
+            });
+        if done {
+            Ok(())
+        } else {
+            Err(format!("{group} on {topic}: {status}\nqueues: {stats}"))
+        }
+    }
+
+    /// Waits until [`Self::consumed_to_the_end`] holds for each of `topics`.
+    pub async fn wait_consumed_to_the_end(&self, group: &str, topics: &[&str]) {
+        for topic in topics {
+            let what = format!("{group} to consume {topic} to the end");
+            e2e::wait::eventually_ok(Duration::from_secs(30), &what, || async {
+                self.consumed_to_the_end(group, topic)
+            })
+            .await;
+        }
+    }
+
     /// The broker's Prometheus text.
     pub async fn metrics(&self) -> String {
         let (status, body) = e2e::http::get(self.broker.http_port, "/metrics")
@@ -110,8 +166,61 @@ pub fn client_config(namesrv: &str, instance: &str) -> ClientConfig {
         .expect("client config")
 }
 
+/// Queue ids by `(instance, topic)`.
+type Assignments = HashMap<(String, String), BTreeSet<i32>>;
+
+/// The queue ids of each `(instance, topic)` as the instance's last rebalance assigned
+/// them; every consumer made by [`push_consumer`] reports here.
+static ASSIGNED: LazyLock<Mutex<Assignments>> = LazyLock::new(Mutex::default);
+
+/// Records an instance's rebalance outcome in [`ASSIGNED`]. The client calls it once the
+/// pull requests of the new queues are on their way.
+struct ReportAssignment(&'static str);
+
+impl MessageQueueListener for ReportAssignment {
+    fn message_queue_changed(
+        &self,
+        topic: &str,
+        _all: &HashSet<MessageQueue>,
+        assigned: &HashSet<MessageQueue>,
+    ) {
+        let ids = assigned.iter().map(MessageQueue::queue_id).collect();
+        ASSIGNED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((self.0.to_owned(), topic.to_owned()), ids);
+    }
+}
+
+/// The queue ids of `topic` that push consumer `instance` was assigned last.
+pub fn assigned(instance: &str, topic: &str) -> BTreeSet<i32> {
+    ASSIGNED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&(instance.to_owned(), topic.to_owned()))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Whether the last rebalances of `instances` share the `queues` queues of `topic` out
+/// (clustering): each owns some, none is owned twice, none is left over.
+pub fn shared_out(topic: &str, instances: &[&str], queues: usize) -> bool {
+    let mut union = BTreeSet::new();
+    let mut owned = 0;
+    for instance in instances {
+        let mine = assigned(instance, topic);
+        if mine.is_empty() {
+            return false;
+        }
+        owned += mine.len();
+        union.extend(mine);
+    }
+    owned == queues && union.len() == queues
+}
+
 /// A push consumer reading from the first offset, one message per listener call;
-/// `instance` keeps several consumers of one group in one process distinct clients.
+/// `instance` keeps several consumers of one group in one process distinct clients, and
+/// names it in [`assigned`].
 pub fn push_consumer(
     namesrv: &str,
     group: &str,
@@ -128,7 +237,8 @@ pub fn push_consumer(
         .consume_thread_min(1)
         .consume_thread_max(2)
         .consume_message_batch_max_size(1)
-        .pull_batch_size(8);
+        .pull_batch_size(8)
+        .message_queue_listener(Some(Arc::new(ReportAssignment(instance))));
     configure(builder).build()
 }
 
@@ -192,20 +302,24 @@ pub fn prop(m: &MessageExt, name: &str) -> Option<String> {
         .map(|v| v.to_string())
 }
 
-/// Waits until `cond` holds, polling every 100 ms; `state` describes what was seen.
+/// Waits until `cond` holds ([`e2e::wait::eventually_ok`]); `state` describes what was
+/// seen when it did not in time.
 pub async fn eventually(
     what: &str,
     limit: Duration,
     mut cond: impl FnMut() -> bool,
     state: impl Fn() -> String,
 ) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; state: {}",
-            state()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let state = &state;
+    e2e::wait::eventually_ok(limit, what, || {
+        let holds = cond();
+        async move {
+            if holds {
+                Ok(())
+            } else {
+                Err(e2e::wait::Lazy(state))
+            }
+        }
+    })
+    .await;
 }

@@ -69,6 +69,8 @@ async fn a_promoted_slave_stops_following_before_it_takes_writes() {
     // The slave loop is told to stop (no master to follow) while writes stay refused and
     // the epoch waits for the append to finish.
     assert_eq!(ha.target(), Target::default());
+    // Time itself: that the promotion does NOT go on while the gate is held. A promotion
+    // that skipped the gate would be in its blocking store work, which this outlasts.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(ha.refuses_writes());
     assert!(ha.store.epochs().current_epoch() < 2);
@@ -87,10 +89,12 @@ async fn a_demoted_master_drops_its_slave_connections_once_it_follows_another() 
         let ha = Arc::clone(&ha);
         async move { crate::services::ha::master::superseded(&ha, 1).await }
     });
+    // Time itself: the watcher does NOT finish within a window (nothing to wait for).
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!watcher.is_finished(), "still master of epoch 1");
     // Fenced with no successor: the stream goes on so a switchover target catches up.
     ha.become_slave(2, None, None).unwrap();
+    // Time itself, as above.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!watcher.is_finished(), "fenced, not yet following anyone");
     ha.become_slave(2, Some("127.0.0.1:1".into()), None)
@@ -139,8 +143,8 @@ async fn a_second_master_at_the_same_epoch_is_refused() {
     );
 }
 
-/// Issue 15 defect 3: a master restarted in the same epoch could write different bytes
-/// at offsets its slave already held under that epoch. Every start as master now records
+/// A master restarted in the same epoch could write different bytes at offsets its slave
+/// already held under that epoch. Every start as master now records
 /// a new epoch at the recovered CommitLog end.
 #[tokio::test]
 async fn every_start_as_master_begins_a_new_epoch_at_the_log_end() {

@@ -82,6 +82,7 @@ pub async fn run(broker: Arc<Broker>) {
             _ = tokio::time::sleep(interval) => {}
         }
         let stats = check_round(&broker, crate::now_ms()).await;
+        broker.metrics.transactions.check_rounds.inc();
         if stats.checked + stats.discarded + stats.skipped > 0 {
             tracing::info!(?stats, "transaction check round");
         }

@@ -157,6 +157,16 @@ fn wait_dispatched(broker: &Broker, topic: &str, n: i64) {
     }
 }
 
+/// Waits until dispatch has caught up with everything stored: a message stored twice
+/// would be in its queue by then.
+fn wait_all_dispatched(broker: &Broker) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while broker.store.dispatch_behind_bytes() > 0 {
+        assert!(Instant::now() < deadline, "dispatch never caught up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn bodies(broker: &Broker, topic: &str) -> Vec<(String, MessageSysFlag, PhysicalOffset)> {
     let r = broker
         .store
@@ -284,7 +294,7 @@ async fn check_back_decides_once_even_after_restart() {
         end(&broker, original, "K", COMMIT, false).await.code,
         response::SUCCESS
     );
-    std::thread::sleep(Duration::from_millis(50));
+    wait_all_dispatched(&broker);
     assert_eq!(bodies(&broker, TOPIC).len(), 1, "committed twice");
     assert_eq!(check_round(&broker, crate::now_ms() + 1).await.checked, 0);
     assert!(pushes.try_recv().is_err());
@@ -299,12 +309,10 @@ async fn unanswered_half_moves_to_check_max_topic() {
     send_half(&broker, &conn, "Z").await;
     for round in 1..=2 {
         wait_dispatched(&broker, HALF_TOPIC, round);
-        std::thread::sleep(Duration::from_millis(2));
         assert_eq!(check_round(&broker, crate::now_ms() + 1).await.checked, 1);
         assert!(pushes.try_recv().is_ok());
     }
     wait_dispatched(&broker, HALF_TOPIC, 3);
-    std::thread::sleep(Duration::from_millis(2));
     let stats = check_round(&broker, crate::now_ms() + 1).await;
     assert_eq!((stats.checked, stats.discarded), (0, 1), "{stats:?}");
     wait_dispatched(&broker, CHECK_MAX_TOPIC, 1);
