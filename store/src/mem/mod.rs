@@ -29,11 +29,6 @@ use crate::lookup::{GetMessageResult, MessageFilter, QueryMessageResult};
 use crate::message_store::PutMessageFuture;
 use crate::put_result::{AppendMessageResult, PutMessageResult, PutMessageStatus};
 
-/// One record to encode: everything but the position.
-struct Pending<'a> {
-    record: MessageRecord<'a>,
-}
-
 /// A ConsumeQueue unit with its record's store time.
 #[derive(Debug, Clone, Copy)]
 struct Unit {
@@ -122,12 +117,12 @@ impl MemStore {
     /// Encodes, stores and indexes `records` as one contiguous append.
     fn append(
         &self,
-        records: &[Pending<'_>],
+        records: &[MessageRecord<'_>],
         store_host: std::net::SocketAddr,
         batch: bool,
     ) -> PutMessageResult {
         let _put = self.put.lock();
-        let first = &records[0].record;
+        let first = &records[0];
         let advances = advances_queue(first.sys_flag);
         let store_timestamp = crate::commitlog::now_ms();
         let mut log = self.log.write();
@@ -151,7 +146,7 @@ impl MemStore {
                 store_timestamp,
                 store_host,
             };
-            let Ok(bytes) = p.record.encode_to_vec(&stamp) else {
+            let Ok(bytes) = p.encode_to_vec(&stamp) else {
                 return PutMessageResult::failed(PutMessageStatus::MessageIllegal);
             };
             at += bytes.len() as i64;
@@ -241,20 +236,18 @@ impl<Permit> MessageStoreApi<Permit> for MemStore {
         {
             return PutMessageFuture::ready(PutMessageResult::failed(status));
         }
-        let pending = [Pending {
-            record: MessageRecord {
-                queue_id,
-                flag: msg.flag,
-                sys_flag,
-                born_timestamp: msg.born_timestamp,
-                born_host: msg.born_host,
-                reconsume_times: msg.reconsume_times,
-                prepared_transaction_offset: msg.prepared_transaction_offset,
-                body: &msg.body,
-                body_crc: Some(body_crc(&msg.body)),
-                topic: &topic,
-                properties: &props,
-            },
+        let pending = [MessageRecord {
+            queue_id,
+            flag: msg.flag,
+            sys_flag,
+            born_timestamp: msg.born_timestamp,
+            born_host: msg.born_host,
+            reconsume_times: msg.reconsume_times,
+            prepared_transaction_offset: msg.prepared_transaction_offset,
+            body: &msg.body,
+            body_crc: Some(body_crc(&msg.body)),
+            topic: &topic,
+            properties: &props,
         }];
         PutMessageFuture::ready(self.append(&pending, msg.store_host, false))
     }
@@ -280,20 +273,18 @@ impl<Permit> MessageStoreApi<Permit> for MemStore {
             {
                 return PutMessageFuture::ready(PutMessageResult::failed(status));
             }
-            pending.push(Pending {
-                record: MessageRecord {
-                    queue_id: batch.queue_id,
-                    flag: item.flag,
-                    sys_flag,
-                    born_timestamp: batch.born_timestamp,
-                    born_host: batch.born_host,
-                    reconsume_times: batch.reconsume_times,
-                    prepared_transaction_offset: PhysicalOffset(0),
-                    body: &item.body,
-                    body_crc: Some(body_crc(&item.body)),
-                    topic: &batch.topic,
-                    properties: &item.properties,
-                },
+            pending.push(MessageRecord {
+                queue_id: batch.queue_id,
+                flag: item.flag,
+                sys_flag,
+                born_timestamp: batch.born_timestamp,
+                born_host: batch.born_host,
+                reconsume_times: batch.reconsume_times,
+                prepared_transaction_offset: PhysicalOffset(0),
+                body: &item.body,
+                body_crc: Some(body_crc(&item.body)),
+                topic: &batch.topic,
+                properties: &item.properties,
             });
         }
         PutMessageFuture::ready(self.append(&pending, batch.store_host, true))
