@@ -21,26 +21,28 @@ use std::time::{Duration, Instant};
 use broker::config::Config;
 use broker::metrics::Metrics;
 use broker::services::Broker;
+use broker::services::put_path::BrokerStore;
 use broker::services::schedule;
-use broker::services::store_adapter::StoreAdapter;
-use broker::services::store_api::{MessageStoreApi, PutMessage, PutStatus};
 use bytes::Bytes;
-use protocol::message::QueueOffset;
+use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset};
+use store::PutMessageStatus;
+use store::commitlog::BrokerMessage;
 
-fn message(topic: &str, body: &Bytes, properties: String) -> PutMessage {
+fn message(topic: &str, body: &Bytes, properties: String) -> BrokerMessage {
     let host: SocketAddr = "127.0.0.1:10911".parse().expect("literal address");
-    PutMessage {
+    BrokerMessage {
         topic: topic.to_owned(),
         queue_id: 0,
         flag: 0,
         body: body.clone(),
         properties,
-        sys_flag: 0,
+        sys_flag: MessageSysFlag(0),
         born_timestamp: 0,
         born_host: host,
         store_host: host,
         reconsume_times: 0,
-        wait_store_ok: false,
+        prepared_transaction_offset: PhysicalOffset(0),
+        wait_store_msg_ok: false,
     }
 }
 
@@ -75,7 +77,7 @@ fn main() {
     );
     let config = Config::from_properties(&text).expect("config");
     let store = store::MessageStore::open(config.store.clone()).expect("store");
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let store: Arc<BrokerStore> = Arc::new(store);
     let broker = Broker::open(config, store, Arc::new(Metrics::new())).expect("broker");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -94,7 +96,7 @@ fn main() {
                     props(i, false),
                 )))
                 .await;
-            assert_eq!(r.status, PutStatus::PutOk);
+            assert_eq!(r.status, PutMessageStatus::PutOk);
         }
         started.elapsed()
     });
@@ -108,7 +110,7 @@ fn main() {
                     props(i, true),
                 )))
                 .await;
-            assert_eq!(r.status, PutStatus::PutOk);
+            assert_eq!(r.status, PutMessageStatus::PutOk);
         }
     });
     // Every parked message due, everything dispatched.
@@ -130,7 +132,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(broker.store.max_offset_in_queue("BenchDelayed", 0), target);
-    broker.store.shutdown();
+    broker.store.shutdown().expect("store shutdown");
 
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     println!("messages: {n}, body: {body_len} B");

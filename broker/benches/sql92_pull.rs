@@ -16,15 +16,14 @@ use std::time::{Duration, Instant};
 
 use broker::config::Config;
 use broker::services::filter::MessageFilter;
-use broker::services::store_adapter::StoreAdapter;
-use broker::services::store_api::{GetStatus, MessageStoreApi};
 use bytes::Bytes;
 use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset};
-use store::PutMessageStatus;
 use store::commitlog::BrokerMessage;
+use store::lookup::GetMessageStatus;
+use store::{MessageStoreApi, PutMessageStatus};
 
 const TOPIC: &str = "BenchSql";
-const PULL: i32 = 32;
+const PULL: usize = 32;
 
 /// The queue is filled through the store itself: the bench measures pull filtering, and
 /// the broker's put path (fence, flush and replica rules) is not what is timed.
@@ -56,9 +55,12 @@ fn drain(store: &dyn MessageStoreApi, filter: &MessageFilter, n: i64) -> (i64, u
     let started = Instant::now();
     let (mut offset, mut delivered) = (QueueOffset(0), 0);
     while offset.get() < n {
-        let r = store.get_message(TOPIC, 0, offset, PULL, filter);
+        let r = store.get_message(TOPIC, 0, offset, PULL, Some(filter));
         assert!(
-            matches!(r.status, GetStatus::Found | GetStatus::NoMatchedMessage),
+            matches!(
+                r.status,
+                GetMessageStatus::Found | GetMessageStatus::NoMatchedMessage
+            ),
             "{:?} at {offset:?}",
             r.status
         );
@@ -106,7 +108,7 @@ fn main() {
             assert_eq!(r.status, PutMessageStatus::PutOk);
         }
     });
-    let store = StoreAdapter::new(store);
+    let store: &dyn MessageStoreApi = &*store;
     while store.dispatch_behind_bytes() > 0 {
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -118,12 +120,12 @@ fn main() {
     )
     .expect("selector");
     // Warm the page cache and the code paths once, then measure each mode.
-    drain(&store, &MessageFilter::All, n);
-    let (scanned_all, got_all, t_all) = drain(&store, &MessageFilter::All, n);
-    let (scanned_sql, got_sql, t_sql) = drain(&store, &sql, n);
+    drain(store, &MessageFilter::All, n);
+    let (scanned_all, got_all, t_all) = drain(store, &MessageFilter::All, n);
+    let (scanned_sql, got_sql, t_sql) = drain(store, &sql, n);
     assert_eq!(got_all as i64, n);
     assert_eq!(got_sql as i64, n / 10);
-    store.shutdown();
+    store.shutdown().expect("store shutdown");
 
     let rate = |scanned: i64, d: Duration| scanned as f64 / d.as_secs_f64();
     println!("messages: {n}, body: {body_len} B, pulls of {PULL}");

@@ -11,14 +11,28 @@ use broker::config::Config;
 use broker::metrics::Metrics;
 use broker::metrics::limits::Listener;
 use broker::services::Broker;
+use broker::services::put_path::BrokerStore;
 use broker::services::registration::{self, Registrar};
-use broker::services::store_adapter::StoreAdapter;
-use broker::services::store_api::MessageStoreApi;
 use broker::transport::http::{self, Http};
 use broker::transport::server;
 use clap::Parser;
+use protocol::message::QueueOffset;
 use security::conn_gate::GatedListener;
 use tokio::net::TcpListener;
+
+/// Dispatch's arrivals wake the pulls parked on their queue (`NotifyMessageArrivingListener`).
+struct WakeParkedPulls(Weak<Broker>);
+
+impl store::dispatch::MessageArrivalListener for WakeParkedPulls {
+    fn arriving(&self, m: &store::dispatch::ArrivedMessage<'_>) {
+        if let Some(b) = self.0.upgrade() {
+            // The store reports the queue's new max offset; the message sits just below it.
+            let offset = QueueOffset(m.max_offset.get() - 1);
+            b.pull_hold
+                .on_arrival(m.topic, m.queue_id, offset, m.tags_code, m.properties);
+        }
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(name = "rmq-broker", version, about = "RocketMQ 4.x-compatible broker")]
@@ -112,7 +126,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let ha = if replicate {
         let ha = broker::services::ha::Ha::new(
             broker::services::ha::HaSettings::from_config(&config),
-            Arc::clone(&store),
+            Arc::clone(&store) as Arc<dyn store::ReplicaStore>,
             config.broker.ha_master_address.clone(),
         );
         ha.begin_term()
@@ -124,18 +138,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         );
         None
     };
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(store));
+    let store: Arc<BrokerStore> = store;
     let broker = Broker::open_with_tls(config, Arc::clone(&store), metrics, tls)
         .context("cannot load broker metadata")?;
-    let weak: Weak<Broker> = Arc::downgrade(&broker);
-    store.set_arrival_listener(Arc::new(
-        move |topic, queue_id, offset, tags_code, properties| {
-            if let Some(b) = weak.upgrade() {
-                b.pull_hold
-                    .on_arrival(topic, queue_id, offset, tags_code, properties);
-            }
-        },
-    ));
+    store.set_arrival_listener(Arc::new(WakeParkedPulls(Arc::downgrade(&broker))));
     let _ = http.broker.set(Arc::clone(&broker));
     let ha_tasks = match &ha {
         Some(ha) => {
@@ -221,7 +227,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let b2 = Arc::clone(&broker);
     tokio::task::spawn_blocking(move || {
         b2.persist_all();
-        b2.store.shutdown();
+        if let Err(e) = b2.store.shutdown() {
+            tracing::error!(error = %e, "store shutdown failed");
+        }
     })
     .await
     .context("shutdown task")?;

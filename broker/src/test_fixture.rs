@@ -1,12 +1,15 @@
-//! A broker over a real store in a temporary directory, for unit tests of handlers and
-//! services that need the whole state.
+//! A broker over an in-memory store ([`store::mem::MemStore`]) with its metadata files in
+//! a temporary directory, for unit tests of handlers and services that need the whole
+//! state; [`broker_on_files`] and [`broker_with_fs`] put it over the file store for tests
+//! of what reaches the disk.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use protocol::message::{QueueOffset, record};
+use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, record};
+use store::commitlog::BrokerMessage;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -14,23 +17,34 @@ use crate::services::Broker;
 use crate::services::clients::Channel;
 use crate::services::clients::Conn;
 use crate::services::filter::MessageFilter;
-use crate::services::store_adapter::StoreAdapter;
-use crate::services::store_api::{MessageStoreApi, PutMessage};
+use crate::services::put_path::BrokerStore;
 
-/// A broker rooted at `dir` with 8 MiB CommitLog files; `extra` is more broker.conf text.
+/// A broker rooted at `dir` over an in-memory store; `extra` is more broker.conf text.
 pub fn broker(dir: &Path, extra: &str) -> Arc<Broker> {
+    let config = config(dir, extra);
+    let store: Arc<BrokerStore> =
+        Arc::new(store::mem::MemStore::new(config.store.clone()).unwrap());
+    Broker::open(config, store, Arc::new(Metrics::new())).unwrap()
+}
+
+/// [`broker`] over the file store (8 MiB CommitLog files).
+pub fn broker_on_files(dir: &Path, extra: &str) -> Arc<Broker> {
     broker_with_fs(dir, extra, Arc::new(store::fs::OsFs))
 }
 
-/// [`broker`] with the store and the config files written through `fs` (fault injection).
-pub fn broker_with_fs(dir: &Path, extra: &str, fs: Arc<dyn store::fs::StoreFs>) -> Arc<Broker> {
+fn config(dir: &Path, extra: &str) -> Config {
     let text = format!(
         "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\n{extra}",
         dir.display()
     );
-    let config = Config::from_properties(&text).unwrap();
+    Config::from_properties(&text).unwrap()
+}
+
+/// [`broker`] with the store and the config files written through `fs` (fault injection).
+pub fn broker_with_fs(dir: &Path, extra: &str, fs: Arc<dyn store::fs::StoreFs>) -> Arc<Broker> {
+    let config = config(dir, extra);
     let store = store::MessageStore::open_with_fs(config.store.clone(), fs).unwrap();
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let store: Arc<BrokerStore> = Arc::new(store);
     Broker::open(config, store, Arc::new(Metrics::new())).unwrap()
 }
 
@@ -61,20 +75,21 @@ pub async fn dispatch(
         .command
 }
 
-pub fn message(topic: &str, queue_id: i32, body: &str, properties: String) -> PutMessage {
+pub fn message(topic: &str, queue_id: i32, body: &str, properties: String) -> BrokerMessage {
     let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
-    PutMessage {
+    BrokerMessage {
         topic: topic.to_owned(),
         queue_id,
         flag: 0,
         body: Bytes::from(body.to_owned()),
         properties,
-        sys_flag: 0,
+        sys_flag: MessageSysFlag(0),
         born_timestamp: 1,
         born_host: host,
         store_host: host,
         reconsume_times: 0,
-        wait_store_ok: true,
+        prepared_transaction_offset: PhysicalOffset(0),
+        wait_store_msg_ok: true,
     }
 }
 
@@ -84,7 +99,9 @@ pub fn records(b: &Broker, topic: &str, queue_id: i32) -> Vec<Bytes> {
     let mut out = Vec::new();
     let mut offset = QueueOffset(0);
     loop {
-        let got = b.store.get_message(topic, queue_id, offset, 1000, &filter);
+        let got = b
+            .store
+            .get_message(topic, queue_id, offset, 1000, Some(&filter));
         if got.messages.is_empty() {
             return out;
         }

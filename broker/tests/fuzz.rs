@@ -16,8 +16,7 @@ use broker::metrics::Metrics;
 use broker::services::Broker;
 use broker::services::clients::Conn;
 use broker::services::ha::transfer_frame::next_frame;
-use broker::services::store_adapter::StoreAdapter;
-use broker::services::store_api::MessageStoreApi;
+use broker::services::put_path::BrokerStore;
 use bytes::BytesMut;
 use protocol::body::{
     ConsumerListBody, HeartbeatData, KvTable, LockBatchRequestBody, LockBatchResponseBody,
@@ -555,7 +554,7 @@ fn request_sequences_against_a_broker() {
     );
     let config = Config::from_properties(&text).unwrap();
     let store = store::MessageStore::open(config.store.clone()).unwrap();
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let store: Arc<BrokerStore> = Arc::new(store);
     let broker = Broker::open(config, store, Arc::new(Metrics::new())).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -661,7 +660,7 @@ fn heartbeats_against_a_broker() {
     );
     let config = Config::from_properties(&text).unwrap();
     let store = store::MessageStore::open(config.store.clone()).unwrap();
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let store: Arc<BrokerStore> = Arc::new(store);
     let broker = Broker::open(config, store, Arc::new(Metrics::new())).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

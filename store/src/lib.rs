@@ -22,6 +22,7 @@
 //!   start (naming the file) only where no valid prefix can be told apart.
 
 pub mod abort;
+pub mod api;
 pub mod checkpoint;
 pub mod commitlog;
 pub mod config;
@@ -32,15 +33,18 @@ pub mod fs;
 pub mod ha;
 pub mod lock;
 pub mod mapped_file;
+pub mod mem;
 pub mod message_store;
 pub mod put_result;
 pub mod replication;
 pub mod retention;
 
+pub use api::{MessageStoreApi, QueueUnit};
 pub use config::{BrokerRole, FlushDiskType, MessageStoreConfig};
 pub use error::StoreError;
 pub use message_store::{MessageStore, PutMessageFuture, WriteRefusal};
 pub use put_result::{AppendMessageResult, PutMessageResult, PutMessageStatus};
+pub use replication::ReplicaStore;
 
 // store-index modules (see /work/notes/store-interfaces.md)
 pub mod config_files;

@@ -9,7 +9,9 @@
 //! 4. rebuild the `topic-queueId` offset table, create `abort`, start reput (waiting until
 //!    it caught up), flush and retention services.
 //!
-//! The read path (`get_message`, queries) lives with the dispatcher's modules.
+//! Callers reach it through [`crate::MessageStoreApi`] (and replication through
+//! [`crate::replication::ReplicaStore`]); the read path (`get_message`, queries) lives
+//! with the dispatcher's modules.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -410,7 +412,7 @@ enum FutureState {
 }
 
 impl PutMessageFuture {
-    fn ready(result: PutMessageResult) -> Self {
+    pub(crate) fn ready(result: PutMessageResult) -> Self {
         Self(FutureState::Ready(Some(result)))
     }
 

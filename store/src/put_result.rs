@@ -48,6 +48,15 @@ impl PutMessageStatus {
                 | Self::SlaveNotAvailable
         )
     }
+
+    /// True when the store refused this record for what it is (a field over a limit,
+    /// an illegal topic or body): the same record is refused again however often it is
+    /// retried. Every other failure is about the store's state at that moment (a slave
+    /// or fenced master, the page cache busy, a file that could not be created, a failed
+    /// write) and may pass later, so a background service retries rather than skips it.
+    pub fn refuses_the_record(self) -> bool {
+        matches!(self, Self::MessageIllegal | Self::PropertiesSizeExceeded)
+    }
 }
 
 /// Where and how a message (or batch) was appended.

@@ -3,15 +3,95 @@
 //! for the master's stream, visibility of ConsumeQueue entries up to the confirm offset,
 //! and cutting every file back to an offset for a former master that rejoins as slave.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use protocol::message::PhysicalOffset;
 
+use crate::commitlog::CommitLog;
 use crate::config::BrokerRole;
 use crate::error::StoreError;
-use crate::ha::{ConfirmOffset, EpochFile, ReplicaWriter};
+use crate::ha::{ConfirmOffset, EpochFile, HistoryProof, ProofError, ReplicaWriter};
 use crate::message_store::MessageStore;
+
+/// The store as replication sees it: the master streams the CommitLog and checks a
+/// slave's history, the slave writes the stream, cuts a diverged tail and changes role.
+/// The broker's HA service holds a `dyn ReplicaStore`, never the store itself; message
+/// puts and reads go through [`crate::MessageStoreApi`].
+pub trait ReplicaStore: Send + Sync {
+    fn role(&self) -> BrokerRole;
+    /// See [`MessageStore::set_role`].
+    fn set_role(&self, role: BrokerRole, dispatch_wait: Duration) -> Result<(), RoleError>;
+    fn epochs(&self) -> &EpochFile;
+    fn confirm_offset(&self) -> &ConfirmOffset;
+    /// The CommitLog the master streams from (`HAConnection.WriteSocketService`).
+    fn commit_log(&self) -> &Arc<CommitLog>;
+    fn max_phy_offset(&self) -> PhysicalOffset;
+    /// A writer placing the master's stream into this store's CommitLog.
+    fn replica_writer(&self) -> ReplicaWriter;
+    /// Consumers are served ConsumeQueue entries only up to `limit` (`None`: all).
+    fn set_visible_limit(&self, limit: Option<PhysicalOffset>);
+    /// See [`MessageStore::truncate_beyond`].
+    fn truncate_beyond(&self, offset: PhysicalOffset) -> Result<(), StoreError>;
+    /// What a slave presents to its master: its end and the bytes just before it.
+    fn history_proof(&self) -> HistoryProof;
+    /// The master's check of a slave's [`HistoryProof`] against its own CommitLog.
+    fn check_history_proof(&self, proof: &HistoryProof) -> Result<(), ProofError>;
+    /// `storePathRootDir`, where the operator's replication files live.
+    fn root_dir(&self) -> &Path;
+}
+
+impl ReplicaStore for MessageStore {
+    fn role(&self) -> BrokerRole {
+        MessageStore::role(self)
+    }
+
+    fn set_role(&self, role: BrokerRole, dispatch_wait: Duration) -> Result<(), RoleError> {
+        MessageStore::set_role(self, role, dispatch_wait)
+    }
+
+    fn epochs(&self) -> &EpochFile {
+        MessageStore::epochs(self)
+    }
+
+    fn confirm_offset(&self) -> &ConfirmOffset {
+        MessageStore::confirm_offset(self)
+    }
+
+    fn commit_log(&self) -> &Arc<CommitLog> {
+        MessageStore::commit_log(self)
+    }
+
+    fn max_phy_offset(&self) -> PhysicalOffset {
+        MessageStore::max_phy_offset(self)
+    }
+
+    fn replica_writer(&self) -> ReplicaWriter {
+        MessageStore::replica_writer(self)
+    }
+
+    fn set_visible_limit(&self, limit: Option<PhysicalOffset>) {
+        MessageStore::set_visible_limit(self, limit);
+    }
+
+    fn truncate_beyond(&self, offset: PhysicalOffset) -> Result<(), StoreError> {
+        MessageStore::truncate_beyond(self, offset)
+    }
+
+    fn history_proof(&self) -> HistoryProof {
+        MessageStore::history_proof(self)
+    }
+
+    fn check_history_proof(&self, proof: &HistoryProof) -> Result<(), ProofError> {
+        MessageStore::check_history_proof(self, proof)
+    }
+
+    fn root_dir(&self) -> &Path {
+        &self.config.store_path_root_dir
+    }
+}
 
 /// Why a role change was refused.
 #[derive(Debug, thiserror::Error)]

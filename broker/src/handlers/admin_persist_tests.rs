@@ -204,7 +204,7 @@ async fn a_blocked_config_rewrite_holds_only_the_admin_requests_waiting_for_it()
     }
     assert!(b.topics.flush_created(Duration::from_secs(10)));
     assert!(topics_on_disk(dir.path()).contains("%RETRY%VictimGroup"));
-    b.store.shutdown();
+    b.store.shutdown().expect("store shutdown");
 }
 
 /// A rewrite that fails refuses the admin change with SYSTEM_ERROR naming the file, and
@@ -259,5 +259,5 @@ async fn a_failed_config_rewrite_refuses_the_admin_change_and_does_not_apply_it(
     );
     assert!(topics_on_disk(dir.path()).contains("\"Refused\""));
     assert!(topics_on_disk(dir.path()).contains("\"Kept\""));
-    b.store.shutdown();
+    b.store.shutdown().expect("store shutdown");
 }

@@ -23,13 +23,19 @@ pub async fn query_message(broker: &Arc<Broker>, request: &RemotingCommand) -> H
     let (begin, end) = (h.begin_timestamp, h.end_timestamp);
     // Index lookups read files; keep them off the reactor threads.
     let result = tokio::task::spawn_blocking(move || {
-        b2.store.query_message(&topic, &key, max_num, begin, end)
+        b2.store.query_message(
+            &topic,
+            &key,
+            usize::try_from(max_num).unwrap_or(0),
+            begin,
+            end,
+        )
     })
     .await
     .unwrap_or_default();
     let header = QueryMessageResponseHeader {
         index_last_update_timestamp: result.index_last_update_timestamp,
-        index_last_update_phyoffset: result.index_last_update_phyoffset,
+        index_last_update_phyoffset: result.index_last_update_phy_offset,
     };
     if result.messages.is_empty() {
         let cmd = RemotingCommand::error_response(

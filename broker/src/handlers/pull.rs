@@ -15,7 +15,7 @@ use crate::names::perm;
 use crate::services::Broker;
 use crate::services::clients::Conn;
 use crate::services::filter::MessageFilter;
-use crate::services::store_api::GetStatus;
+use store::lookup::GetMessageStatus;
 
 /// Outcome of one pass over the store.
 enum Pass {
@@ -189,22 +189,28 @@ fn process(
         &h.topic,
         h.queue_id,
         h.queue_offset,
-        h.max_msg_nums.max(0),
-        &filter,
+        usize::try_from(h.max_msg_nums).unwrap_or(0),
+        Some(&filter),
     );
     let code = match result.status {
-        GetStatus::Found => response::SUCCESS,
-        GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => {
+        GetMessageStatus::Found => response::SUCCESS,
+        GetMessageStatus::NoMatchedMessage | GetMessageStatus::MessageWasRemoving => {
             response::PULL_RETRY_IMMEDIATELY
         }
-        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue
+        GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue
             if h.queue_offset.get() != 0 =>
         {
             response::PULL_OFFSET_MOVED
         }
-        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => response::PULL_NOT_FOUND,
-        GetStatus::OffsetFoundNull | GetStatus::OffsetOverflowOne => response::PULL_NOT_FOUND,
-        GetStatus::OffsetOverflowBadly | GetStatus::OffsetTooSmall => response::PULL_OFFSET_MOVED,
+        GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+            response::PULL_NOT_FOUND
+        }
+        GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+            response::PULL_NOT_FOUND
+        }
+        GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+            response::PULL_OFFSET_MOVED
+        }
     };
 
     // The piggy-backed commit is applied once, on the first pass (`brokerAllowSuspend`).
@@ -220,7 +226,7 @@ fn process(
     let header = PullMessageResponseHeader {
         // `PullMessageProcessor`: a consumer reading data no longer in memory is sent to
         // a slave (`whichBrokerWhenConsumeSlowly`, 1) when this master has one.
-        suggest_which_broker_id: if result.suggest_pull_from_slave
+        suggest_which_broker_id: if result.suggest_pulling_from_slave
             && broker
                 .ha
                 .get()
@@ -236,7 +242,7 @@ fn process(
     };
     let cmd = RemotingCommand::response_to(request, code)
         .with_header(&header)
-        .with_remark(status_name(result.status));
+        .with_remark(result.status.as_str());
     if code == response::SUCCESS {
         let bytes: usize = result.messages.iter().map(|m| m.len()).sum();
         broker
@@ -256,19 +262,5 @@ fn process(
         Pass::Done(Outbound::with_parts(cmd, result.messages))
     } else {
         Pass::Done(cmd.into())
-    }
-}
-
-fn status_name(s: GetStatus) -> &'static str {
-    match s {
-        GetStatus::Found => "FOUND",
-        GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
-        GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
-        GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
-        GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
-        GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
-        GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
-        GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
-        GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
     }
 }

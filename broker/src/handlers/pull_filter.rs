@@ -154,7 +154,7 @@ mod tests {
     /// Bodies a pull of `topic` with `filter` returns.
     fn pulled(b: &Broker, topic: &str, filter: &MessageFilter) -> Vec<String> {
         b.store
-            .get_message(topic, 0, QueueOffset(0), 32, filter)
+            .get_message(topic, 0, QueueOffset(0), 32, Some(filter))
             .messages
             .iter()
             .map(|m| {
@@ -172,7 +172,7 @@ mod tests {
             let m = test_fixture::message(topic, 0, body, (*props).to_owned());
             rt.block_on(
                 b.store
-                    .put_message(m, crate::services::put_path::PutPermit::for_tests()),
+                    .put_message(&m, crate::services::put_path::PutPermit::for_tests()),
             );
         }
         let n = msgs.len() as i64;

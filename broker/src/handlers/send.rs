@@ -12,14 +12,15 @@ use protocol::header::{
     SendMessageResponseHeader,
 };
 use protocol::message::properties::{self, CLUSTER, WAIT};
-use protocol::message::{MessageSysFlag, Properties};
+use protocol::message::{MessageSysFlag, PhysicalOffset, Properties};
+use store::commitlog::{BatchItem, BatchMessage, BrokerMessage};
+use store::{PutMessageResult, PutMessageStatus};
 
 use super::{HandlerResult, error};
 use crate::names::{self, perm};
 use crate::services::Broker;
 use crate::services::clients::Conn;
 use crate::services::put_path::Put;
-use crate::services::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
 use crate::services::topics::AutoCreateError;
 
 /// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
@@ -140,39 +141,44 @@ pub async fn send_message(
         let mut batch_props = Properties::parse(&properties);
         batch_props.remove(CLUSTER);
         batch_props.insert(CLUSTER, b.broker_cluster_name.as_str());
-        broker
-            .put(Put::Batch(PutBatch {
-                topic: topic.to_string(),
-                queue_id,
-                body: request.body.clone(),
-                properties: batch_props.to_string(),
-                sys_flag: sys_flag.bits(),
-                born_timestamp: h.born_timestamp,
-                born_host: conn.peer,
-                store_host,
-                reconsume_times,
-                wait_store_ok,
-            }))
-            .await
+        match BatchItem::decode_batch(&request.body, &batch_props.to_string()) {
+            Some(items) => {
+                broker
+                    .put(Put::Batch(BatchMessage {
+                        topic: topic.to_string(),
+                        queue_id,
+                        sys_flag,
+                        born_timestamp: h.born_timestamp,
+                        born_host: conn.peer,
+                        store_host,
+                        reconsume_times,
+                        wait_store_msg_ok: wait_store_ok,
+                        items,
+                    }))
+                    .await
+            }
+            None => PutMessageResult::failed(PutMessageStatus::MessageIllegal),
+        }
     } else {
-        let mut put = PutMessage {
+        let mut put = BrokerMessage {
             topic: topic.to_string(),
             queue_id,
             flag: h.flag,
             body: request.body.clone(),
             properties: store_properties(&properties, &b.broker_cluster_name),
-            sys_flag: sys_flag.bits(),
+            sys_flag,
             born_timestamp: h.born_timestamp,
             born_host: conn.peer,
             store_host,
             reconsume_times,
-            wait_store_ok,
+            prepared_transaction_offset: PhysicalOffset(0),
+            wait_store_msg_ok: wait_store_ok,
         };
         if half {
             crate::services::transaction::half::to_half(&mut put);
         }
         let result = broker.put(Put::Message(put)).await;
-        if half && result.status == PutStatus::PutOk {
+        if half && result.status == PutMessageStatus::PutOk {
             broker.metrics.transactions.half_sent();
         }
         result
@@ -281,21 +287,21 @@ fn answer(
     topic: &str,
     queue_id: i32,
     body_len: u64,
-    result: PutResult,
+    result: PutMessageResult,
 ) -> RemotingCommand {
     let code = match result.status {
-        PutStatus::PutOk => response::SUCCESS,
-        PutStatus::FlushDiskTimeout => response::FLUSH_DISK_TIMEOUT,
-        PutStatus::FlushSlaveTimeout => response::FLUSH_SLAVE_TIMEOUT,
-        PutStatus::SlaveNotAvailable => response::SLAVE_NOT_AVAILABLE,
-        PutStatus::CreateMappedFileFailed => {
+        PutMessageStatus::PutOk => response::SUCCESS,
+        PutMessageStatus::FlushDiskTimeout => response::FLUSH_DISK_TIMEOUT,
+        PutMessageStatus::FlushSlaveTimeout => response::FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus::SlaveNotAvailable => response::SLAVE_NOT_AVAILABLE,
+        PutMessageStatus::CreateMapedFileFailed => {
             return RemotingCommand::error_response(
                 request,
                 response::SYSTEM_ERROR,
                 "create mapped file failed, server is busy or broken.",
             );
         }
-        PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded => {
+        PutMessageStatus::MessageIllegal | PutMessageStatus::PropertiesSizeExceeded => {
             broker.metrics.rejected_illegal();
             return RemotingCommand::error_response(
                 request,
@@ -303,21 +309,21 @@ fn answer(
                 ILLEGAL_REMARK,
             );
         }
-        PutStatus::ServiceNotAvailable => {
+        PutMessageStatus::ServiceNotAvailable => {
             return RemotingCommand::error_response(
                 request,
                 response::SERVICE_NOT_AVAILABLE,
                 "service not available now. It may be caused by one of the following reasons: the broker's disk is full, messages are put to the slave, message store has been shut down, etc.",
             );
         }
-        PutStatus::OsPageCacheBusy => {
+        PutMessageStatus::OsPageCacheBusy => {
             return RemotingCommand::error_response(
                 request,
                 response::SYSTEM_BUSY,
                 "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
             );
         }
-        PutStatus::UnknownError => {
+        PutMessageStatus::UnknownError => {
             return RemotingCommand::error_response(
                 request,
                 response::SYSTEM_ERROR,
@@ -325,7 +331,7 @@ fn answer(
             );
         }
     };
-    let Some(appended) = result.appended else {
+    let Some(appended) = result.append else {
         return RemotingCommand::error_response(
             request,
             response::SYSTEM_ERROR,
@@ -334,11 +340,11 @@ fn answer(
     };
     broker
         .metrics
-        .record_put(topic, appended.msg_ids.len() as u64, body_len);
+        .record_put(topic, u64::from(appended.msg_num), body_len);
     let header = SendMessageResponseHeader {
-        msg_id: appended.msg_ids.join(","),
+        msg_id: appended.msg_ids(),
         queue_id,
-        queue_offset: appended.queue_offset,
+        queue_offset: appended.logics_offset,
         transaction_id: None,
     };
     let mut out = RemotingCommand::response_to(request, code).with_header(&header);

@@ -11,18 +11,19 @@ use std::sync::atomic::Ordering;
 use protocol::RemotingCommand;
 use protocol::code::response;
 use protocol::header::ConsumerSendMsgBackRequestHeader;
-use protocol::message::Properties;
 use protocol::message::properties::{
     DELAY, MAX_RECONSUME_TIMES, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, WAIT,
 };
 use protocol::message::record;
+use protocol::message::{PhysicalOffset, Properties};
 
 use super::send::{VERSION_WITH_MAX_RECONSUME, random_index};
 use super::{HandlerResult, error, success};
 use crate::names::{self, perm};
 use crate::services::Broker;
 use crate::services::put_path::Put;
-use crate::services::store_api::{PutMessage, PutStatus};
+use store::PutMessageStatus;
+use store::commitlog::BrokerMessage;
 
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
@@ -173,13 +174,13 @@ pub async fn consumer_send_msg_back(
         reconsume_times,
         max,
     );
-    let copy = PutMessage {
+    let copy = BrokerMessage {
         topic,
         queue_id,
         flag: original.flag(),
         body: stored.slice_ref(original.body()),
         properties,
-        sys_flag: original.sys_flag().0,
+        sys_flag: original.sys_flag(),
         born_timestamp: original.born_timestamp(),
         born_host: original.born_host(),
         store_host: original.store_host(),
@@ -187,12 +188,13 @@ pub async fn consumer_send_msg_back(
         // `asyncConsumerSendMsgBack` answers after the store's flush and the slave's ack
         // like a send does (4.9's `handleDiskFlush` + `handleHA`): a retry acknowledged to
         // the consumer, which then advances its offset past the original, must survive.
-        wait_store_ok: true,
+        prepared_transaction_offset: PhysicalOffset(0),
+        wait_store_msg_ok: true,
     };
     let dead_letter = delay_level == 0;
     let result = broker.put(Put::Message(copy)).await;
-    if result.status != PutStatus::PutOk {
-        return error(request, response::SYSTEM_ERROR, status_name(result.status));
+    if result.status != PutMessageStatus::PutOk {
+        return error(request, response::SYSTEM_ERROR, result.status.as_str());
     }
     if dead_letter {
         tracing::warn!(group = %h.group, offset = h.offset.get(), reconsume_times, "message moved to the dead letter queue");
@@ -201,22 +203,6 @@ pub async fn consumer_send_msg_back(
         broker.metrics.record_retry(&h.group);
     }
     Ok(success(request).into())
-}
-
-/// `PutMessageStatus.name()`, the remark RocketMQ answers a failed send-back with.
-fn status_name(status: PutStatus) -> &'static str {
-    match status {
-        PutStatus::PutOk => "PUT_OK",
-        PutStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
-        PutStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
-        PutStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
-        PutStatus::ServiceNotAvailable => "SERVICE_NOT_AVAILABLE",
-        PutStatus::CreateMappedFileFailed => "CREATE_MAPEDFILE_FAILED",
-        PutStatus::MessageIllegal => "MESSAGE_ILLEGAL",
-        PutStatus::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
-        PutStatus::OsPageCacheBusy => "OS_PAGECACHE_BUSY",
-        PutStatus::UnknownError => "UNKNOWN_ERROR",
-    }
 }
 
 #[cfg(test)]

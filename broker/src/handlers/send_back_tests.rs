@@ -49,8 +49,8 @@ fn consumed(b: &Broker) -> (PhysicalOffset, String) {
         .build()
         .unwrap();
     let put = rt.block_on(b.put(crate::services::put_path::Put::Message(m)));
-    let a = put.appended.unwrap();
-    (a.wrote_offset, a.msg_ids[0].clone())
+    let a = put.append.unwrap();
+    (a.wrote_offset, a.msg_id())
 }
 
 /// The only record of the queue, once dispatched.

@@ -38,6 +38,18 @@ pub enum MessageFilter {
     },
 }
 
+/// The store's read path asks the subscription: tags on the ConsumeQueue unit, then
+/// SQL92 on the record (`ExpressionMessageFilter`).
+impl store::lookup::MessageFilter for MessageFilter {
+    fn matches_consume_queue(&self, tags_code: i64) -> bool {
+        self.matches_tags_code(tags_code)
+    }
+
+    fn matches_commit_log(&self, record: &[u8]) -> bool {
+        self.matches_record(record)
+    }
+}
+
 impl PartialEq for MessageFilter {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {

@@ -2,7 +2,7 @@
 //! everything requests and background tasks act on: metadata managers (topics, groups,
 //! offsets, clients, locks), filters, transactions, delayed delivery, replication,
 //! registration with nameservers, and the one path into the store ([`put_path`] over
-//! [`store_api`]).
+//! [`store::MessageStoreApi`]).
 
 pub(crate) mod client_requests;
 pub mod clients;
@@ -19,8 +19,6 @@ pub mod put_path;
 pub mod registration;
 pub mod schedule;
 pub mod state;
-pub mod store_adapter;
-pub mod store_api;
 pub mod topics;
 pub mod transaction;
 

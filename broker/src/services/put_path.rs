@@ -13,12 +13,18 @@
 //! whose `handleDiskFlush` and `handleHA` apply to all of them alike (send-back waits for
 //! store and slave like a send does). Here the store's put methods take a [`PutPermit`],
 //! which only this module can make: a new put site cannot reach the store without going
-//! through [`Broker::put`].
+//! through [`Broker::put`]. The store's interface ([`store::MessageStoreApi`]) takes
+//! a permit of its caller's choosing; the broker holds it as [`BrokerStore`], whose
+//! permit is this one.
 
 use protocol::message::PhysicalOffset;
+use store::commitlog::{BatchMessage, BrokerMessage};
+use store::{MessageStoreApi, PutMessageResult, PutMessageStatus};
 
 use crate::services::Broker;
-use crate::services::store_api::{PutBatch, PutMessage, PutResult, PutStatus};
+
+/// The store as the broker holds it: puts need a [`PutPermit`].
+pub type BrokerStore = dyn MessageStoreApi<PutPermit>;
 
 /// Proof that a store put was issued by [`Broker::put`]. Its field is private, so no
 /// other module can construct one.
@@ -27,7 +33,7 @@ pub struct PutPermit(());
 
 #[cfg(test)]
 impl PutPermit {
-    /// For unit tests of the store adapter itself.
+    /// For unit tests that fill a store directly.
     pub(crate) fn for_tests() -> Self {
         Self(())
     }
@@ -36,12 +42,12 @@ impl PutPermit {
 /// What to append.
 #[derive(Debug, Clone)]
 pub enum Put {
-    Message(PutMessage),
-    Batch(PutBatch),
+    Message(BrokerMessage),
+    Batch(BatchMessage),
     /// The committed copy of a transaction's half message, pointing at the half's
     /// CommitLog offset (`preparedTransactionOffset`).
     TransactionEnd {
-        msg: PutMessage,
+        msg: BrokerMessage,
         prepared: PhysicalOffset,
     },
 }
@@ -49,30 +55,26 @@ pub enum Put {
 impl Put {
     fn wait_store_ok(&self) -> bool {
         match self {
-            Put::Message(m) | Put::TransactionEnd { msg: m, .. } => m.wait_store_ok,
-            Put::Batch(b) => b.wait_store_ok,
+            Put::Message(m) | Put::TransactionEnd { msg: m, .. } => m.wait_store_msg_ok,
+            Put::Batch(b) => b.wait_store_msg_ok,
         }
     }
 }
 
 impl Broker {
     /// Appends `put` under the fence, flush and replica rules (see the module docs).
-    pub async fn put(&self, put: Put) -> PutResult {
+    pub async fn put(&self, put: Put) -> PutMessageResult {
         let ha = self.ha.get();
         if self.is_slave() || ha.is_some_and(|ha| ha.is_fenced()) {
-            return PutResult {
-                status: PutStatus::ServiceNotAvailable,
-                appended: None,
-            };
+            return PutMessageResult::failed(PutMessageStatus::ServiceNotAvailable);
         }
         let wait_store_ok = put.wait_store_ok();
         let result = match put {
-            Put::Message(m) => self.store.put_message(m, PutPermit(())).await,
-            Put::Batch(b) => self.store.put_batch(b, PutPermit(())).await,
-            Put::TransactionEnd { msg, prepared } => {
-                self.store
-                    .put_transaction_end(msg, prepared, PutPermit(()))
-                    .await
+            Put::Message(m) => self.store.put_message(&m, PutPermit(())).await,
+            Put::Batch(b) => self.store.put_messages(&b, PutPermit(())).await,
+            Put::TransactionEnd { mut msg, prepared } => {
+                msg.prepared_transaction_offset = prepared;
+                self.store.put_message(&msg, PutPermit(())).await
             }
         };
         match ha {

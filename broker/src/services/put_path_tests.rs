@@ -13,8 +13,6 @@ use crate::config::Config;
 use crate::handlers::Reply;
 use crate::metrics::Metrics;
 use crate::services::ha::{Ha, HaSettings};
-use crate::services::store_adapter::StoreAdapter;
-use crate::services::store_api::MessageStoreApi;
 use crate::test_fixture;
 
 /// A broker over a real store with replication state attached (no listener started).
@@ -25,14 +23,17 @@ fn broker_with_ha(dir: &Path, conf: &str) -> (Arc<Broker>, Arc<Ha>) {
     );
     let config = Config::from_properties(&text).unwrap();
     let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
-    let ha = Ha::new(HaSettings::from_config(&config), Arc::clone(&store), None);
-    let api: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(store));
-    let broker = Broker::open(config, api, Arc::new(Metrics::new())).unwrap();
+    let ha = Ha::new(
+        HaSettings::from_config(&config),
+        Arc::clone(&store) as _,
+        None,
+    );
+    let broker = Broker::open(config, store, Arc::new(Metrics::new())).unwrap();
     let _ = broker.ha.set(Arc::clone(&ha));
     (broker, ha)
 }
 
-fn message(topic: &str) -> PutMessage {
+fn message(topic: &str) -> BrokerMessage {
     test_fixture::message(
         topic,
         0,
@@ -65,8 +66,8 @@ async fn a_fenced_master_stores_nothing_on_any_put_site() {
     let dir = tempfile::tempdir().unwrap();
     let (broker, ha) = broker_with_ha(dir.path(), "brokerRole=ASYNC_MASTER\n");
     let stored = broker.put(Put::Message(message("T"))).await;
-    assert_eq!(stored.status, PutStatus::PutOk);
-    let original = stored.appended.unwrap().wrote_offset;
+    assert_eq!(stored.status, PutMessageStatus::PutOk);
+    let original = stored.append.unwrap().wrote_offset;
     let end = broker.store.max_phy_offset();
 
     ha.fence(7);
@@ -78,7 +79,7 @@ async fn a_fenced_master_stores_nothing_on_any_put_site() {
         },
     ] {
         let r = broker.put(put).await;
-        assert_eq!(r.status, PutStatus::ServiceNotAvailable);
+        assert_eq!(r.status, PutMessageStatus::ServiceNotAvailable);
     }
     // CONSUMER_SEND_MSG_BACK used to write its retry copy on a fenced master.
     let out = send_back(&broker, original).await;
@@ -93,8 +94,8 @@ async fn send_back_on_a_sync_master_waits_for_a_slave_like_a_send() {
     let (broker, _ha) = broker_with_ha(dir.path(), "brokerRole=SYNC_MASTER\n");
     let stored = broker.put(Put::Message(message("T"))).await;
     // No slave: stored locally, not replicated.
-    assert_eq!(stored.status, PutStatus::SlaveNotAvailable);
-    let original = stored.appended.unwrap().wrote_offset;
+    assert_eq!(stored.status, PutMessageStatus::SlaveNotAvailable);
+    let original = stored.append.unwrap().wrote_offset;
     // 4.9 answers a send-back by the store's and the slave's result; this one used to
     // answer SUCCESS without waiting for any slave.
     let out = send_back(&broker, original).await;

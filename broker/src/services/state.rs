@@ -21,8 +21,8 @@ use crate::services::live_config::LiveConfig;
 use crate::services::locks::LockManager;
 use crate::services::long_polling::PullHold;
 use crate::services::offsets::OffsetManager;
+use crate::services::put_path::BrokerStore;
 use crate::services::schedule::ScheduleService;
-use crate::services::store_api::MessageStoreApi;
 use crate::services::topics::TopicManager;
 use crate::services::transaction::Transactions;
 use security::conn_gate::ConnGate;
@@ -43,7 +43,7 @@ pub struct Broker {
     /// Delay levels and their delivery progress (`delayOffset.json`).
     pub schedule: ScheduleService,
     pub metrics: Arc<Metrics>,
-    pub store: Arc<dyn MessageStoreApi>,
+    pub store: Arc<BrokerStore>,
     pub pull_hold: PullHold,
     /// Compiled SQL92 subscriptions (`ConsumerFilterManager`).
     pub filters: Arc<FilterRegistry>,
@@ -77,7 +77,7 @@ impl Broker {
     /// Loads the metadata files below `storePathRootDir`.
     pub fn open(
         config: Config,
-        store: Arc<dyn MessageStoreApi>,
+        store: Arc<BrokerStore>,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, ConfigFileError> {
         let tls = server_tls(&config.broker)?;
@@ -89,7 +89,7 @@ impl Broker {
     /// it).
     pub fn open_with_tls(
         config: Config,
-        store: Arc<dyn MessageStoreApi>,
+        store: Arc<BrokerStore>,
         metrics: Arc<Metrics>,
         tls: Option<Arc<security::tls::TlsServer>>,
     ) -> Result<Arc<Self>, ConfigFileError> {

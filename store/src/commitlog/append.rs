@@ -19,6 +19,7 @@ use protocol::message::{
 use protocol::message::properties::{self, Properties};
 
 use super::{BatchMessage, BrokerMessage, CommitLog};
+use crate::config::DelayLevels;
 use crate::mapped_file::MappedFile;
 use crate::put_result::{AppendMessageResult, PutMessageStatus};
 
@@ -37,10 +38,48 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn advances_queue(sys_flag: MessageSysFlag) -> bool {
+pub(crate) fn advances_queue(sys_flag: MessageSysFlag) -> bool {
     matches!(
         sys_flag.transaction_type(),
         TransactionType::Not | TransactionType::Commit
+    )
+}
+
+/// Delay messages (`DELAY` > 0 on NOT/COMMIT types) are stored in
+/// `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, with the real destination in
+/// `REAL_TOPIC` / `REAL_QID`; the level is clamped to the table.
+pub(crate) fn delay_rewrite<'m>(
+    levels: &DelayLevels,
+    msg: &'m BrokerMessage,
+    sys_flag: MessageSysFlag,
+) -> (Cow<'m, str>, i32, Cow<'m, str>) {
+    let unchanged = (
+        Cow::Borrowed(msg.topic.as_str()),
+        msg.queue_id,
+        Cow::Borrowed(msg.properties.as_str()),
+    );
+    // Cheap pre-check: almost no message carries DELAY.
+    if !advances_queue(sys_flag) || !msg.properties.contains(PROPERTY_DELAY) {
+        return unchanged;
+    }
+    let Some(level) = properties::find(&msg.properties, PROPERTY_DELAY)
+        .and_then(|d| d.trim().parse::<i32>().ok())
+    else {
+        return unchanged;
+    };
+    if level <= 0 {
+        return unchanged;
+    }
+    let level = level.min(levels.max_level());
+    let mut props = Properties::parse(&msg.properties);
+    props.insert(PROPERTY_REAL_TOPIC, msg.topic.as_str());
+    props.insert(PROPERTY_REAL_QUEUE_ID, msg.queue_id.to_string());
+    let mut encoded = String::with_capacity(props.encoded_len());
+    props.write_to(&mut encoded);
+    (
+        Cow::Borrowed(SCHEDULE_TOPIC),
+        level - 1,
+        Cow::Owned(encoded),
     )
 }
 
@@ -50,6 +89,25 @@ struct Prepared<'a> {
     len: u32,
 }
 
+/// The field limits of a record (`CommitLog.asyncPutMessage` and the encoder's checks).
+pub(crate) fn check_lengths(
+    max_message_size: u32,
+    topic: &str,
+    properties: &str,
+    body_len: usize,
+) -> Result<(), PutMessageStatus> {
+    if topic.is_empty() || topic.len() > MAX_TOPIC_LEN {
+        return Err(PutMessageStatus::MessageIllegal);
+    }
+    if properties.len() > MAX_PROPERTIES_LEN {
+        return Err(PutMessageStatus::PropertiesSizeExceeded);
+    }
+    if body_len > max_message_size as usize {
+        return Err(PutMessageStatus::MessageIllegal);
+    }
+    Ok(())
+}
+
 impl CommitLog {
     fn check_lengths(
         &self,
@@ -57,16 +115,7 @@ impl CommitLog {
         properties: &str,
         body_len: usize,
     ) -> Result<(), PutMessageStatus> {
-        if topic.is_empty() || topic.len() > MAX_TOPIC_LEN {
-            return Err(PutMessageStatus::MessageIllegal);
-        }
-        if properties.len() > MAX_PROPERTIES_LEN {
-            return Err(PutMessageStatus::PropertiesSizeExceeded);
-        }
-        if body_len > self.max_message_size as usize {
-            return Err(PutMessageStatus::MessageIllegal);
-        }
-        Ok(())
+        check_lengths(self.max_message_size, topic, properties, body_len)
     }
 
     /// Checks the whole-record limits and that the record(s) fit a file at all.
@@ -77,44 +126,6 @@ impl CommitLog {
             return Err(PutMessageStatus::MessageIllegal);
         }
         u32::try_from(len).map_err(|_| PutMessageStatus::MessageIllegal)
-    }
-
-    /// Delay messages (`DELAY` > 0 on NOT/COMMIT types) are stored in
-    /// `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, with the real destination in
-    /// `REAL_TOPIC` / `REAL_QID`; the level is clamped to the table.
-    fn delay_rewrite<'m>(
-        &self,
-        msg: &'m BrokerMessage,
-        sys_flag: MessageSysFlag,
-    ) -> (Cow<'m, str>, i32, Cow<'m, str>) {
-        let unchanged = (
-            Cow::Borrowed(msg.topic.as_str()),
-            msg.queue_id,
-            Cow::Borrowed(msg.properties.as_str()),
-        );
-        // Cheap pre-check: almost no message carries DELAY.
-        if !advances_queue(sys_flag) || !msg.properties.contains(PROPERTY_DELAY) {
-            return unchanged;
-        }
-        let Some(level) = properties::find(&msg.properties, PROPERTY_DELAY)
-            .and_then(|d| d.trim().parse::<i32>().ok())
-        else {
-            return unchanged;
-        };
-        if level <= 0 {
-            return unchanged;
-        }
-        let level = level.min(self.delay_levels.max_level());
-        let mut props = Properties::parse(&msg.properties);
-        props.insert(PROPERTY_REAL_TOPIC, msg.topic.as_str());
-        props.insert(PROPERTY_REAL_QUEUE_ID, msg.queue_id.to_string());
-        let mut encoded = String::with_capacity(props.encoded_len());
-        props.write_to(&mut encoded);
-        (
-            Cow::Borrowed(SCHEDULE_TOPIC),
-            level - 1,
-            Cow::Owned(encoded),
-        )
     }
 
     /// True when the put lock has been held longer than `timeout_ms` (`isOSPageCacheBusy`).
@@ -128,7 +139,7 @@ impl CommitLog {
         let sys_flag = msg
             .sys_flag
             .with_host_families(&msg.born_host, &msg.store_host);
-        let (topic, queue_id, properties) = self.delay_rewrite(msg, sys_flag);
+        let (topic, queue_id, properties) = delay_rewrite(&self.delay_levels, msg, sys_flag);
         self.check_lengths(&topic, &properties, msg.body.len())?;
         let record = MessageRecord {
             queue_id,

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use protocol::message::properties::join_batch_properties;
 use protocol::message::{MessageSysFlag, PhysicalOffset};
 
 /// One message to store. `properties` is the already-serialized properties string
@@ -48,4 +49,25 @@ pub struct BatchMessage {
     pub reconsume_times: i32,
     pub wait_store_msg_ok: bool,
     pub items: Vec<BatchItem>,
+}
+
+impl BatchItem {
+    /// The inner messages of a batch body (`MessageDecoder.decodeMessages`), each with the
+    /// batch-level `batch_properties` appended to its own; bodies are views of `body`.
+    /// `None` when the body does not decode or holds no message.
+    pub fn decode_batch(body: &Bytes, batch_properties: &str) -> Option<Vec<BatchItem>> {
+        let mut items = Vec::new();
+        for entry in protocol::message::batch::decode(body) {
+            let entry = entry.ok()?;
+            let mut properties =
+                String::with_capacity(entry.properties.len() + batch_properties.len() + 1);
+            join_batch_properties(entry.properties, batch_properties, &mut properties);
+            items.push(BatchItem {
+                flag: entry.flag,
+                body: body.slice_ref(entry.body),
+                properties,
+            });
+        }
+        (!items.is_empty()).then_some(items)
+    }
 }

@@ -9,6 +9,7 @@ mod recover;
 mod replica;
 mod signal;
 
+pub(crate) use append::{advances_queue, check_lengths, delay_rewrite, now_ms};
 pub use message::{BatchItem, BatchMessage, BrokerMessage};
 pub use recover::Recovered;
 pub use replica::PlaceError;

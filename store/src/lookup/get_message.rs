@@ -23,6 +23,23 @@ pub enum GetMessageStatus {
     NoMessageInQueue,
 }
 
+impl GetMessageStatus {
+    /// RocketMQ's enum constant name (the remark of a pull answer).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Found => "FOUND",
+            Self::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+            Self::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+            Self::OffsetFoundNull => "OFFSET_FOUND_NULL",
+            Self::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+            Self::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+            Self::OffsetTooSmall => "OFFSET_TOO_SMALL",
+            Self::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            Self::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct GetMessageResult {
     pub status: GetMessageStatus,
@@ -39,7 +56,7 @@ pub struct GetMessageResult {
 }
 
 impl GetMessageResult {
-    fn new(
+    pub(crate) fn new(
         status: GetMessageStatus,
         next: QueueOffset,
         min: QueueOffset,
@@ -115,8 +132,7 @@ impl Dispatcher {
 
         let log = &*shared.commit_log;
         let max_physical = log.max_offset();
-        let memory_budget =
-            physical_memory_bytes() / 100 * i64::from(config.access_message_in_memory_max_ratio);
+        let memory_budget = memory_budget(config);
         // `maxFilterMessageCount`: 16,000 bytes of units or `maxMsgNums` units, here no
         // more than `maxPullScanUnits`, so a pull's filtering work is bounded.
         let max_scan = (16_000 / UNIT_SIZE)
@@ -185,7 +201,7 @@ impl Dispatcher {
 }
 
 /// `isTheBatchFull`.
-fn batch_full(
+pub(crate) fn batch_full(
     config: &crate::config::MessageStoreConfig,
     size: i32,
     max_count: usize,
@@ -212,6 +228,12 @@ fn batch_full(
     };
     out.buffer_total_size as u64 + u64::try_from(size).unwrap_or(0) > u64::from(max_bytes)
         || count as u64 > u64::from(max_msgs).saturating_sub(1)
+}
+
+/// `accessMessageInMemoryMaxRatio` % of the RAM: a consumer further behind the CommitLog
+/// end than this reads from disk (`checkInDiskByCommitOffset`).
+pub(crate) fn memory_budget(config: &crate::config::MessageStoreConfig) -> i64 {
+    physical_memory_bytes() / 100 * i64::from(config.access_message_in_memory_max_ratio)
 }
 
 /// Total RAM (`StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`), read once.

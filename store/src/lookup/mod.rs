@@ -10,6 +10,7 @@ mod get_message;
 pub use by_key::QueryMessageResult;
 pub use filter::{AcceptAll, MessageFilter};
 pub use get_message::{GetMessageResult, GetMessageStatus};
+pub(crate) use get_message::{batch_full, memory_budget};
 
 #[cfg(test)]
 mod tests;

@@ -23,17 +23,15 @@ async fn master_with_messages(
     );
     let config = Config::from_properties(&text).unwrap();
     let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
-    let ha = Ha::new(HaSettings::from_config(&config), store, None);
-    let adapter = crate::services::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
+    let ha = Ha::new(
+        HaSettings::from_config(&config),
+        Arc::clone(&store) as _,
+        None,
+    );
     for i in 0..count {
         let body = format!("m{i}-{}", "x".repeat(padding));
         let m = crate::test_fixture::message("T", 0, &body, String::new());
-        crate::services::store_api::MessageStoreApi::put_message(
-            &adapter,
-            m,
-            crate::services::put_path::PutPermit::for_tests(),
-        )
-        .await;
+        store.put_message(&m).await;
     }
     let max = ha.store.max_phy_offset().0;
     (ha, max)

@@ -29,11 +29,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use protocol::body::ha::{HaClientRuntimeInfo, HaRuntimeInfo};
 use protocol::message::PhysicalOffset;
-use store::{BrokerRole, MessageStore};
+use store::{BrokerRole, PutMessageResult, PutMessageStatus, ReplicaStore};
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::services::store_api::{PutResult, PutStatus};
 use acks::Acks;
 
 /// Settings of replication, taken from the broker and store configuration.
@@ -151,7 +150,7 @@ pub struct HaCounters {
 
 pub struct Ha {
     pub settings: HaSettings,
-    pub store: Arc<MessageStore>,
+    pub store: Arc<dyn ReplicaStore>,
     state: Mutex<RoleState>,
     /// Writes refused: a slave with a newer epoch showed this master it is stale.
     fenced: AtomicBool,
@@ -176,7 +175,7 @@ pub struct Ha {
 impl Ha {
     pub fn new(
         settings: HaSettings,
-        store: Arc<MessageStore>,
+        store: Arc<dyn ReplicaStore>,
         ha_master: Option<String>,
     ) -> Arc<Self> {
         let role = store.role();
@@ -342,41 +341,45 @@ impl Ha {
     /// than `haSlaveFallbehindMax` behind: SLAVE_NOT_AVAILABLE at once; no ack within
     /// `syncFlushTimeout`: FLUSH_SLAVE_TIMEOUT. A replication failure overrides the flush
     /// status; a flush failure stays when replication succeeded.
-    pub async fn after_put(&self, mut result: PutResult, wait_store_ok: bool) -> PutResult {
+    pub async fn after_put(
+        &self,
+        mut result: PutMessageResult,
+        wait_store_ok: bool,
+    ) -> PutMessageResult {
         // A master fenced while this put was in flight (role SLAVE now) still answers by
         // what a slave acknowledged: the put must not read as replicated when it is not.
         if !wait_store_ok
             || self.role() == BrokerRole::AsyncMaster
             || !matches!(
                 result.status,
-                PutStatus::PutOk | PutStatus::FlushDiskTimeout
+                PutMessageStatus::PutOk | PutMessageStatus::FlushDiskTimeout
             )
         {
             return result;
         }
-        let Some(appended) = &result.appended else {
+        let Some(appended) = &result.append else {
             return result;
         };
-        let end = appended.wrote_offset.0 + appended.wrote_bytes as i64;
+        let end = appended.end_offset().0;
         let status = self.wait_replicated(end).await;
-        if status != PutStatus::PutOk {
+        if status != PutMessageStatus::PutOk {
             result.status = status;
         }
         result
     }
 
-    async fn wait_replicated(&self, end: i64) -> PutStatus {
+    async fn wait_replicated(&self, end: i64) -> PutMessageStatus {
         let best = self.acks.max_ack();
         let slave_ok = self.acks.count() > 0
             && best >= 0
             && ((end - best).max(0) as u64) < self.settings.fallbehind_max;
         if !slave_ok {
-            return PutStatus::SlaveNotAvailable;
+            return PutMessageStatus::SlaveNotAvailable;
         }
         let mut rx = self.acks.subscribe();
         match tokio::time::timeout(self.settings.sync_timeout, rx.wait_for(|v| *v >= end)).await {
-            Ok(Ok(_)) => PutStatus::PutOk,
-            _ => PutStatus::FlushSlaveTimeout,
+            Ok(Ok(_)) => PutMessageStatus::PutOk,
+            _ => PutMessageStatus::FlushSlaveTimeout,
         }
     }
 

@@ -7,13 +7,22 @@ use crate::config::Config;
 use crate::services::ha::HaSettings;
 
 fn ha_in(dir: &Path, conf: &str) -> Arc<Ha> {
+    ha_and_store_in(dir, conf).0
+}
+
+fn ha_and_store_in(dir: &Path, conf: &str) -> (Arc<Ha>, Arc<store::MessageStore>) {
     let text = format!(
         "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nhaListenPort=0\n{conf}",
         dir.display()
     );
     let config = Config::from_properties(&text).unwrap();
     let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
-    Ha::new(HaSettings::from_config(&config), store, None)
+    let ha = Ha::new(
+        HaSettings::from_config(&config),
+        Arc::clone(&store) as _,
+        None,
+    );
+    (ha, store)
 }
 
 #[tokio::test]
@@ -149,17 +158,11 @@ async fn a_second_master_at_the_same_epoch_is_refused() {
 #[tokio::test]
 async fn every_start_as_master_begins_a_new_epoch_at_the_log_end() {
     let dir = tempfile::tempdir().unwrap();
-    let ha = ha_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
+    let (ha, store) = ha_and_store_in(dir.path(), "brokerRole=SYNC_MASTER\nbrokerId=0\n");
     ha.begin_term().unwrap();
     assert_eq!(ha.epoch(), 1);
     let m = crate::test_fixture::message("T", 0, "x", String::new());
-    let adapter = crate::services::store_adapter::StoreAdapter::new(Arc::clone(&ha.store));
-    crate::services::store_api::MessageStoreApi::put_message(
-        &adapter,
-        m,
-        crate::services::put_path::PutPermit::for_tests(),
-    )
-    .await;
+    store.put_message(&m).await;
     let end = ha.store.max_phy_offset();
     // The same store under a new process (the old one lost power).
     let again = Ha::new(ha.settings.clone(), Arc::clone(&ha.store), None);

@@ -282,13 +282,13 @@ pub(crate) fn cut_to_master(
                 end: local_end,
                 confirm,
             };
-            if !super::truncation::operator_allows(store, &refusal) {
+            if !super::truncation::operator_allows(&**store, &refusal) {
                 ha.counters
                     .refused_truncations
                     .fetch_add(1, Ordering::Relaxed);
                 tracing::error!(
                     keep = %point, end = %local_end, %confirm,
-                    allow_file = %super::truncation::allow_path(store).display(),
+                    allow_file = %super::truncation::allow_path(&**store).display(),
                     "refusing to cut this replica below its confirm offset or to zero; \
                      see docs/runbooks/ha-truncation.md"
                 );

@@ -12,39 +12,41 @@ use store::ha::EpochEntry;
 use super::{SlaveError, cut_to_master};
 use crate::config::Config;
 use crate::services::ha::{Ha, HaSettings, Target};
-use crate::services::store_adapter::StoreAdapter;
-use crate::services::store_api::{MessageStoreApi, PutStatus};
 use crate::test_fixture::message;
+use store::{MessageStore, MessageStoreApi, PutMessageStatus};
 
 /// The master the former master is told to follow (never contacted by these tests).
 const MASTER: &str = "127.0.0.1:1";
 
 /// A former master of epochs 1 and 2 holding 20 messages, now a slave of epoch 3; the
 /// new master's log shares epoch 1 only, up to the 10th message.
-async fn former_master(dir: &std::path::Path) -> (Arc<Ha>, Vec<EpochEntry>, PhysicalOffset) {
+#[allow(clippy::type_complexity)]
+async fn former_master(
+    dir: &std::path::Path,
+) -> (Arc<Ha>, Vec<EpochEntry>, PhysicalOffset, Arc<MessageStore>) {
     let text = format!(
         "storePathRootDir={}\nmappedFileSizeCommitLog=8388608\nbrokerRole=SYNC_MASTER\n",
         dir.display()
     );
     let config = Config::from_properties(&text).unwrap();
     let store = Arc::new(store::MessageStore::open(config.store.clone()).unwrap());
-    let adapter = StoreAdapter::new(Arc::clone(&store));
     store.epochs().begin(1, PhysicalOffset(0)).unwrap();
     let mut offsets = Vec::new();
     for i in 0..20 {
         if i == 10 {
             store.epochs().begin(2, store.max_phy_offset()).unwrap();
         }
-        let r = adapter
-            .put_message(
-                message("T", 0, &format!("m{i}"), String::new()),
-                crate::services::put_path::PutPermit::for_tests(),
-            )
+        let r = store
+            .put_message(&message("T", 0, &format!("m{i}"), String::new()))
             .await;
-        assert_eq!(r.status, PutStatus::PutOk);
-        offsets.push(r.appended.unwrap().wrote_offset);
+        assert_eq!(r.status, PutMessageStatus::PutOk);
+        offsets.push(r.append.unwrap().wrote_offset);
     }
-    let ha = Ha::new(HaSettings::from_config(&config), store, None);
+    let ha = Ha::new(
+        HaSettings::from_config(&config),
+        Arc::clone(&store) as _,
+        None,
+    );
     ha.become_slave(3, Some(MASTER.into()), None).unwrap();
     let remote = vec![
         EpochEntry {
@@ -56,13 +58,13 @@ async fn former_master(dir: &std::path::Path) -> (Arc<Ha>, Vec<EpochEntry>, Phys
             start_offset: offsets[10],
         },
     ];
-    (ha, remote, offsets[10])
+    (ha, remote, offsets[10], store)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlapping_cuts_run_one_after_the_other_and_agree() {
     let dir = tempfile::tempdir().unwrap();
-    let (ha, remote, common) = former_master(dir.path()).await;
+    let (ha, remote, common, store) = former_master(dir.path()).await;
     let remote_end = PhysicalOffset(common.0 + 4096);
     let cuts: Vec<_> = (0..2)
         .map(|_| {
@@ -87,14 +89,16 @@ async fn overlapping_cuts_run_one_after_the_other_and_agree() {
         1,
         "the second cut found nothing left to cut"
     );
-    let cq = ha.store.dispatcher().consume_queues().find("T", 0).unwrap();
-    assert_eq!(cq.max_offset().0, 10);
+    assert_eq!(
+        MessageStoreApi::<()>::max_offset_in_queue(&*store, "T", 0).0,
+        10
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_started_before_a_promotion_leaves_the_new_master_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let (ha, remote, _) = former_master(dir.path()).await;
+    let (ha, remote, _, _) = former_master(dir.path()).await;
     let end = ha.store.max_phy_offset();
     let target = ha.target();
     ha.become_master(4).await.unwrap();
@@ -114,7 +118,7 @@ async fn a_cut_started_before_a_promotion_leaves_the_new_master_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cuts_below_the_confirm_offset_or_to_zero_wait_for_the_operator() {
     let dir = tempfile::tempdir().unwrap();
-    let (ha, remote, common) = former_master(dir.path()).await;
+    let (ha, remote, common, _) = former_master(dir.path()).await;
     let end = ha.store.max_phy_offset();
     let target = ha.target();
     let cut = |remote: Vec<EpochEntry>, remote_end: PhysicalOffset| {
@@ -153,7 +157,7 @@ async fn cuts_below_the_confirm_offset_or_to_zero_wait_for_the_operator() {
         2
     );
     // A permission for another offset changes nothing; the right one is used up.
-    let allow = crate::services::ha::truncation::allow_path(&ha.store);
+    let allow = crate::services::ha::truncation::allow_path(&*ha.store);
     std::fs::write(&allow, "12").unwrap();
     assert!(cut(remote.clone(), remote_end).await.unwrap().is_err());
     std::fs::write(&allow, format!("{}\n", common.0)).unwrap();
@@ -166,7 +170,7 @@ async fn cuts_below_the_confirm_offset_or_to_zero_wait_for_the_operator() {
 #[tokio::test]
 async fn a_master_named_by_a_role_change_is_not_replaced_by_a_nameserver_hint() {
     let dir = tempfile::tempdir().unwrap();
-    let (ha, _, _) = former_master(dir.path()).await;
+    let (ha, _, _, _) = former_master(dir.path()).await;
     let mut changes = ha.subscribe_changes();
     changes.borrow_and_update();
     ha.on_registration_answer(Some("10.9.9.9:10912".into()), Some("10.9.9.9:10911".into()));

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use protocol::message::PhysicalOffset;
-use store::MessageStore;
+use store::ReplicaStore;
 
 /// File name, in `storePathRootDir`, of the operator's one-shot permission.
 pub const ALLOW_FILE: &str = "allowHaTruncation";
@@ -33,12 +33,12 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-pub fn allow_path(store: &MessageStore) -> PathBuf {
-    store.config().store_path_root_dir.join(ALLOW_FILE)
+pub fn allow_path(store: &dyn ReplicaStore) -> PathBuf {
+    store.root_dir().join(ALLOW_FILE)
 }
 
 /// Whether the operator allowed exactly this cut; the permission is used up.
-pub fn operator_allows(store: &MessageStore, refusal: &Refusal) -> bool {
+pub fn operator_allows(store: &dyn ReplicaStore, refusal: &Refusal) -> bool {
     let path = allow_path(store);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return false;

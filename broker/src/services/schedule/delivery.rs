@@ -2,12 +2,12 @@
 //! topic (`ScheduleMessageService.messageTimeup`). Pure functions over the record.
 
 use bytes::Bytes;
-use protocol::message::RecordView;
 use protocol::message::properties::{
     self, DELAY, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, REAL_QID, REAL_TOPIC,
 };
+use protocol::message::{PhysicalOffset, RecordView};
 
-use crate::services::store_api::PutMessage;
+use store::commitlog::BrokerMessage;
 
 /// `correctDeliverTimestamp`: a deliver time further ahead than now + the level's delay
 /// (the clock went back, or the level table was shortened) is treated as due now.
@@ -54,21 +54,22 @@ pub fn without_delay(props: &str) -> String {
 /// The copy to store in the real topic: same body, flag, sysFlag, born and store host,
 /// born time and reconsumeTimes; DELAY removed; the producer is not waited for
 /// (`WAIT=false`). `None` when the record has no usable real destination.
-pub fn copy_for_real_topic(view: &RecordView<'_>, stored: &Bytes) -> Option<PutMessage> {
+pub fn copy_for_real_topic(view: &RecordView<'_>, stored: &Bytes) -> Option<BrokerMessage> {
     let props = view.properties();
     let (topic, queue_id) = real_destination(props)?;
-    Some(PutMessage {
+    Some(BrokerMessage {
         topic: topic.to_owned(),
         queue_id,
         flag: view.flag(),
         body: stored.slice_ref(view.body()),
         properties: without_delay(props),
-        sys_flag: view.sys_flag().0,
+        sys_flag: view.sys_flag(),
         born_timestamp: view.born_timestamp(),
         born_host: view.born_host(),
         store_host: view.store_host(),
         reconsume_times: view.reconsume_times(),
-        wait_store_ok: false,
+        prepared_transaction_offset: PhysicalOffset(0),
+        wait_store_msg_ok: false,
     })
 }
 
@@ -150,6 +151,6 @@ mod tests {
             copy.properties,
             "UNIQ_KEY\u{1}U\u{2}REAL_TOPIC\u{1}T\u{2}REAL_QID\u{1}3"
         );
-        assert!(!copy.wait_store_ok);
+        assert!(!copy.wait_store_msg_ok);
     }
 }

@@ -12,7 +12,7 @@
 //!
 //! A level's walk never stops for good at one unit. When the store cannot take the copy
 //! for its own reasons (not writable, page cache busy, a slave or fenced master, a file
-//! it could not create: [`PutStatus::refuses_the_record`] is false) the level pauses and
+//! it could not create: [`PutMessageStatus::refuses_the_record`] is false) the level pauses and
 //! retries the same unit, as passing it would lose the message. A unit that can never be
 //! delivered is passed over, counted in `rocketmq_broker_schedule_skipped_total{reason}`
 //! and logged (rate-limited, `crate::metrics::skips`):
@@ -44,7 +44,8 @@ use store::config_files::{ConfigFile, ConfigFileError, DelayOffsetTable, delay_o
 
 use crate::names::SCHEDULE_TOPIC;
 use crate::services::Broker;
-use crate::services::store_api::{MessageStoreApi, PutStatus, QueueUnit};
+use crate::services::put_path::BrokerStore;
+use store::{PutMessageStatus, QueueUnit};
 
 /// `TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC`: half messages are never delivered from here.
 const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
@@ -67,7 +68,7 @@ enum Outcome {
     /// The unit can never be delivered; move on.
     Skipped(Skip),
     /// The store could not take the copy now; try the same unit again later.
-    Retry(PutStatus),
+    Retry(PutMessageStatus),
 }
 
 /// Why a unit was passed over (see the module docs); `label` is the metric's reason.
@@ -76,7 +77,7 @@ enum Skip {
     Unreadable,
     NoDestination,
     HalfMessage,
-    PutRefused(PutStatus),
+    PutRefused(PutMessageStatus),
 }
 
 impl Skip {
@@ -162,7 +163,7 @@ impl ScheduleService {
     }
 
     /// Messages parked per level and not delivered yet: `(level, count)`.
-    pub fn waiting(&self, store: &dyn MessageStoreApi) -> Vec<(i32, i64)> {
+    pub fn waiting(&self, store: &BrokerStore) -> Vec<(i32, i64)> {
         (1..=self.max_level())
             .map(|level| {
                 let max = store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1).get();
@@ -173,7 +174,7 @@ impl ScheduleService {
 
     /// `correctDelayOffset`: an offset outside the queue's `[min, max]` (files lost or
     /// expired, a foreign delayOffset.json) is pulled back into it.
-    fn correct_offsets(&self, store: &dyn MessageStoreApi) {
+    fn correct_offsets(&self, store: &BrokerStore) {
         for level in 1..=self.max_level() {
             let queue_id = level - 1;
             let min = store.min_offset_in_queue(SCHEDULE_TOPIC, queue_id);

@@ -14,7 +14,7 @@ use protocol::message::{QueueOffset, record};
 use super::delivery;
 use crate::names::SCHEDULE_TOPIC;
 use crate::services::Broker;
-use crate::services::store_api::MessageStoreApi;
+use crate::services::put_path::BrokerStore;
 
 /// How long to wait for the store to index what recovery re-dispatches.
 const DISPATCH_WAIT: Duration = Duration::from_secs(60);
@@ -35,7 +35,7 @@ pub async fn wait_for_dispatch(broker: &Broker) {
 }
 
 /// The first offset of `level` from `from` whose message has not been delivered yet.
-pub fn skip_delivered(store: &dyn MessageStoreApi, level: i32, from: QueueOffset) -> QueueOffset {
+pub fn skip_delivered(store: &BrokerStore, level: i32, from: QueueOffset) -> QueueOffset {
     let mut offset = from;
     let mut checked = 0;
     while checked < MAX_CHECKED {
@@ -67,10 +67,7 @@ fn log_skipped(level: i32, from: QueueOffset, to: QueueOffset) {
     }
 }
 
-fn already_delivered(
-    store: &dyn MessageStoreApi,
-    parked_at: protocol::message::PhysicalOffset,
-) -> bool {
+fn already_delivered(store: &BrokerStore, parked_at: protocol::message::PhysicalOffset) -> bool {
     let Some(stored) = store.view_message(parked_at) else {
         return false;
     };

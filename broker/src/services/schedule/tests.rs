@@ -6,8 +6,8 @@ use protocol::message::QueueOffset;
 use protocol::message::properties;
 
 use super::*;
-use crate::services::store_api::PutMessage;
 use crate::test_fixture::{self, bodies, wait_until};
+use store::commitlog::BrokerMessage;
 
 const LEVELS: &str = "messageDelayLevel=0s 1h\nflushDelayOffsetInterval=100\n";
 
@@ -16,7 +16,7 @@ fn broker(dir: &Path) -> Arc<Broker> {
     test_fixture::broker(dir, LEVELS)
 }
 
-fn delayed(topic: &str, queue_id: i32, level: i32, n: usize) -> PutMessage {
+fn delayed(topic: &str, queue_id: i32, level: i32, n: usize) -> BrokerMessage {
     test_fixture::message(
         topic,
         queue_id,
@@ -146,7 +146,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn close(b: Arc<Broker>) {
     b.persist_all();
-    b.store.shutdown();
+    b.store.shutdown().expect("store shutdown");
 }
 
 /// An operator lowered `maxMessageSize` while a larger message was parked: the store
@@ -155,13 +155,14 @@ fn close(b: Arc<Broker>) {
 fn a_delayed_message_the_store_refuses_for_good_does_not_stop_its_level() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let b = broker(dir.path());
+    // The parked message must outlive a restart: the file store.
+    let b = test_fixture::broker_on_files(dir.path(), LEVELS);
     let mut big = delayed("T", 0, 1, 0);
     big.body = bytes::Bytes::from(vec![b'x'; 2000]);
     rt.block_on(b.put(crate::services::put_path::Put::Message(big)));
     close(b);
 
-    let b = test_fixture::broker(dir.path(), &format!("{LEVELS}maxMessageSize=1024\n"));
+    let b = test_fixture::broker_on_files(dir.path(), &format!("{LEVELS}maxMessageSize=1024\n"));
     rt.block_on(async {
         for n in 1..3 {
             b.put(crate::services::put_path::Put::Message(delayed(

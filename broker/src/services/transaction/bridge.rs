@@ -12,10 +12,12 @@ use crate::names::perm;
 use crate::services::Broker;
 use crate::services::filter::MessageFilter;
 use crate::services::put_path::Put;
-use crate::services::store_api::{Appended, GetStatus, PutMessage, PutResult, PutStatus};
+use store::commitlog::BrokerMessage;
+use store::lookup::GetMessageStatus;
+use store::{AppendMessageResult, PutMessageResult, PutMessageStatus};
 
 /// Op records read per store call (RocketMQ pulls 32 at a time).
-const OP_BATCH: i32 = 32;
+const OP_BATCH: usize = 32;
 
 /// One whole stored record and a validated view of it.
 pub struct StoredRecord {
@@ -63,8 +65,8 @@ pub enum HalfAt {
 pub fn read_half(broker: &Broker, offset: QueueOffset) -> HalfAt {
     let r = broker
         .store
-        .get_message(HALF_TOPIC, QUEUE_ID, offset, 1, &MessageFilter::All);
-    if r.status != GetStatus::Found {
+        .get_message(HALF_TOPIC, QUEUE_ID, offset, 1, Some(&MessageFilter::All));
+    if r.status != GetMessageStatus::Found {
         return HalfAt::Gone;
     }
     match r.messages.into_iter().next() {
@@ -90,10 +92,14 @@ pub fn read_ops(
     let mut out = Vec::new();
     let mut next = from;
     while out.len() < limit {
-        let r = broker
-            .store
-            .get_message(OP_TOPIC, QUEUE_ID, next, OP_BATCH, &MessageFilter::All);
-        if r.status != GetStatus::Found || r.messages.is_empty() {
+        let r = broker.store.get_message(
+            OP_TOPIC,
+            QUEUE_ID,
+            next,
+            OP_BATCH,
+            Some(&MessageFilter::All),
+        );
+        if r.status != GetMessageStatus::Found || r.messages.is_empty() {
             break;
         }
         for bytes in &r.messages {
@@ -110,22 +116,23 @@ pub fn read_ops(
 }
 
 /// `putOpMessage`: marks `half_offset` decided.
-pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutResult {
+pub async fn put_op(broker: &Broker, half_offset: QueueOffset) -> PutMessageResult {
     ensure_topic(broker, OP_TOPIC);
     let host = broker.store_host();
     broker
-        .put(Put::Message(PutMessage {
+        .put(Put::Message(BrokerMessage {
             topic: OP_TOPIC.to_owned(),
             queue_id: QUEUE_ID,
             flag: 0,
             body: Bytes::from(half::op_body(half_offset)),
             properties: half::op_properties(),
-            sys_flag: 0,
+            sys_flag: MessageSysFlag(0),
             born_timestamp: crate::now_ms(),
             born_host: host,
             store_host: host,
             reconsume_times: 0,
-            wait_store_ok: true,
+            prepared_transaction_offset: PhysicalOffset(0),
+            wait_store_msg_ok: true,
         }))
         .await
 }
@@ -139,15 +146,15 @@ pub fn derived(
     queue_id: i32,
     properties: String,
     sys_flag: MessageSysFlag,
-) -> PutMessage {
+) -> BrokerMessage {
     let v = record.view();
-    PutMessage {
+    BrokerMessage {
         topic: topic.to_owned(),
         queue_id,
         flag: v.flag(),
         body: record.body(),
         properties,
-        sys_flag: sys_flag.bits(),
+        sys_flag,
         born_timestamp: v.born_timestamp(),
         born_host: v.born_host(),
         store_host: broker.store_host(),
@@ -155,20 +162,25 @@ pub fn derived(
         // Deviation from 4.9 (whose transaction bridge puts do not wait): the committed
         // copy, re-put halves and op records wait for flush and slave, so an op record
         // (which retires the half) is never written before what it decides is replicated.
-        wait_store_ok: true,
+        prepared_transaction_offset: PhysicalOffset(0),
+        wait_store_msg_ok: true,
     }
 }
 
 /// `putBackHalfMsgQueue` / `putImmunityMsgBackToHalfQueue`: the half message again at
 /// the end of the half queue, with `properties`.
-pub async fn put_back(broker: &Broker, record: &StoredRecord, properties: String) -> PutResult {
+pub async fn put_back(
+    broker: &Broker,
+    record: &StoredRecord,
+    properties: String,
+) -> PutMessageResult {
     let flag = record.view().sys_flag();
     let msg = derived(broker, record, HALF_TOPIC, QUEUE_ID, properties, flag);
     broker.put(Put::Message(msg)).await
 }
 
 /// `DefaultTransactionalMessageCheckListener.resolveDiscardMsg`.
-pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutResult {
+pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutMessageResult {
     ensure_topic(broker, super::CHECK_MAX_TOPIC);
     let v = record.view();
     let msg = derived(
@@ -184,22 +196,22 @@ pub async fn put_discarded(broker: &Broker, record: &StoredRecord) -> PutResult 
 
 /// True when the store kept the record (`sendFinalMessage` treats the flush and slave
 /// timeouts as stored).
-pub fn stored(r: &PutResult) -> bool {
-    r.status.is_stored() && r.appended.is_some()
+pub fn stored(r: &PutMessageResult) -> bool {
+    r.status.is_stored() && r.append.is_some()
 }
 
 /// A put's result as the checker acts on it.
 pub enum PutOutcome {
-    Stored(Appended),
-    /// The store could not take anything now (see [`PutStatus::refuses_the_record`]);
+    Stored(AppendMessageResult),
+    /// The store could not take anything now (see [`PutMessageStatus::refuses_the_record`]);
     /// the same put may pass later.
-    Unavailable(PutStatus),
+    Unavailable(PutMessageStatus),
     /// The store refuses this record for what it is; it never passes.
-    Refused(PutStatus),
+    Refused(PutMessageStatus),
 }
 
-pub fn outcome(r: PutResult) -> PutOutcome {
-    match r.appended {
+pub fn outcome(r: PutMessageResult) -> PutOutcome {
+    match r.append {
         Some(appended) if r.status.is_stored() => PutOutcome::Stored(appended),
         _ if r.status.refuses_the_record() => PutOutcome::Refused(r.status),
         _ => PutOutcome::Unavailable(r.status),

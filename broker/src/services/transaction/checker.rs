@@ -20,7 +20,7 @@
 //! A round ends early only where the halves behind cannot be due either (the first one
 //! younger than `transactionTimeOut`, or one appended during the round) or where the
 //! store itself cannot take a put now (not writable, page cache busy, a slave, a file it
-//! could not create: [`PutStatus::refuses_the_record`] is false). Then the next round
+//! could not create: [`PutMessageStatus::refuses_the_record`] is false). Then the next round
 //! starts at the same offset: passing the half would leave it unchecked for ever.
 //!
 //! A half the checker can never process is passed over, counted in
@@ -62,7 +62,7 @@ use super::half::{self, CheckCount};
 use super::op_queue::OpState;
 use super::{CHECK_GROUP, HALF_TOPIC, OP_TOPIC, QUEUE_ID};
 use crate::services::Broker;
-use crate::services::store_api::PutStatus;
+use store::PutMessageStatus;
 
 /// A round stops after this long and continues in the next (`MAX_PROCESS_TIME_LIMIT`).
 const MAX_ROUND_TIME: Duration = Duration::from_secs(60);
@@ -315,7 +315,7 @@ impl Round<'_> {
         &mut self,
         i: QueueOffset,
         record: &StoredRecord,
-        refused: PutStatus,
+        refused: PutMessageStatus,
         check: bool,
     ) -> Step {
         let broker = self.broker;

@@ -11,7 +11,7 @@ use protocol::message::properties::{
 use protocol::message::{MessageSysFlag, Properties, QueueOffset, TransactionType};
 
 use super::{HALF_TOPIC, QUEUE_ID};
-use crate::services::store_api::PutMessage;
+use store::commitlog::BrokerMessage;
 
 /// Tag of op records (`TransactionalMessageUtil.REMOVETAG`).
 pub const REMOVE_TAG: &str = "d";
@@ -38,9 +38,9 @@ pub fn half_sys_flag(sys_flag: MessageSysFlag) -> MessageSysFlag {
 
 /// Turns a send into its half message, in place: stored in [`HALF_TOPIC`] queue 0 with
 /// the destination in its properties and the transaction bits cleared.
-pub fn to_half(put: &mut PutMessage) {
+pub fn to_half(put: &mut BrokerMessage) {
     put.properties = half_properties(&put.properties, &put.topic, put.queue_id);
-    put.sys_flag = half_sys_flag(MessageSysFlag(put.sys_flag)).bits();
+    put.sys_flag = half_sys_flag(put.sys_flag);
     put.topic = HALF_TOPIC.to_owned();
     put.queue_id = QUEUE_ID;
 }

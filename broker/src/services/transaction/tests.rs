@@ -27,8 +27,7 @@ use crate::services::Broker;
 use crate::services::clients::Conn;
 use crate::services::clients::{Channel, ClientInfo};
 use crate::services::filter::MessageFilter;
-use crate::services::store_adapter::StoreAdapter;
-use crate::services::store_api::MessageStoreApi;
+use crate::services::put_path::BrokerStore;
 
 const GROUP: &str = "PG_TX";
 const TOPIC: &str = "TxReal";
@@ -41,13 +40,13 @@ fn open(dir: &Path, extra: &str) -> Arc<Broker> {
     );
     let config = Config::from_properties(&text).expect("config");
     let store = store::MessageStore::open(config.store.clone()).expect("store");
-    let store: Arc<dyn MessageStoreApi> = Arc::new(StoreAdapter::new(Arc::new(store)));
+    let store: Arc<BrokerStore> = Arc::new(store);
     Broker::open(config, store, Arc::new(Metrics::new())).expect("broker")
 }
 
 fn close(broker: Arc<Broker>) {
     broker.persist_all();
-    broker.store.shutdown();
+    broker.store.shutdown().expect("store shutdown");
 }
 
 /// A registered producer connection of `GROUP`; the receiver sees what the broker pushes.
@@ -170,7 +169,7 @@ fn wait_all_dispatched(broker: &Broker) {
 fn bodies(broker: &Broker, topic: &str) -> Vec<(String, MessageSysFlag, PhysicalOffset)> {
     let r = broker
         .store
-        .get_message(topic, 0, QueueOffset(0), 64, &MessageFilter::All);
+        .get_message(topic, 0, QueueOffset(0), 64, Some(&MessageFilter::All));
     r.messages
         .iter()
         .map(|b| {
@@ -333,16 +332,16 @@ async fn put_half(
     extra: &str,
 ) -> (QueueOffset, PhysicalOffset) {
     let mut put = crate::test_fixture::message(TOPIC, 0, body, sent_properties(uniq, extra));
-    put.sys_flag = MessageSysFlag::TRANSACTION_PREPARED_TYPE;
+    put.sys_flag = protocol::message::MessageSysFlag(MessageSysFlag::TRANSACTION_PREPARED_TYPE);
     put.born_timestamp = crate::now_ms();
     super::half::to_half(&mut put);
     let r = broker
         .put(crate::services::put_path::Put::Message(put))
         .await;
     let appended = r
-        .appended
+        .append
         .unwrap_or_else(|| panic!("half not stored: {:?}", r.status));
-    (appended.queue_offset, appended.wrote_offset)
+    (appended.logics_offset, appended.wrote_offset)
 }
 
 fn sent_properties(uniq: &str, extra: &str) -> String {
@@ -388,9 +387,13 @@ fn checked_bodies(pushes: &mut mpsc::Receiver<RemotingCommand>) -> Vec<String> {
 }
 
 fn half_record(broker: &Broker, offset: i64) -> (String, String) {
-    let r = broker
-        .store
-        .get_message(HALF_TOPIC, 0, QueueOffset(offset), 1, &MessageFilter::All);
+    let r = broker.store.get_message(
+        HALF_TOPIC,
+        0,
+        QueueOffset(offset),
+        1,
+        Some(&MessageFilter::All),
+    );
     let v = decode(&r.messages[0], true).expect("record");
     (
         String::from_utf8_lossy(v.body()).into_owned(),
