@@ -18,6 +18,7 @@ pub(crate) mod offsets;
 pub mod put_path;
 pub mod registration;
 pub mod schedule;
+pub mod stamps;
 pub mod state;
 pub mod store_adapter;
 pub mod store_api;
