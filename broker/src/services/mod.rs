@@ -16,6 +16,7 @@ pub(crate) mod long_polling;
 pub mod membership;
 pub(crate) mod offsets;
 pub mod put_path;
+pub mod record_owner;
 pub mod registration;
 pub mod schedule;
 pub mod stamps;

@@ -42,6 +42,7 @@ fn message(topic: &str) -> PutMessage {
 }
 
 async fn send_back(broker: &Arc<Broker>, offset: PhysicalOffset) -> RemotingCommand {
+    test_fixture::subscribe(broker, "g", "T");
     let h = ConsumerSendMsgBackRequestHeader {
         offset,
         group: "g".to_owned(),
