@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
+use protocol::RemotingCommand;
 use protocol::code::{request as rq, response};
 use protocol::header::ConsumerSendMsgBackRequestHeader;
 use protocol::message::properties::{self, ORIGIN_MESSAGE_ID, REAL_QID, REAL_TOPIC, RETRY_TOPIC};
 use protocol::message::{PhysicalOffset, QueueOffset, record};
-use protocol::RemotingCommand;
 use store::config_files::SubscriptionGroupConfig;
 
 use super::consumer_send_msg_back;
