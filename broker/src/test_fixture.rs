@@ -134,3 +134,32 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A live consumer of `group` subscribing to `topic`.
+pub fn subscribe(b: &Broker, group: &str, topic: &str) {
+    let data = protocol::body::ConsumerData {
+        group_name: group.into(),
+        consume_type: protocol::body::ConsumeType::ConsumePassively,
+        message_model: protocol::body::MessageModel::Clustering,
+        consume_from_where: protocol::body::ConsumeFromWhere::ConsumeFromFirstOffset,
+        subscription_data_set: vec![protocol::body::SubscriptionData {
+            class_filter_mode: false,
+            topic: topic.into(),
+            sub_string: "*".into(),
+            tags_set: Default::default(),
+            code_set: Default::default(),
+            sub_version: 1,
+            expression_type: "TAG".into(),
+        }],
+        unit_mode: false,
+    };
+    let info = crate::services::clients::ClientInfo {
+        client_id: format!("{group}@c"),
+        language: protocol::LanguageCode::Java,
+        version: 409,
+        last_update: std::time::Instant::now(),
+    };
+    b.clients
+        .register_consumer(&data, b.next_conn_id(), info)
+        .expect("consumer registers");
+}

@@ -477,3 +477,35 @@ pub async fn view(c: &Client, offset: i64) -> Option<Vec<u8>> {
         .expect("VIEW_MESSAGE_BY_ID");
     (r.code == response::SUCCESS).then(|| decode_records(&r.body).remove(0).body)
 }
+
+/// HEART_BEAT of one consumer of `group` subscribing to every tag of `topics`: the
+/// broker then knows what the group consumes (CONSUMER_SEND_MSG_BACK takes only that).
+pub fn consumer_heartbeat(client_id: &str, group: &str, topics: &[&str]) -> RemotingCommand {
+    use protocol::body::{
+        ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, SubscriptionData,
+    };
+    let data = HeartbeatData {
+        client_id: client_id.to_owned(),
+        producer_data_set: Vec::new(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: group.to_owned(),
+            consume_type: ConsumeType::ConsumePassively,
+            message_model: MessageModel::Clustering,
+            consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
+            subscription_data_set: topics
+                .iter()
+                .map(|t| SubscriptionData {
+                    class_filter_mode: false,
+                    topic: (*t).to_owned(),
+                    sub_string: "*".to_owned(),
+                    tags_set: Default::default(),
+                    code_set: Default::default(),
+                    sub_version: 1,
+                    expression_type: "TAG".to_owned(),
+                })
+                .collect(),
+            unit_mode: false,
+        }],
+    };
+    RemotingCommand::bare_request(request::HEART_BEAT).with_body(protocol::body::encode(&data))
+}

@@ -222,3 +222,82 @@ fn pending_delayed_messages_survive_sigkill_and_arrive_once() {
         reader.shutdown().await.expect("reader shutdown");
     });
 }
+
+/// Two delayed messages share a `UNIQ_KEY` (a producer re-sending one `Message`
+/// object); the second is parked before the first is delivered. The broker is
+/// SIGKILLed after the first delivery, before `delayOffset.json` caught up: after the
+/// restart the second is still delivered (the first's copy names its own parked record,
+/// not the key), and each arrives once.
+#[test]
+fn a_parked_message_sharing_a_delivered_ones_key_survives_sigkill() {
+    use e2e::Client;
+    use e2e::broker_harness::{properties, pull_queue, send_v2};
+    use protocol::code::response;
+
+    let mut cluster = Cluster::start(&[
+        ("messageDelayLevel", "1s 4s"),
+        ("flushDelayOffsetInterval", "60000"),
+    ]);
+    let topic = "DelaySameKey";
+    let rt = runtime();
+    let bodies = |port: u16| async move {
+        let c = Client::connect(port).await.expect("connect");
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for p in pull_queue(&c, "delay-same-key", topic, 0).await {
+            *counts
+                .entry(String::from_utf8_lossy(&p.body).into_owned())
+                .or_default() += 1;
+        }
+        c.close().await;
+        counts
+    };
+    rt.block_on(async {
+        let c = Client::connect(cluster.broker.port).await.expect("connect");
+        for (body, level) in [("first", "1"), ("second", "2")] {
+            let props = properties(&[("UNIQ_KEY", "SHAREDKEY01"), ("DELAY", level)]);
+            let r = c
+                .request(send_v2(topic, 0, body.as_bytes(), &props))
+                .await
+                .expect("send");
+            assert_eq!(r.code, response::SUCCESS, "{body}: {:?}", r.remark);
+        }
+        c.close().await;
+        let port = cluster.broker.port;
+        eventually_ok(Duration::from_secs(10), "the first delivered", || async {
+            let counts = bodies(port).await;
+            if counts.contains_key("first") {
+                Ok(())
+            } else {
+                Err(Lazy(move || format!("{counts:?}")))
+            }
+        })
+        .await;
+        assert!(
+            !bodies(port).await.contains_key("second"),
+            "the second was due 4 s after sending"
+        );
+    });
+    cluster.broker.kill9();
+    cluster.broker.restart();
+    rt.block_on(async {
+        let port = cluster.broker.port;
+        eventually_ok(
+            Duration::from_secs(20),
+            "the second delivered after the restart",
+            || async {
+                let counts = bodies(port).await;
+                if counts.get("second") == Some(&1) {
+                    Ok(())
+                } else {
+                    Err(Lazy(move || format!("{counts:?}")))
+                }
+            },
+        )
+        .await;
+        wait_delays_delivered(cluster.broker.http_port, Duration::from_secs(10)).await;
+        wait_dispatched(cluster.broker.http_port, Duration::from_secs(10)).await;
+        let counts = bodies(port).await;
+        assert_eq!(counts.get("first"), Some(&1), "{counts:?}");
+        assert_eq!(counts.get("second"), Some(&1), "{counts:?}");
+    });
+}

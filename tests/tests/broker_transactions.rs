@@ -5,6 +5,8 @@
 
 #![recursion_limit = "256"]
 
+#[path = "support/raw_tx.rs"]
+mod raw_tx;
 #[path = "support/rust_client.rs"]
 mod support;
 
@@ -507,4 +509,198 @@ async fn delivered_after_restart_is_empty(cluster: &mut Cluster) -> bool {
     // The harness waits for readiness on a runtime of its own.
     tokio::task::block_in_place(|| cluster.broker.restart());
     delivered(cluster.broker.port, "TxKill").await.is_empty()
+}
+
+// --- Transactions identified by what the broker stored, not by UNIQ_KEY ---------------
+
+/// Answers every check-back from `decisions` (body -> decision) until `topic` holds
+/// every body of `want`.
+async fn resolve_until(
+    p: &mut raw_tx::RawTx,
+    decisions: &BTreeMap<String, i32>,
+    port: u16,
+    topic: &str,
+    want: &[String],
+    limit: Duration,
+) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let c = counts(&delivered(port, topic).await);
+        if want.iter().all(|w| c.contains_key(w)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not all of {want:?} delivered to {topic}: {c:?}"
+        );
+        if let Some(check) = p
+            .check_back(Duration::from_millis(500))
+            .await
+            .expect("check-back")
+        {
+            let decision = *decisions.get(&check.body).expect("a body this test sent");
+            let r = p.end(check.half, decision, true).await.expect("answer");
+            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        }
+    }
+}
+
+fn assert_exactly_owned(messages: &[Delivered], want: &[String]) {
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_exactly(messages, &want);
+}
+
+async fn raw_producer(port: u16, group: &str) -> raw_tx::RawTx {
+    raw_tx::RawTx::connect(port, [127, 0, 0, 1].into(), group, None)
+        .await
+        .expect("producer connects")
+}
+
+/// One `UNIQ_KEY` for four transactions (a Java producer re-sending one `Message`
+/// object): commit, commit, rollback, commit. Every commit is delivered once; the
+/// rollback never, and it drops no other transaction's commit.
+#[test]
+fn reused_keys_across_commits_and_rollbacks_deliver_every_commit_once() {
+    let cluster = start_cluster();
+    let port = cluster.broker.port;
+    runtime().block_on(async {
+        let mut p = raw_producer(port, "PG_TX_REUSE").await;
+        let plan = [
+            ("reuse-a", raw_tx::COMMIT),
+            ("reuse-b", raw_tx::COMMIT),
+            ("reuse-c", raw_tx::ROLLBACK),
+            ("reuse-d", raw_tx::COMMIT),
+        ];
+        for (body, decision) in plan {
+            let half = p.send_half("TxReuse", body, "SAMEKEY").await.expect("half");
+            let r = p.end(half, decision, false).await.expect("end");
+            assert_eq!(r.code, response::SUCCESS, "{body}: {:?}", r.remark);
+        }
+        let want = ["reuse-a", "reuse-b", "reuse-d"];
+        wait_delivered(port, "TxReuse", &want, Duration::from_secs(10), || {
+            cluster.broker.log()
+        })
+        .await;
+        settled(cluster.broker.http_port).await;
+        assert_exactly(&delivered(port, "TxReuse").await, &want);
+    });
+}
+
+/// A transaction whose END_TRANSACTION was lost is asked about by check-back, though
+/// another transaction with its `UNIQ_KEY` was decided: its producer's answer decides it.
+#[test]
+fn a_lost_end_transaction_is_resolved_by_check_back() {
+    let cluster = start_cluster();
+    let port = cluster.broker.port;
+    runtime().block_on(async {
+        let mut p = raw_producer(port, "PG_TX_LOST").await;
+        let decided = p.send_half("TxLost", "lost-a", "KEY").await.expect("half");
+        let r = p.end(decided, raw_tx::COMMIT, false).await.expect("end");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        // Two more with the same key whose END_TRANSACTION never arrives.
+        p.send_half("TxLost", "lost-b", "KEY").await.expect("half");
+        p.send_half("TxLost", "lost-c", "KEY").await.expect("half");
+        let decisions: BTreeMap<String, i32> = [
+            ("lost-a".to_owned(), raw_tx::COMMIT),
+            ("lost-b".to_owned(), raw_tx::COMMIT),
+            ("lost-c".to_owned(), raw_tx::ROLLBACK),
+        ]
+        .into();
+        let want = vec!["lost-a".to_owned(), "lost-b".to_owned()];
+        resolve_until(
+            &mut p,
+            &decisions,
+            port,
+            "TxLost",
+            &want,
+            Duration::from_secs(20),
+        )
+        .await;
+        settled(cluster.broker.http_port).await;
+        assert_exactly_owned(&delivered(port, "TxLost").await, &want);
+    });
+}
+
+/// xorshift64*: the randomized test's generator (seeded, reproducible).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// Sends, commits, rollbacks and lost END_TRANSACTIONs, with keys reused across
+/// transactions or unique, interleaved with kill -9 of the broker: every committed
+/// message is delivered exactly once and no rolled-back one ever is. The seed is printed;
+/// `RMQ_TX_SEED=<n>` replays a run.
+#[test]
+fn randomized_transactions_with_reused_keys_and_kill9() {
+    let seed = std::env::var("RMQ_TX_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    println!("randomized transactions: seed={seed} (RMQ_TX_SEED={seed} replays it)");
+    let mut rng = Rng(seed);
+    let mut cluster = start_cluster();
+    let port = cluster.broker.port;
+    const OPS: usize = 40;
+    runtime().block_on(async {
+        let mut p = raw_producer(port, "PG_TX_RANDOM").await;
+        let mut decisions = BTreeMap::new();
+        for i in 0..OPS {
+            if i == OPS / 3 || i == 2 * OPS / 3 {
+                cluster.broker.kill9();
+                tokio::task::block_in_place(|| cluster.broker.restart());
+                p = raw_producer(port, "PG_TX_RANDOM").await;
+            }
+            let commit = rng.chance(50);
+            let decision = if commit {
+                raw_tx::COMMIT
+            } else {
+                raw_tx::ROLLBACK
+            };
+            let body = format!("{}-{i}", if commit { "commit" } else { "rollback" });
+            let key = if rng.chance(60) {
+                format!("REUSED{}", rng.next() % 3)
+            } else {
+                format!("UNIQUE{i}")
+            };
+            let half = p.send_half("TxRandom", &body, &key).await.expect("half");
+            decisions.insert(body.clone(), decision);
+            if rng.chance(30) {
+                continue; // END_TRANSACTION lost: the check-back decides.
+            }
+            let r = p.end(half, decision, false).await.expect("end");
+            assert_eq!(r.code, response::SUCCESS, "{body}: {:?}", r.remark);
+        }
+        let want: Vec<String> = decisions
+            .iter()
+            .filter(|(_, d)| **d == raw_tx::COMMIT)
+            .map(|(b, _)| b.clone())
+            .collect();
+        resolve_until(
+            &mut p,
+            &decisions,
+            port,
+            "TxRandom",
+            &want,
+            Duration::from_secs(40),
+        )
+        .await;
+        settled(cluster.broker.http_port).await;
+        assert_exactly_owned(&delivered(port, "TxRandom").await, &want);
+    });
 }

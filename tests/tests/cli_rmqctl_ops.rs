@@ -9,7 +9,9 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use e2e::broker_harness::{TempBroker, decode_records, properties, pull, send_v2, with_fields};
+use e2e::broker_harness::{
+    self, TempBroker, decode_records, properties, pull, send_v2, with_fields,
+};
 use e2e::cli::{CliOutput, rmqctl_json};
 use e2e::metrics::wait_dispatched;
 use e2e::nameserver::Options;
@@ -294,6 +296,16 @@ async fn dead_letter(
         .first()
         .unwrap_or_else(|| panic!("message not pullable: {:?}", p.remark))
         .physical_offset;
+    // The broker sends back only what the group consumes: say so first.
+    let hb = client
+        .request(broker_harness::consumer_heartbeat(
+            "dlq@e2e",
+            group,
+            &[topic],
+        ))
+        .await
+        .expect("heartbeat");
+    assert_eq!(hb.code, response::SUCCESS, "{:?}", hb.remark);
     let back = with_fields(
         request::CONSUMER_SEND_MSG_BACK,
         &[

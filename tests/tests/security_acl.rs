@@ -3,6 +3,9 @@
 //! (`security::sign`, itself checked against an independent Python signer in
 //! `security/tests/python_vectors.rs`) and by `rmqctl`.
 
+#[path = "support/raw_tx.rs"]
+mod raw_tx;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -453,4 +456,172 @@ fn acl_on_broker_and_nameserver() {
         assert!(!b.broker.log().contains(s), "broker log leaks a secret");
         assert!(!ns.log().contains(s), "nameserver log leaks a secret");
     }
+}
+
+const OWNER: (&str, &str) = ("ownerAcct1", "ownerSecret1");
+const OTHER: (&str, &str) = ("otherAcct1", "otherSecret1");
+
+/// Two accounts, each with its own topic; groups default to SUB for both.
+fn two_accounts_acl() -> String {
+    format!(
+        r#"accounts:
+  - accessKey: {}
+    secretKey: {}
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Owned=PUB|SUB
+  - accessKey: {}
+    secretKey: {}
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Theirs=PUB|SUB
+"#,
+        OWNER.0, OWNER.1, OTHER.0, OTHER.1
+    )
+}
+
+/// Every request that returns or copies a stored body is checked against the topic the
+/// stored record belongs to: another account can neither read a pending half message
+/// of a topic it is denied (VIEW_MESSAGE_BY_ID), nor copy a denied topic's message into
+/// its own dead letter queue (CONSUMER_SEND_MSG_BACK), nor cancel the transaction by
+/// rolling back a half of its own with the same key.
+#[test]
+fn read_paths_follow_the_stored_records_topic_and_transactions_cannot_be_cancelled() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let acl_path = dir.path().join("plain_acl.yml");
+    std::fs::write(&acl_path, two_accounts_acl()).expect("write ACL");
+    let acl = acl_path.display().to_string();
+    let b = TempBroker::start(
+        None,
+        &[
+            ("aclEnable", "true"),
+            ("aclFile", &acl),
+            ("transactionCheckInterval", "1000"),
+            ("transactionTimeOut", "60000"),
+        ],
+    );
+    let port = b.broker.port;
+    runtime().block_on(async {
+        let localhost = std::net::IpAddr::from([127, 0, 0, 1]);
+        let mut owner = raw_tx::RawTx::connect(port, localhost, "PG_OWNER", Some(OWNER))
+            .await
+            .expect("owner connects");
+        let mut other = raw_tx::RawTx::connect(port, localhost, "PG_OTHER", Some(OTHER))
+            .await
+            .expect("other connects");
+        let half = owner
+            .send_half("Owned", "owned-secret", "VICTIMKEY")
+            .await
+            .expect("owner's half");
+        let view = |offset: i64| {
+            with_fields(
+                request::VIEW_MESSAGE_BY_ID,
+                &[("offset", offset.to_string())],
+            )
+        };
+        // The pending half belongs to Owned: the other account may not read it.
+        let r = other
+            .request(view(half.commit_log_offset))
+            .await
+            .expect("view");
+        assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        assert!(remark(&r).contains("Owned"), "{:?}", r.remark);
+        let r = owner
+            .request(view(half.commit_log_offset))
+            .await
+            .expect("view");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+
+        // Its own half with the victim's key, rolled back: allowed, and harmless.
+        let decoy = other
+            .send_half("Theirs", "decoy", "VICTIMKEY")
+            .await
+            .expect("other's half");
+        let r = other
+            .end(decoy, raw_tx::ROLLBACK, false)
+            .await
+            .expect("end");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        // Nor can it decide the owner's half.
+        let r = other.end(half, raw_tx::ROLLBACK, false).await.expect("end");
+        assert_ne!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let r = owner.end(half, raw_tx::COMMIT, false).await.expect("end");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let committed = eventually_committed(&mut owner).await;
+
+        // The committed message: no view, and no copy into the other group's DLQ.
+        let r = other.request(view(committed)).await.expect("view");
+        assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        let back = with_fields(
+            request::CONSUMER_SEND_MSG_BACK,
+            &[
+                ("offset", committed.to_string()),
+                ("group", "CG_OTHER".to_owned()),
+                ("delayLevel", "-1".to_owned()),
+                ("originMsgId", "x".to_owned()),
+                ("originTopic", "Theirs".to_owned()),
+            ],
+        );
+        let r = other.request(back).await.expect("send back");
+        assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        // A pull of the half topic needs an admin account.
+        let r = other
+            .request(pull(
+                "CG_OTHER",
+                "RMQ_SYS_TRANS_HALF_TOPIC",
+                0,
+                0,
+                32,
+                None,
+                "*",
+            ))
+            .await
+            .expect("pull");
+        assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        let query = |topic: &str| {
+            with_fields(
+                request::QUERY_MESSAGE,
+                &[
+                    ("topic", topic.to_owned()),
+                    ("key", "VICTIMKEY".to_owned()),
+                    ("maxNum", "32".to_owned()),
+                    ("beginTimestamp", "0".to_owned()),
+                    ("endTimestamp", i64::MAX.to_string()),
+                ],
+            )
+        };
+        for topic in ["Owned", "RMQ_SYS_TRANS_HALF_TOPIC"] {
+            let r = other.request(query(topic)).await.expect("query");
+            assert_eq!(r.code, response::NO_PERMISSION, "{topic}: {:?}", r.remark);
+        }
+        // Its own topic's query answers only its own topic's records.
+        let r = other.request(query("Theirs")).await.expect("query");
+        assert_ne!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        for rec in e2e::broker_harness::decode_records(&r.body) {
+            assert_eq!(rec.topic, "Theirs");
+        }
+    });
+}
+
+/// Pulls `Owned` queue 0 as the owner until the committed message is there; its
+/// CommitLog offset.
+async fn eventually_committed(owner: &mut raw_tx::RawTx) -> i64 {
+    for _ in 0..200 {
+        let r = owner
+            .request(pull("CG_OWNER", "Owned", 0, 0, 32, Some(1000), "*"))
+            .await
+            .expect("pull");
+        if r.code == response::SUCCESS
+            && let Some(rec) = e2e::broker_harness::decode_records(&r.body)
+                .into_iter()
+                .find(|rec| rec.body == b"owned-secret")
+        {
+            return rec.physical_offset;
+        }
+        // Long polling: the broker holds an empty pull until a message arrives or its
+        // suspend time ends, so this loop waits on the condition, not on a clock.
+    }
+    panic!("the committed message never became pullable");
 }

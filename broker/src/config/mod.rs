@@ -330,6 +330,11 @@ broker_config! {
     transaction_time_out: u64 = "transactionTimeOut" => 6_000;
     /// Check-backs before a half message is moved to `TRANS_CHECK_MAX_TIME_TOPIC`.
     transaction_check_max: i32 = "transactionCheckMax" => 15;
+    /// Decided transactions remembered to keep a late or repeated answer from storing a
+    /// message twice (not a RocketMQ key); about 65 bytes each, whatever the message.
+    /// Past it the oldest are dropped early (`rocketmq_transaction_decisions_evicted_total`)
+    /// and a repeated commit is caught through the real topic's index instead.
+    transaction_decision_max_entries: u32 = "transactionDecisionMaxEntries" => 200_000;
     /// ACL 1.0 (4.9 `aclEnable`): every request is checked against `aclFile`.
     acl_enable: bool = "aclEnable" => false;
     /// The `plain_acl.yml` file; unset = `<storePathRootDir>/../conf/plain_acl.yml`.

@@ -10,18 +10,28 @@
 //!   role changes, ACL management 50–54, file cleanup...): an `admin: true` account.
 //!   4.9 only protected five codes this way.
 //!
+//! Every request that returns or copies a stored body checks SUB on the topic the body
+//! belongs to, decided from the stored record (`crate::services::record_owner`):
+//! VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK read the record at the request's
+//! offset; PULL_MESSAGE and QUERY_MESSAGE name a topic whose records they return (the
+//! query handler returns only records of that topic), and the broker's own topics
+//! (half, op, schedule...) need an admin account.
+//!
 //! Deviations from 4.9 on purpose: batch and reply sends, END_TRANSACTION, offset
-//! queries, locks and offset lookups are checked (4.9 let them through); `%DLQ%<group>`
+//! queries, locks, offset lookups and VIEW_MESSAGE_BY_ID are checked (4.9 let them
+//! through or checked only the group); `%DLQ%<group>`
 //! is the group's resource like `%RETRY%<group>`; a refusal is NO_PERMISSION (16)
 //! rather than SYSTEM_ERROR with a Java stack frame.
 
 use protocol::RemotingCommand;
 use protocol::body::{HeartbeatData, LockBatchRequestBody};
 use protocol::code::{request as rq, response};
+use protocol::message::PhysicalOffset;
 use security::acl::{Denial, Perm, Requirement, Resource};
 
 use crate::services::Broker;
 use crate::services::clients::Conn;
+use crate::services::record_owner::{self, Owner};
 
 /// Codes any authenticated account may call: reads, and client bookkeeping that changes
 /// nothing another client relies on.
@@ -32,7 +42,6 @@ pub const AUTHENTICATED_ONLY: &[i32] = &[
     rq::GET_TOPIC_NAME_LIST,
     rq::GET_BROKER_CONFIG,
     rq::GET_BROKER_RUNTIME_INFO,
-    rq::VIEW_MESSAGE_BY_ID,
     rq::GET_ALL_CONSUMER_OFFSET,
     rq::GET_ALL_DELAY_OFFSET,
     rq::CHECK_CLIENT_CONFIG,
@@ -101,6 +110,9 @@ pub struct OwnedNames {
     lock: Option<LockBatchRequestBody>,
     /// END_TRANSACTION: the half message's real topic.
     half_topic: Option<String>,
+    /// VIEW_MESSAGE_BY_ID, CONSUMER_SEND_MSG_BACK: the owner of the record at the
+    /// request's CommitLog offset (`None`: no record there, the handler answers that).
+    stored: Option<Owner>,
 }
 
 impl OwnedNames {
@@ -114,6 +126,13 @@ impl OwnedNames {
             rq::END_TRANSACTION => {
                 names.half_topic =
                     crate::services::transaction::bridge::half_real_topic(broker, request)
+            }
+            rq::VIEW_MESSAGE_BY_ID | rq::CONSUMER_SEND_MSG_BACK => {
+                names.stored = request
+                    .ext_fields
+                    .get("offset")
+                    .and_then(|o| o.trim().parse().ok())
+                    .and_then(|o| record_owner::at(broker, PhysicalOffset(o)))
             }
             _ => {}
         }
@@ -137,8 +156,26 @@ pub fn requirement<'a>(request: &'a RemotingCommand, owned: &'a OwnedNames) -> R
             let topic = f.get("topic").or_else(|| f.get("b")).unwrap_or("");
             needs(vec![send_need(topic)])
         }
-        // The retry topic of a send-back is `%RETRY%<group>`: the same group resource.
-        rq::CONSUMER_SEND_MSG_BACK => needs(vec![group_sub("group")]),
+        // The retry topic of a send-back is `%RETRY%<group>`: the same group resource;
+        // the copied message's own topic needs SUB too, as the copy is readable there.
+        rq::CONSUMER_SEND_MSG_BACK => match &owned.stored {
+            Some(Owner::Topic(t)) => {
+                needs(vec![group_sub("group"), (Resource::topic(t), Perm::SUB)])
+            }
+            Some(Owner::System) => Requirement::Admin,
+            None => needs(vec![group_sub("group")]),
+        },
+        // A stored body: SUB on the topic the record belongs to.
+        rq::VIEW_MESSAGE_BY_ID => match &owned.stored {
+            Some(Owner::Topic(t)) => needs(vec![(Resource::topic(t), Perm::SUB)]),
+            Some(Owner::System) => Requirement::Admin,
+            None => Requirement::Authenticated,
+        },
+        // The broker's own topics are read by admins only (their records reached by
+        // offset belong to their real topic, above).
+        rq::PULL_MESSAGE | rq::QUERY_MESSAGE if record_owner::is_system_topic(field("topic")) => {
+            Requirement::Admin
+        }
         rq::PULL_MESSAGE => needs(vec![topic_sub("topic"), group_sub("consumerGroup")]),
         rq::QUERY_MESSAGE
         | rq::GET_MAX_OFFSET
@@ -232,6 +269,51 @@ mod tests {
                 &[("group", "G"), ("originTopic", "T")]
             ),
             "Resources([(Group(\"G\"), Perm(8))])"
+        );
+        assert_eq!(
+            need(
+                rq::PULL_MESSAGE,
+                &[
+                    ("topic", "RMQ_SYS_TRANS_HALF_TOPIC"),
+                    ("consumerGroup", "G")
+                ]
+            ),
+            "Admin"
+        );
+        assert_eq!(
+            need(rq::QUERY_MESSAGE, &[("topic", "SCHEDULE_TOPIC_XXXX")]),
+            "Admin"
+        );
+        assert_eq!(
+            need(rq::QUERY_MESSAGE, &[("topic", "T")]),
+            "Resources([(Topic(\"T\"), Perm(8))])"
+        );
+        let view = req(rq::VIEW_MESSAGE_BY_ID, &[("offset", "0")]);
+        let stored = |owner: Owner| OwnedNames {
+            stored: Some(owner),
+            ..OwnedNames::default()
+        };
+        assert_eq!(
+            format!(
+                "{:?}",
+                requirement(&view, &stored(Owner::Topic("T".into())))
+            ),
+            "Resources([(Topic(\"T\"), Perm(8))])"
+        );
+        assert_eq!(
+            format!("{:?}", requirement(&view, &stored(Owner::System))),
+            "Admin"
+        );
+        let back = req(
+            rq::CONSUMER_SEND_MSG_BACK,
+            &[("group", "G"), ("offset", "0")],
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                requirement(&back, &stored(Owner::Topic("T".into())))
+            ),
+            "Resources([(Group(\"G\"), Perm(8)), (Topic(\"T\"), Perm(8))])"
         );
         assert_eq!(
             need(

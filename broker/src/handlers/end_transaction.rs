@@ -4,7 +4,6 @@
 //! checker asks again later.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use protocol::RemotingCommand;
 use protocol::code::response;
@@ -15,8 +14,8 @@ use store::BrokerRole;
 use crate::handlers::{HandlerResult, Reply, error, success};
 use crate::services::Broker;
 use crate::services::put_path::Put;
-use crate::services::transaction::bridge;
-use crate::services::transaction::{CHECK_GROUP, HALF_TOPIC, QUEUE_ID, half};
+use crate::services::transaction::decisions::{Decided, TransactionId};
+use crate::services::transaction::{CHECK_GROUP, HALF_TOPIC, QUEUE_ID, bridge, half, recovery};
 
 pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: EndTransactionRequestHeader = request.header()?;
@@ -45,24 +44,30 @@ pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) ->
         Err(remark) => return error(request, response::SYSTEM_ERROR, remark),
     };
     let props = half.view().properties().to_owned();
-    let key = half::uniq_key(&props)
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("@{}", h.commit_log_offset));
-    let resolved = &broker.transactions.resolved;
+    let Some(id) = half::transaction_id(&props, h.commit_log_offset) else {
+        return error(
+            request,
+            response::SYSTEM_ERROR,
+            "the half message has no REAL_TOPIC / REAL_QID",
+        );
+    };
+    // Decisions made before a restart are known before this one is taken.
+    recovery::ensure(broker).await;
+    let transactions = &broker.transactions;
     let metrics = &broker.metrics.transactions;
 
-    let duplicate = resolved.decide(&key, decision, Instant::now()).is_some()
-        || (decision == TransactionType::Commit && committed_before(broker, &h, &props, &key));
+    let duplicate = transactions.decide(id, metrics) == Decided::Already
+        || (decision == TransactionType::Commit && committed_before(broker, &h, &props, id));
     if duplicate {
         // Decided already (a late answer, or an answer to a check-back of a copy): the
         // half offset is still marked done, nothing is stored again.
-        tracing::debug!(msg_id = %h.msg_id, "transaction already decided; only marking the half offset");
+        tracing::debug!(msg_id = %h.msg_id, origin = %id.origin, "transaction already decided; only marking the half offset");
         return mark_done(broker, request, &h).await;
     }
 
     if decision == TransactionType::Commit {
         let Some((topic, queue_id)) = half::real_destination(&props) else {
-            resolved.undo(&key);
+            transactions.decisions.undo(id);
             return error(
                 request,
                 response::SYSTEM_ERROR,
@@ -81,11 +86,13 @@ pub async fn end_transaction(broker: &Arc<Broker>, request: &RemotingCommand) ->
         let result = broker
             .put(Put::TransactionEnd {
                 msg,
-                prepared: h.commit_log_offset,
+                // The original half, whichever copy was answered: the committed copy
+                // names its transaction (RocketMQ stores the answered record's offset).
+                prepared: id.origin,
             })
             .await;
         if !bridge::stored(&result) {
-            resolved.undo(&key);
+            transactions.decisions.undo(id);
             return error(
                 request,
                 response::SYSTEM_ERROR,
@@ -121,15 +128,15 @@ async fn mark_done(
     Ok(success(request).into())
 }
 
-/// Whether an earlier commit of this transaction may exist outside the in-memory guard:
-/// only a half message the checker has dealt with (a copy, a check-back answer, or one
-/// behind the checker's progress) can have another committed copy, and then the real
-/// topic's index is asked.
+/// Whether an earlier commit of this transaction may exist outside the in-memory
+/// decisions: only a half message the checker has dealt with (a copy, a check-back
+/// answer, or one behind the checker's progress) can have another committed copy, and
+/// then the real topic's index is asked for a committed copy naming the same original.
 fn committed_before(
     broker: &Broker,
     h: &EndTransactionRequestHeader,
     props: &str,
-    key: &str,
+    id: TransactionId,
 ) -> bool {
     let behind_checker = broker
         .offsets
@@ -138,12 +145,13 @@ fn committed_before(
     if !(h.from_transaction_check || half::is_copy(props) || behind_checker) {
         return false;
     }
-    let Some((topic, _)) = half::real_destination(props) else {
+    let (Some((topic, _)), Some(key)) = (half::real_destination(props), half::uniq_key(props))
+    else {
         return false;
     };
-    let found = bridge::committed_in_index(broker, &topic, key);
+    let found = bridge::committed_in_index(broker, id, &topic, key);
     if found {
-        tracing::info!(msg_id = %h.msg_id, "transaction already committed; commit ignored");
+        tracing::info!(msg_id = %h.msg_id, origin = %id.origin, "transaction already committed; commit ignored");
     }
     found
 }

@@ -8,6 +8,8 @@ use protocol::header::{
     QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
 };
 
+use protocol::message::decode;
+
 use super::{HandlerResult, Reply, error, success};
 use crate::handlers::outbound::Outbound;
 use crate::services::Broker;
@@ -22,7 +24,7 @@ pub async fn query_message(broker: &Arc<Broker>, request: &RemotingCommand) -> H
     let (b2, topic, key) = (Arc::clone(broker), h.topic.clone(), h.key.clone());
     let (begin, end) = (h.begin_timestamp, h.end_timestamp);
     // Index lookups read files; keep them off the reactor threads.
-    let result = tokio::task::spawn_blocking(move || {
+    let mut result = tokio::task::spawn_blocking(move || {
         b2.store.query_message(
             &topic,
             &key,
@@ -33,6 +35,11 @@ pub async fn query_message(broker: &Arc<Broker>, request: &RemotingCommand) -> H
     })
     .await
     .unwrap_or_default();
+    // Only records of the topic asked for (and allowed by the ACL) are returned: index
+    // entries are hashes of topic and key, so another topic's record can collide.
+    result
+        .messages
+        .retain(|bytes| decode(bytes, false).is_ok_and(|v| v.topic() == h.topic));
     let header = QueryMessageResponseHeader {
         index_last_update_timestamp: result.index_last_update_timestamp,
         index_last_update_phyoffset: result.index_last_update_phy_offset,

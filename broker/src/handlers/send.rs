@@ -21,6 +21,7 @@ use crate::names::{self, perm};
 use crate::services::Broker;
 use crate::services::clients::Conn;
 use crate::services::put_path::Put;
+use crate::services::stamps;
 use crate::services::topics::AutoCreateError;
 
 /// Request versions from V3_4_9 on carry `maxReconsumeTimes` (`MQVersion`).
@@ -140,6 +141,9 @@ pub async fn send_message(
     let result = if batch {
         let mut batch_props = Properties::parse(&properties);
         batch_props.remove(CLUSTER);
+        for name in stamps::BROKER_OWNED {
+            batch_props.remove(name);
+        }
         batch_props.insert(CLUSTER, b.broker_cluster_name.as_str());
         match BatchItem::decode_batch(&request.body, &batch_props.to_string()) {
             Some(items) => {
@@ -362,18 +366,23 @@ fn answer(
 }
 
 /// The properties a single message is stored with: `WAIT` removed (4.9.1+), `CLUSTER`
-/// set to the broker's cluster and moved last (`SendMessageProcessor`). Written in one
+/// set to the broker's cluster and moved last (`SendMessageProcessor`), and every
+/// property only the broker may write ([`stamps::BROKER_OWNED`]) dropped. Written in one
 /// pass over borrowed entries; the result equals parsing into [`Properties`], editing
 /// and encoding (a repeated name keeps its first position and its last value).
 fn store_properties(text: &str, cluster: &str) -> String {
     /// Beyond this many entries the quadratic duplicate check below gives way to the map.
     const SCAN_MAX: usize = 32;
     let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
-    for entry in properties::iter(text).filter(|(n, _)| *n != WAIT && *n != CLUSTER) {
+    let kept = |n: &str| n != WAIT && n != CLUSTER && !stamps::is_broker_owned(n);
+    for entry in properties::iter(text).filter(|(n, _)| kept(n)) {
         if entries.len() == SCAN_MAX {
             let mut props = Properties::parse(text);
             props.remove(WAIT);
             props.remove(CLUSTER);
+            for name in stamps::BROKER_OWNED {
+                props.remove(name);
+            }
             props.insert(CLUSTER, cluster);
             return props.to_string();
         }
@@ -426,8 +435,26 @@ mod tests {
         let mut props = Properties::parse(text);
         props.remove(WAIT);
         props.remove(CLUSTER);
+        for name in stamps::BROKER_OWNED {
+            props.remove(name);
+        }
         props.insert(CLUSTER, cluster);
         props.to_string()
+    }
+
+    #[test]
+    fn store_properties_drop_what_only_the_broker_writes() {
+        let sent = "UNIQ_KEY\u{1}U\u{2}TRAN_ORIGIN_OFFSET\u{1}0\u{2}REAL_TOPIC\u{1}Secret\u{2}\
+                    DELAY_PARKED_OFFSET\u{1}7\u{2}TRANSACTION_CHECK_TIMES\u{1}99\u{2}\
+                    TRAN_PREPARED_QUEUE_OFFSET\u{1}3\u{2}REAL_QID\u{1}1\u{2}TAGS\u{1}t";
+        assert_eq!(
+            store_properties(sent, "C1"),
+            "UNIQ_KEY\u{1}U\u{2}TAGS\u{1}t\u{2}CLUSTER\u{1}C1"
+        );
+        assert_eq!(
+            store_properties(sent, "C1"),
+            store_properties_by_map(sent, "C1")
+        );
     }
 
     #[test]
@@ -460,7 +487,7 @@ mod tests {
         fn store_properties_equals_the_map_round_trip(
             parts in proptest::collection::vec(
                 (
-                    proptest::sample::select(vec!["", "TAGS", "KEYS", "WAIT", "CLUSTER", "A", "UNIQ_KEY"]),
+                    proptest::sample::select(vec!["", "TAGS", "KEYS", "WAIT", "CLUSTER", "A", "UNIQ_KEY", "REAL_TOPIC", "TRAN_ORIGIN_OFFSET"]),
                     "[a-c\u{1}\u{2}]{0,4}",
                 ),
                 0..12,

@@ -3,7 +3,8 @@
 //! stores a copy for `%RETRY%<group>` behind a delay level (the store parks it in
 //! `SCHEDULE_TOPIC_XXXX`, the schedule service re-delivers it when due), or, once the
 //! message has been retried `maxReconsumeTimes` times or the consumer asks for it, in
-//! the group's dead letter queue `%DLQ%<group>`.
+//! the group's dead letter queue `%DLQ%<group>`. Only a message the group could have
+//! consumed is accepted (see [`consumable_by`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -22,6 +23,7 @@ use super::{HandlerResult, error, success};
 use crate::names::{self, perm};
 use crate::services::Broker;
 use crate::services::put_path::Put;
+use crate::services::record_owner;
 use store::PutMessageStatus;
 use store::commitlog::BrokerMessage;
 
@@ -142,6 +144,9 @@ pub async fn consumer_send_msg_back(
     let Ok(original) = record::decode(&stored, false) else {
         return error(request, response::SYSTEM_ERROR, lookup_failed());
     };
+    if let Err(remark) = consumable_by(broker, &h.group, original.topic()) {
+        return error(request, response::NO_PERMISSION, remark);
+    }
 
     let max = match h.max_reconsume_times {
         Some(m) if request.version >= VERSION_WITH_MAX_RECONSUME => m,
@@ -203,6 +208,27 @@ pub async fn consumer_send_msg_back(
         broker.metrics.record_retry(&h.group);
     }
     Ok(success(request).into())
+}
+
+/// Whether group `group` could have consumed a record of `topic`: one of the topics its
+/// consumers subscribe to (as their heartbeats name them) or its own retry topic, never
+/// one of the broker's own topics (a pending half message, an op record, a parked
+/// delayed message). RocketMQ 4.9 copies any offset, so a consumer could deliver
+/// another topic's message, or a transaction's undecided half, through its retry topic.
+fn consumable_by(broker: &Broker, group: &str, topic: &str) -> Result<(), String> {
+    if record_owner::is_system_topic(topic) {
+        return Err(format!(
+            "the message at this offset is a broker record of {topic}, which no consumer \
+             can send back"
+        ));
+    }
+    if topic == names::retry_topic(group) || broker.clients.subscription(group, topic).is_some() {
+        return Ok(());
+    }
+    Err(format!(
+        "the message at this offset is on topic {topic}, which group {group} does not \
+         subscribe to; a consumer sends back only what its group consumes"
+    ))
 }
 
 #[cfg(test)]

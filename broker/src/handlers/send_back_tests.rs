@@ -13,7 +13,7 @@ use super::consumer_send_msg_back;
 use crate::handlers::Reply;
 use crate::names::{SCHEDULE_TOPIC, perm};
 use crate::services::Broker;
-use crate::test_fixture::{self, records, wait_until};
+use crate::test_fixture::{self, records, subscribe, wait_until};
 
 fn request(offset: PhysicalOffset, group: &str, delay: i32, max: Option<i32>) -> RemotingCommand {
     let h = ConsumerSendMsgBackRequestHeader {
@@ -42,8 +42,11 @@ fn answer(b: &Arc<Broker>, req: RemotingCommand) -> RemotingCommand {
     }
 }
 
-/// Stores the message a consumer later hands back; returns its offset and offset msgId.
+/// Stores the message a consumer later hands back, and subscribes groups `g` and `h` to
+/// its topic; returns its offset and offset msgId.
 fn consumed(b: &Broker) -> (PhysicalOffset, String) {
+    subscribe(b, "g", "T");
+    subscribe(b, "h", "T");
     let m = test_fixture::message("T", 0, "payload", "UNIQ_KEY\u{1}UK1\u{2}TAGS\u{1}A".into());
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -150,6 +153,8 @@ fn unknown_groups_missing_messages_and_disabled_retries() {
         ..SubscriptionGroupConfig::default()
     }))
     .unwrap();
+    subscribe(&b, "known", "T");
+    subscribe(&b, "off", "T");
     let out = answer(&b, request(PhysicalOffset(1 << 40), "known", 0, None));
     assert_eq!(out.code, response::SYSTEM_ERROR);
     assert_eq!(
@@ -171,4 +176,36 @@ fn unknown_groups_missing_messages_and_disabled_retries() {
     );
     assert!(b.topics.get("%RETRY%off").is_none());
     assert_eq!(b.store.max_phy_offset(), end);
+}
+
+/// Only what the group could consume is copied: not another topic's message, not a
+/// broker record (a pending half message, a parked delayed one).
+#[test]
+fn only_messages_the_group_consumes_are_sent_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = test_fixture::broker(dir.path(), "");
+    let (offset, _) = consumed(&b);
+    subscribe(&b, "other", "Elsewhere");
+    let out = answer(&b, request(offset, "other", -1, Some(16)));
+    assert_eq!(out.code, response::NO_PERMISSION);
+    assert!(
+        out.remark
+            .as_deref()
+            .unwrap_or("")
+            .contains("does not subscribe to"),
+        "{:?}",
+        out.remark
+    );
+    assert!(b.topics.get("%DLQ%other").is_none());
+
+    // A retry copy parked in the schedule topic is a broker record.
+    assert_eq!(
+        answer(&b, request(offset, "g", 0, Some(16))).code,
+        response::SUCCESS
+    );
+    let parked = only_record(&b, SCHEDULE_TOPIC, 2);
+    let parked_at = record::decode(&parked, false).unwrap().physical_offset();
+    let out = answer(&b, request(parked_at, "g", -1, Some(16)));
+    assert_eq!(out.code, response::NO_PERMISSION, "{:?}", out.remark);
+    assert!(out.remark.unwrap().contains("SCHEDULE_TOPIC_XXXX"));
 }

@@ -16,6 +16,12 @@ pub struct TransactionMetrics {
     pub discarded: Counter,
     /// Checker rounds completed, whether or not they found anything to check.
     pub check_rounds: Counter,
+    /// Decided transactions remembered (bounded by `transactionDecisionMaxEntries`).
+    pub decisions_tracked: Gauge,
+    /// Bytes held for them.
+    pub decisions_bytes: Gauge,
+    /// Decisions dropped before their retention ended, to stay within the bound.
+    pub decisions_evicted: Counter,
 }
 
 impl TransactionMetrics {
@@ -50,6 +56,31 @@ impl TransactionMetrics {
             "Rounds of the transaction checker over the half queue, completed",
             self.check_rounds.clone(),
         );
+        r.register(
+            "rocketmq_transaction_decisions_tracked",
+            "Decided transactions the broker remembers to keep a repeated answer from storing twice (transactionDecisionMaxEntries)",
+            self.decisions_tracked.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_decisions_bytes",
+            "Bytes held for the remembered transaction decisions",
+            self.decisions_bytes.clone(),
+        );
+        r.register(
+            "rocketmq_transaction_decisions_evicted",
+            "Remembered transaction decisions dropped early to stay within transactionDecisionMaxEntries",
+            self.decisions_evicted.clone(),
+        );
+    }
+
+    /// After the decisions changed: `tracked` entries in `bytes`, `evicted` of them
+    /// dropped early.
+    pub fn decisions_changed(&self, tracked: usize, bytes: usize, evicted: u64) {
+        self.decisions_evicted.inc_by(evicted);
+        self.decisions_tracked
+            .set(i64::try_from(tracked).unwrap_or(i64::MAX));
+        self.decisions_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     pub fn half_sent(&self) {

@@ -43,6 +43,7 @@ fn message(topic: &str) -> BrokerMessage {
 }
 
 async fn send_back(broker: &Arc<Broker>, offset: PhysicalOffset) -> RemotingCommand {
+    test_fixture::subscribe(broker, "g", "T");
     let h = ConsumerSendMsgBackRequestHeader {
         offset,
         group: "g".to_owned(),

@@ -166,7 +166,7 @@ impl Broker {
             store,
             pull_hold: PullHold::default(),
             filters,
-            transactions: Transactions::default(),
+            transactions: Transactions::new(b),
             in_flight,
             in_flight_bytes,
             parked,

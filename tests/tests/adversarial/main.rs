@@ -12,6 +12,7 @@ mod broker_limits;
 mod checker;
 mod common;
 mod coverage;
+mod identity;
 mod listeners;
 mod memory;
 mod nameserver;

@@ -5,9 +5,17 @@ use bytes::Bytes;
 use protocol::message::properties::{
     self, DELAY, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, REAL_QID, REAL_TOPIC,
 };
-use protocol::message::{PhysicalOffset, RecordView};
+use protocol::message::{PhysicalOffset, Properties, RecordView};
 
+use crate::services::stamps::DELAY_PARKED_OFFSET;
 use store::commitlog::BrokerMessage;
+
+/// The parked record a delivered copy came from (its `DELAY_PARKED_OFFSET`).
+pub fn parked_offset(copy_props: &str) -> Option<PhysicalOffset> {
+    properties::find(copy_props, DELAY_PARKED_OFFSET)
+        .and_then(|v| v.trim().parse().ok())
+        .map(PhysicalOffset)
+}
 
 /// `correctDeliverTimestamp`: a deliver time further ahead than now + the level's delay
 /// (the clock went back, or the level table was shortened) is treated as due now.
@@ -52,17 +60,20 @@ pub fn without_delay(props: &str) -> String {
 }
 
 /// The copy to store in the real topic: same body, flag, sysFlag, born and store host,
-/// born time and reconsumeTimes; DELAY removed; the producer is not waited for
-/// (`WAIT=false`). `None` when the record has no usable real destination.
+/// born time and reconsumeTimes; DELAY removed and the parked record's CommitLog offset
+/// stamped (`DELAY_PARKED_OFFSET`, which restart recovery looks for); the producer is
+/// not waited for (`WAIT=false`). `None` when the record has no usable real destination.
 pub fn copy_for_real_topic(view: &RecordView<'_>, stored: &Bytes) -> Option<BrokerMessage> {
     let props = view.properties();
     let (topic, queue_id) = real_destination(props)?;
+    let mut properties = Properties::parse(&without_delay(props));
+    properties.insert(DELAY_PARKED_OFFSET, view.physical_offset().0.to_string());
     Some(BrokerMessage {
         topic: topic.to_owned(),
         queue_id,
         flag: view.flag(),
         body: stored.slice_ref(view.body()),
-        properties: without_delay(props),
+        properties: properties.to_string(),
         sys_flag: view.sys_flag(),
         born_timestamp: view.born_timestamp(),
         born_host: view.born_host(),
@@ -78,7 +89,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use protocol::message::record::{self, MessageRecord, StoreStamp, body_crc};
-    use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset};
+    use protocol::message::{MessageSysFlag, QueueOffset};
 
     use super::*;
 
@@ -149,8 +160,9 @@ mod tests {
         assert_eq!((copy.born_host, copy.store_host), (born, store));
         assert_eq!(
             copy.properties,
-            "UNIQ_KEY\u{1}U\u{2}REAL_TOPIC\u{1}T\u{2}REAL_QID\u{1}3"
+            "UNIQ_KEY\u{1}U\u{2}REAL_TOPIC\u{1}T\u{2}REAL_QID\u{1}3\u{2}DELAY_PARKED_OFFSET\u{1}100"
         );
+        assert_eq!(parked_offset(&copy.properties), Some(PhysicalOffset(100)));
         assert!(!copy.wait_store_msg_ok);
     }
 }

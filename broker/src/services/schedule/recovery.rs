@@ -1,10 +1,16 @@
 //! Restart without duplicates. `delayOffset.json` is written periodically, so after a
 //! crash (SIGKILL, power loss) a level's stored offset may lag the deliveries made since
 //! it was last written; RocketMQ delivers those again. Here, before a level starts, the
-//! units from its stored offset are checked against the index: a unit whose copy
-//! (same `UNIQ_KEY`, in `REAL_TOPIC`, stored no earlier than the parked record) is
-//! already there was delivered. Deliveries happen in queue order, so the delivered units
-//! are a prefix and the check stops at the first one without a copy.
+//! units from its stored offset are checked: a unit was delivered when its real queue
+//! holds a copy naming the unit's own record (`DELAY_PARKED_OFFSET` equal to the parked
+//! record's CommitLog offset, a property only the broker writes). The copy is looked
+//! up through the index under the parked record's `UNIQ_KEY`, the only key the index
+//! has; the key narrows the search and never decides, so another message sharing it
+//! (a producer re-sending one `Message` object) is not taken for the copy. A parked
+//! record without `UNIQ_KEY`, or whose copy hides behind more than
+//! [`LOOKUP_MAX`] records under its key, is delivered again (as 4.9 would), never lost.
+//! Deliveries happen in queue order, so the delivered units are a prefix and the check
+//! stops at the first one without a copy.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +27,8 @@ const DISPATCH_WAIT: Duration = Duration::from_secs(60);
 /// At most this many units per level are checked (a flush interval's worth is plenty).
 const MAX_CHECKED: usize = 1_000_000;
 const STEP: usize = 1024;
+/// Records under one `UNIQ_KEY` looked at for a unit's copy.
+const LOOKUP_MAX: usize = 64;
 
 /// Waits until the store has dispatched the whole CommitLog (ConsumeQueues and index
 /// rebuilt after an unclean stop), so [`skip_delivered`] sees every earlier copy.
@@ -85,7 +93,13 @@ fn already_delivered(store: &BrokerStore, parked_at: protocol::message::Physical
     // Index entries keep their time in whole seconds from the file's start: look from
     // a little earlier and compare exact store times below.
     store
-        .query_message(topic, uniq, 64, parked_time.saturating_sub(2_000), i64::MAX)
+        .query_message(
+            topic,
+            uniq,
+            LOOKUP_MAX,
+            parked_time.saturating_sub(2_000),
+            i64::MAX,
+        )
         .messages
         .iter()
         .filter_map(|copy| record::decode(copy, false).ok())
@@ -94,6 +108,6 @@ fn already_delivered(store: &BrokerStore, parked_at: protocol::message::Physical
                 && copy.queue_id() == queue_id
                 && copy.store_timestamp() >= parked_time
                 && copy.physical_offset() > parked.physical_offset()
-                && properties::find(copy.properties(), UNIQ_KEY) == Some(uniq)
+                && delivery::parked_offset(copy.properties()) == Some(parked.physical_offset())
         })
 }

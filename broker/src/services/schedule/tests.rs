@@ -119,6 +119,45 @@ fn stale_offsets_after_a_crash_skip_what_was_delivered() {
     );
 }
 
+/// Two parked messages under one `UNIQ_KEY`, the second parked before the first was
+/// delivered: after a crash the second (still waiting at level 2) is not taken for
+/// delivered because the first's copy shares its key and came after it.
+#[test]
+fn a_delivered_copy_counts_only_for_its_own_parked_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let b = broker(dir.path());
+    let same_key = |n: usize, level: i32| {
+        test_fixture::message(
+            "T",
+            0,
+            &format!("m{n}"),
+            format!("UNIQ_KEY\u{1}SAME\u{2}DELAY\u{1}{level}\u{2}TAGS\u{1}A"),
+        )
+    };
+    rt.block_on(async {
+        b.put(crate::services::put_path::Put::Message(same_key(0, 2)))
+            .await;
+        b.put(crate::services::put_path::Put::Message(same_key(1, 1)))
+            .await;
+    });
+    let service = rt.spawn(run(Arc::clone(&b)));
+    wait_until("delivery", || {
+        b.store.max_offset_in_queue("T", 0) == QueueOffset(1)
+    });
+    b.shutdown.cancel();
+    rt.block_on(service).unwrap();
+    wait_until("index", || b.store.dispatch_behind_bytes() == 0);
+    assert_eq!(
+        recovery::skip_delivered(b.store.as_ref(), 1, QueueOffset(0)),
+        QueueOffset(1)
+    );
+    assert_eq!(
+        recovery::skip_delivered(b.store.as_ref(), 2, QueueOffset(0)),
+        QueueOffset(0)
+    );
+}
+
 #[test]
 fn offsets_load_and_correct_into_the_queue_range() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,8 +5,11 @@
 use bytes::Bytes;
 use protocol::RemotingCommand;
 use protocol::header::EndTransactionRequestHeader;
-use protocol::message::{MessageSysFlag, PhysicalOffset, QueueOffset, RecordView, decode};
+use protocol::message::{
+    MessageSysFlag, PhysicalOffset, QueueOffset, RecordView, TransactionType, decode,
+};
 
+use super::decisions::TransactionId;
 use super::{HALF_TOPIC, OP_TOPIC, QUEUE_ID, half};
 use crate::names::perm;
 use crate::services::Broker;
@@ -18,6 +21,10 @@ use store::{AppendMessageResult, PutMessageResult, PutMessageStatus};
 
 /// Op records read per store call (RocketMQ pulls 32 at a time).
 const OP_BATCH: usize = 32;
+/// Records with the half's `UNIQ_KEY` looked at for its committed copy. Many more
+/// records under one key (reused by a client on purpose) may hide it: the commit is then
+/// stored again, never lost.
+const COMMITTED_LOOKUP_MAX: usize = 64;
 
 /// One whole stored record and a validated view of it.
 pub struct StoredRecord {
@@ -83,12 +90,17 @@ pub fn read_at(broker: &Broker, offset: PhysicalOffset) -> Option<StoredRecord> 
         .and_then(StoredRecord::new)
 }
 
-/// Op records from `from` on, at most `limit`: `(op offset, half offset it marks)`.
-pub fn read_ops(
-    broker: &Broker,
-    from: QueueOffset,
-    limit: usize,
-) -> Vec<(QueueOffset, Option<QueueOffset>)> {
+/// One op record: where it is, the half queue offset it marks (`None` for a body that
+/// is not a number) and when it was stored.
+#[derive(Debug, Clone, Copy)]
+pub struct OpRecord {
+    pub offset: QueueOffset,
+    pub half: Option<QueueOffset>,
+    pub store_timestamp: i64,
+}
+
+/// Op records from `from` on, at most `limit`.
+pub fn read_ops(broker: &Broker, from: QueueOffset, limit: usize) -> Vec<OpRecord> {
     let mut out = Vec::new();
     let mut next = from;
     while out.len() < limit {
@@ -104,7 +116,11 @@ pub fn read_ops(
         }
         for bytes in &r.messages {
             if let Ok(view) = decode(bytes, false) {
-                out.push((view.queue_offset(), half::parse_op_body(view.body())));
+                out.push(OpRecord {
+                    offset: view.queue_offset(),
+                    half: half::parse_op_body(view.body()),
+                    store_timestamp: view.store_timestamp(),
+                });
             }
         }
         if r.next_begin_offset <= next {
@@ -112,6 +128,7 @@ pub fn read_ops(
         }
         next = r.next_begin_offset;
     }
+    out.truncate(limit);
     out
 }
 
@@ -168,13 +185,18 @@ pub fn derived(
 }
 
 /// `putBackHalfMsgQueue` / `putImmunityMsgBackToHalfQueue`: the half message again at
-/// the end of the half queue, with `properties`.
+/// the end of the half queue, with `properties` and the original's CommitLog offset
+/// (`TRAN_ORIGIN_OFFSET`), which every copy carries on.
 pub async fn put_back(
     broker: &Broker,
     record: &StoredRecord,
     properties: String,
 ) -> PutMessageResult {
-    let flag = record.view().sys_flag();
+    let v = record.view();
+    let (flag, properties) = (
+        v.sys_flag(),
+        half::with_origin(&properties, v.physical_offset()),
+    );
     let msg = derived(broker, record, HALF_TOPIC, QUEUE_ID, properties, flag);
     broker.put(Put::Message(msg)).await
 }
@@ -218,15 +240,27 @@ pub fn outcome(r: PutMessageResult) -> PutOutcome {
     }
 }
 
-/// True when the real topic already holds a message with this `UNIQ_KEY` (an earlier
-/// commit of the same transaction, found through the index).
-pub fn committed_in_index(broker: &Broker, real_topic: &str, uniq_key: &str) -> bool {
+/// True when the real topic already holds the committed copy of transaction `id` (an
+/// earlier commit found through the index). The committed copy's
+/// `preparedTransactionOffset` names the original half, so it identifies the
+/// transaction; `uniq_key` (the client's, as the half carries it) only narrows the
+/// index lookup, as the index knows no other key.
+pub fn committed_in_index(
+    broker: &Broker,
+    id: TransactionId,
+    real_topic: &str,
+    uniq_key: &str,
+) -> bool {
     let found = broker
         .store
-        .query_message(real_topic, uniq_key, 32, 0, i64::MAX);
+        .query_message(real_topic, uniq_key, COMMITTED_LOOKUP_MAX, 0, i64::MAX);
     found.messages.iter().any(|bytes| {
         decode(bytes, false).is_ok_and(|v| {
-            v.topic() == real_topic && half::uniq_key(v.properties()) == Some(uniq_key)
+            v.topic() == real_topic
+                && v.prepared_transaction_offset() == id.origin
+                && v.sys_flag().transaction_type() == TransactionType::Commit
+                && half::producer_group(v.properties())
+                    .is_some_and(|g| TransactionId::new(id.origin, g, real_topic) == id)
         })
     })
 }

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 use protocol::RemotingCommand;
 use protocol::code::request as rq;
 use protocol::header::CheckTransactionStateRequestHeader;
-use protocol::message::{ConsumerOffset, QueueOffset, offset_msg_id};
+use protocol::message::{ConsumerOffset, PhysicalOffset, QueueOffset, offset_msg_id};
 use store::BrokerRole;
 
 use super::bridge::{self, HalfAt, PutOutcome, StoredRecord};
@@ -126,6 +126,8 @@ enum Step {
 
 /// One pass over the half queue (`TransactionalMessageServiceImpl.check`).
 pub async fn check_round(broker: &Broker, round_start_ms: i64) -> RoundStats {
+    // Decisions made before a restart are known before any half is checked.
+    super::recovery::ensure(broker).await;
     let started = Instant::now();
     let store = &broker.store;
     let half_max = store.max_offset_in_queue(HALF_TOPIC, QUEUE_ID);
@@ -136,8 +138,8 @@ pub async fn check_round(broker: &Broker, round_start_ms: i64) -> RoundStats {
     let half_start = progress(broker, HALF_TOPIC);
     let op_start = progress(broker, OP_TOPIC);
     let mut ops = OpState::default();
-    for (op_offset, half_offset) in bridge::read_ops(broker, op_start, MAX_OPS_PER_ROUND) {
-        ops.record(op_offset, half_offset, half_start);
+    for op in bridge::read_ops(broker, op_start, MAX_OPS_PER_ROUND) {
+        ops.record(op.offset, op.half, half_start);
     }
 
     let b = &broker.config.broker;
@@ -252,7 +254,7 @@ impl Round<'_> {
                 }
             };
         }
-        if already_decided(broker, props) {
+        if already_decided(broker, props, v.physical_offset()) {
             self.stats.decided_skipped += 1;
             return Step::Next;
         }
@@ -373,18 +375,20 @@ fn progress(broker: &Broker, topic: &str) -> QueueOffset {
     saved.clamp(min, max.max(min))
 }
 
-/// A transaction decided since the message was copied (its `UNIQ_KEY` decided in memory,
-/// or a copy whose commit is already in the real topic) needs no check-back.
-fn already_decided(broker: &Broker, props: &str) -> bool {
-    let Some(key) = half::uniq_key(props) else {
+/// A transaction decided since the message was copied (its identity decided in memory,
+/// or a copy whose commit is already in the real topic) needs no check-back. Another
+/// transaction's decision never counts, whatever keys the two carry.
+fn already_decided(broker: &Broker, props: &str, own: PhysicalOffset) -> bool {
+    let Some(id) = half::transaction_id(props, own) else {
         return false;
     };
-    if broker.transactions.resolved.get(key).is_some() {
+    if broker.transactions.is_decided(id) {
         return true;
     }
     half::is_copy(props)
         && half::real_destination(props)
-            .is_some_and(|(topic, _)| bridge::committed_in_index(broker, &topic, key))
+            .zip(half::uniq_key(props))
+            .is_some_and(|((topic, _), key)| bridge::committed_in_index(broker, id, &topic, key))
 }
 
 /// `sendCheckMessage` + `Broker2Client.checkProducerTransactionState`: the header names

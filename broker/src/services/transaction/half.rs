@@ -8,9 +8,11 @@ use protocol::message::properties::{
     self, CHECK_IMMUNITY_TIME_IN_SECONDS, PGROUP, REAL_QID, REAL_TOPIC, TAGS, TRAN_MSG,
     TRAN_PREPARED_QUEUE_OFFSET, TRANSACTION_CHECK_TIMES, UNIQ_KEY, WAIT,
 };
-use protocol::message::{MessageSysFlag, Properties, QueueOffset, TransactionType};
+use protocol::message::{MessageSysFlag, PhysicalOffset, Properties, QueueOffset, TransactionType};
 
+use super::decisions::TransactionId;
 use super::{HALF_TOPIC, QUEUE_ID};
+use crate::services::stamps::TRAN_ORIGIN_OFFSET;
 use store::commitlog::BrokerMessage;
 
 /// Tag of op records (`TransactionalMessageUtil.REMOVETAG`).
@@ -140,8 +142,38 @@ pub fn immunity_copy_properties(props: &str, original: QueueOffset) -> String {
 /// True for a half record the checker wrote (a check or immunity copy) rather than the
 /// producer: another copy of the same transaction may exist.
 pub fn is_copy(props: &str) -> bool {
-    properties::find(props, TRANSACTION_CHECK_TIMES).is_some()
+    properties::find(props, TRAN_ORIGIN_OFFSET).is_some()
+        || properties::find(props, TRANSACTION_CHECK_TIMES).is_some()
         || properties::find(props, TRAN_PREPARED_QUEUE_OFFSET).is_some()
+}
+
+/// The CommitLog offset of the original half message a half record stands for: its
+/// `TRAN_ORIGIN_OFFSET` when the checker wrote it, else its own offset `own`. The send
+/// path drops the property from what producers send, so only the broker's copies carry it.
+pub fn origin_offset(props: &str, own: PhysicalOffset) -> PhysicalOffset {
+    properties::find(props, TRAN_ORIGIN_OFFSET)
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(own, PhysicalOffset)
+}
+
+/// The properties of a copy of the half record stored at `own`: `props` naming the
+/// original (kept when the record is itself a copy).
+pub fn with_origin(props: &str, own: PhysicalOffset) -> String {
+    let origin = origin_offset(props, own);
+    let mut p = Properties::parse(props);
+    p.insert(TRAN_ORIGIN_OFFSET, origin.0.to_string());
+    p.to_string()
+}
+
+/// The transaction a half record (stored at `own`) belongs to; `None` without a real
+/// topic (no transaction to decide).
+pub fn transaction_id(props: &str, own: PhysicalOffset) -> Option<TransactionId> {
+    let (topic, _) = real_destination(props)?;
+    Some(TransactionId::new(
+        origin_offset(props, own),
+        producer_group(props).unwrap_or(""),
+        &topic,
+    ))
 }
 
 pub fn producer_group(props: &str) -> Option<&str> {
@@ -256,6 +288,35 @@ mod tests {
         assert_eq!(prepared_queue_offset(&copy), Some(QueueOffset(7)));
         assert!(is_copy(&copy));
         assert_eq!(prepared_queue_offset(SENT), None);
+    }
+
+    #[test]
+    fn copies_name_their_original() {
+        let half = half_properties(SENT, "Orders", 3);
+        assert_eq!(
+            origin_offset(&half, PhysicalOffset(500)),
+            PhysicalOffset(500)
+        );
+        let copy = with_origin(&half, PhysicalOffset(500));
+        assert_eq!(
+            origin_offset(&copy, PhysicalOffset(900)),
+            PhysicalOffset(500)
+        );
+        // A copy of a copy keeps the first original.
+        let again = with_origin(&copy, PhysicalOffset(900));
+        assert_eq!(
+            origin_offset(&again, PhysicalOffset(1300)),
+            PhysicalOffset(500)
+        );
+        assert_eq!(
+            transaction_id(&again, PhysicalOffset(1300)),
+            transaction_id(&half, PhysicalOffset(500))
+        );
+        assert_ne!(
+            transaction_id(&half, PhysicalOffset(500)),
+            transaction_id(&half, PhysicalOffset(501))
+        );
+        assert_eq!(transaction_id(SENT, PhysicalOffset(1)), None);
     }
 
     #[test]

@@ -300,6 +300,132 @@ async fn check_back_decides_once_even_after_restart() {
     close(broker);
 }
 
+/// Halves that share a `UNIQ_KEY` (a producer re-sending one `Message` object) are
+/// separate transactions: committing one never drops the other's commit, and a rollback
+/// never drops a later transaction's commit.
+#[tokio::test]
+async fn reused_keys_never_decide_another_transaction() {
+    let dir = tempfile::tempdir().expect("dir");
+    let broker = open(dir.path(), "");
+    let (conn, _pushes) = producer(&broker);
+    let first = send_half(&broker, &conn, "K").await;
+    let second = send_half(&broker, &conn, "K").await;
+    let rolled_back = send_half(&broker, &conn, "K").await;
+    let third = send_half(&broker, &conn, "K").await;
+    for (half, decision) in [
+        (first, COMMIT),
+        (second, COMMIT),
+        (rolled_back, ROLLBACK),
+        (third, COMMIT),
+    ] {
+        let r = end(&broker, half, "K", decision, false).await;
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    }
+    wait_dispatched(&broker, OP_TOPIC, 4);
+    wait_all_dispatched(&broker);
+    let prepared: Vec<_> = bodies(&broker, TOPIC).iter().map(|(_, _, p)| *p).collect();
+    assert_eq!(prepared, vec![first.1, second.1, third.1]);
+    close(broker);
+}
+
+/// A half whose END_TRANSACTION was lost is checked, though another transaction with
+/// its `UNIQ_KEY` was decided.
+#[tokio::test]
+async fn a_lost_end_is_checked_back_whatever_its_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let broker = open(dir.path(), "");
+    let (conn, mut pushes) = producer(&broker);
+    let decided = send_half(&broker, &conn, "K").await;
+    let lost = send_half(&broker, &conn, "K").await;
+    assert_eq!(
+        end(&broker, decided, "K", COMMIT, false).await.code,
+        response::SUCCESS
+    );
+    wait_dispatched(&broker, OP_TOPIC, 1);
+    let stats = check_round(&broker, crate::now_ms() + 1).await;
+    assert_eq!((stats.checked, stats.decided_skipped), (1, 0), "{stats:?}");
+    let check = pushes.try_recv().expect("a check-back of the lost one");
+    let h: CheckTransactionStateRequestHeader = check.header().expect("header");
+    // The producer answers the check-back: the copy is committed, as the original.
+    let copy = (h.tran_state_table_offset, h.commit_log_offset);
+    assert_ne!(copy.1, lost.1);
+    assert_eq!(
+        end(&broker, copy, "K", COMMIT, true).await.code,
+        response::SUCCESS
+    );
+    wait_dispatched(&broker, TOPIC, 2);
+    let prepared: Vec<_> = bodies(&broker, TOPIC).iter().map(|(_, _, p)| *p).collect();
+    assert_eq!(
+        prepared,
+        vec![decided.1, lost.1],
+        "copies name their original"
+    );
+    close(broker);
+}
+
+/// A rollback answering a check-back survives a restart (read back from the op queue):
+/// the original's late commit stores nothing, and the checker asks nothing more.
+#[tokio::test]
+async fn a_decision_survives_a_restart_through_the_op_queue() {
+    let dir = tempfile::tempdir().expect("dir");
+    let broker = open(dir.path(), "");
+    let (conn, mut pushes) = producer(&broker);
+    let original = send_half(&broker, &conn, "R").await;
+    wait_dispatched(&broker, HALF_TOPIC, 1);
+    assert_eq!(check_round(&broker, crate::now_ms() + 1).await.checked, 1);
+    let h: CheckTransactionStateRequestHeader = pushes
+        .try_recv()
+        .expect("check-back")
+        .header()
+        .expect("header");
+    let copy = (h.tran_state_table_offset, h.commit_log_offset);
+    assert_eq!(
+        end(&broker, copy, "R", ROLLBACK, true).await.code,
+        response::SUCCESS
+    );
+    wait_dispatched(&broker, OP_TOPIC, 1);
+    close(broker);
+
+    let broker = open(dir.path(), "");
+    let (_conn, mut pushes) = producer(&broker);
+    assert_eq!(
+        end(&broker, original, "R", COMMIT, false).await.code,
+        response::SUCCESS
+    );
+    wait_all_dispatched(&broker);
+    assert!(
+        bodies(&broker, TOPIC).is_empty(),
+        "rolled back, then committed"
+    );
+    assert_eq!(broker.transactions.decisions.len(), 1);
+    assert_eq!(check_round(&broker, crate::now_ms() + 1).await.checked, 0);
+    assert!(pushes.try_recv().is_err());
+    close(broker);
+}
+
+/// A producer cannot pose as a checker copy of another transaction: the properties the
+/// broker stamps are dropped from what it sends.
+#[tokio::test]
+async fn a_sent_origin_stamp_is_dropped() {
+    let dir = tempfile::tempdir().expect("dir");
+    let broker = open(dir.path(), "");
+    let (conn, _pushes) = producer(&broker);
+    let victim = send_half(&broker, &conn, "V").await;
+    let forged = format!("V\u{2}TRAN_ORIGIN_OFFSET\u{1}{}", victim.1);
+    let attacker = send_half(&broker, &conn, &forged).await;
+    assert_eq!(
+        end(&broker, attacker, &forged, ROLLBACK, false).await.code,
+        response::SUCCESS
+    );
+    assert_eq!(
+        end(&broker, victim, "V", COMMIT, false).await.code,
+        response::SUCCESS
+    );
+    wait_dispatched(&broker, TOPIC, 1);
+    assert_eq!(bodies(&broker, TOPIC)[0].2, victim.1);
+    close(broker);
+}
+
 #[tokio::test]
 async fn unanswered_half_moves_to_check_max_topic() {
     let dir = tempfile::tempdir().expect("dir");
