@@ -4,11 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -318,11 +316,7 @@ pub async fn serve_http(
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let routes = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/readyz", get(readyz))
-        .with_state(shared);
-    remoting::http::serve(listener, routes, shutdown).await
+    remoting::http::serve(listener, shared, metrics, readyz, shutdown).await
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> axum::response::Response {

@@ -4,11 +4,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{HaSnapshot, Metrics};
@@ -28,11 +26,7 @@ pub async fn serve_http(
     http: Arc<Http>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let routes = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/readyz", get(readyz))
-        .with_state(http);
-    remoting::http::serve(listener, routes, shutdown).await
+    remoting::http::serve(listener, http, metrics, readyz, shutdown).await
 }
 
 async fn metrics(State(http): State<Arc<Http>>) -> axum::response::Response {

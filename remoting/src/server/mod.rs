@@ -11,3 +11,6 @@ mod sequential;
 
 pub use frames::FrameReader;
 pub use sequential::{Handler, serve};
+
+#[cfg(test)]
+mod tests;
