@@ -267,7 +267,7 @@ impl NamesrvConfig {
     /// invalid values are errors.
     pub fn apply_properties(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
         let mut unknown = Vec::new();
-        for (key, value) in crate::properties::parse(text) {
+        for (key, value) in remoting::properties::parse(text) {
             match self.set(&key, &value) {
                 Ok(()) => {}
                 Err(ConfigError::UnknownKey(k)) => unknown.push(k),
@@ -281,7 +281,7 @@ impl NamesrvConfig {
     /// [`RUNTIME_UPDATABLE`], any bad value or any value outside the key's safe range
     /// ([`runtime_range_ok`]) rejects the whole update.
     pub fn update_at_runtime(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
-        let entries = crate::properties::parse(text);
+        let entries = remoting::properties::parse(text);
         let mut next = self.clone();
         for (key, value) in &entries {
             if !RUNTIME_UPDATABLE.contains(&key.as_str()) {

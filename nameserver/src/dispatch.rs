@@ -112,15 +112,5 @@ fn run(
     request: &RemotingCommand,
     conn: ConnId,
 ) -> RemotingCommand {
-    match handler(shared, request, conn) {
-        Ok(response) => response,
-        Err(HandlerError::Header(e)) => {
-            tracing::debug!(code = request.code, error = %e, "bad request header");
-            RemotingCommand::header_error_response(request, &e)
-        }
-        Err(e) => {
-            tracing::warn!(code = request.code, error = %e, "request failed");
-            RemotingCommand::error_response(request, response::SYSTEM_ERROR, e.to_string())
-        }
-    }
+    handler(shared, request, conn).unwrap_or_else(|e| e.response_to(request))
 }

@@ -12,7 +12,6 @@ mod handlers;
 mod kv_config;
 mod limits;
 mod metrics;
-mod properties;
 mod route_table;
 mod server;
 mod state;
@@ -24,6 +23,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use remoting::properties;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::NamesrvConfig;

@@ -4,11 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -312,37 +310,19 @@ impl Metrics {
     }
 }
 
-/// Serves /metrics, /healthz and /readyz until `shutdown`.
+/// Serves `/metrics`, `/readyz` and (shared) `/healthz` until `shutdown`.
 pub async fn serve_http(
     listener: security::conn_gate::GatedListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(shared);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    remoting::http::serve(listener, shared, metrics, readyz, shutdown).await
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+async fn metrics(State(shared): State<Arc<Shared>>) -> axum::response::Response {
     let routes = shared.routes.read().sizes();
     let kv = shared.kv.usage();
-    match shared.metrics.render(&routes, &kv) {
-        Ok(text) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
+    remoting::http::openmetrics(shared.metrics.render(&routes, &kv))
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::state::Shared;
 use crate::{connection, metrics};
-use security::conn_gate::{self, ConnGate, GateLimits, GatedListener};
+use remoting::server::listener::{self, SocketTuning};
+use security::conn_gate::{ConnGate, GateLimits, GatedListener};
 
 /// Runs until `shutdown` is cancelled, then waits for the listeners to stop.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
@@ -62,57 +63,28 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
         "The Name Server boot success. serializeType=JSON, listening on {local}, http on {http_local}"
     );
 
-    loop {
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                // Refused: the stream is dropped (closed) here, before any work.
-                let slot = match gate.admit(peer.ip()) {
-                    Ok(slot) => slot,
-                    Err(reason) => {
-                        tracing::debug!(%peer, %reason, "connection refused at accept");
-                        continue;
-                    }
-                };
-                let (conn, close) = shared.open_connection(&shutdown);
-                tracing::debug!(%peer, conn, "connection opened");
-                let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let (write_timeout, keepalive) = {
-                        let c = shared.config.read();
-                        (c.write_timeout, c.tcp_keep_alive)
-                    };
-                    conn_gate::tune_socket(&stream, keepalive, write_timeout);
-                    // TLS or plaintext as `tls.server.mode` decides, within the
-                    // first-request deadline.
-                    let accepted = slot
-                        .before_first_request(security::tls::accept(shared.tls.as_deref(), stream))
-                        .await;
-                    match accepted {
-                        Ok(Ok(stream)) => {
-                            connection::serve(stream, peer, shared, conn, close, slot).await
-                        }
-                        Ok(Err(e)) => {
-                            tracing::info!(%peer, error = %e, "connection refused by TLS");
-                            shared.close_connection(conn);
-                        }
-                        Err(e) => {
-                            tracing::info!(%peer, error = %e, "TLS handshake past firstRequestTimeoutMillis");
-                            shared.close_connection(conn);
-                        }
-                    }
-                });
+    remoting::server::listener::accept_loop(&listener, &gate, &shutdown, |stream, peer, slot| {
+        let (conn, close) = shared.open_connection(&shutdown);
+        tracing::debug!(%peer, conn, "connection opened");
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let tuning = {
+                let c = shared.config.read();
+                SocketTuning {
+                    keepalive: c.tcp_keep_alive,
+                    write_timeout: c.write_timeout,
+                }
+            };
+            let tls = shared.tls.as_deref();
+            match listener::handshake(stream, peer, &slot, tls, tuning).await {
+                Some(stream) => connection::serve(stream, peer, shared, conn, close, slot).await,
+                None => {
+                    shared.close_connection(conn);
+                }
             }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
+        });
+    })
+    .await;
     shared.ready.store(false, Ordering::Release);
     tracing::info!("shutting down");
     scan_task.abort();

@@ -4,7 +4,7 @@
 //! can be brought over unchanged.
 
 pub mod keys;
-pub mod properties;
+pub use remoting::properties;
 
 use std::fmt::Write as _;
 use std::net::IpAddr;

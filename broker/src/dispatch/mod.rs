@@ -112,14 +112,7 @@ pub async fn dispatch(
     let out = match result {
         Ok(Reply::Response(out)) => out,
         Ok(Reply::None) => return None,
-        Err(HandlerError::Header(e)) => {
-            tracing::debug!(code, error = %e, "bad request header");
-            RemotingCommand::header_error_response(&request, &e).into()
-        }
-        Err(e) => {
-            tracing::warn!(code, error = %e, "request failed");
-            RemotingCommand::error_response(&request, response::SYSTEM_ERROR, e.to_string()).into()
-        }
+        Err(e) => answer_failure(e).response_to(&request).into(),
     };
     if is_send(code) {
         broker.metrics.send_answered(out.command.code);
@@ -132,4 +125,15 @@ pub async fn dispatch(
         "request served"
     );
     (!request.is_oneway()).then_some(out)
+}
+
+/// The shared error response for a handler's failure (a config file it could not
+/// persist is a failure like any other).
+fn answer_failure(e: HandlerError) -> remoting::answer::HandlerError {
+    use remoting::answer::HandlerError as Answer;
+    match e {
+        HandlerError::Header(e) => Answer::Header(e),
+        HandlerError::Body(e) => Answer::Body(e),
+        HandlerError::Persist(e) => Answer::Failed(e.to_string()),
+    }
 }

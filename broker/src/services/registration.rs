@@ -182,7 +182,7 @@ async fn unregister_from(broker: &Broker, clients: &[Arc<RemotingClient>]) {
 
 /// A client for one nameserver: signed and TLS as the broker is configured.
 fn namesrv_client(broker: &Broker, addr: String) -> RemotingClient {
-    RemotingClient::new(addr)
+    RemotingClient::new(remoting::client::Peer::NameServer(addr))
         .with_credentials(broker.credentials.clone())
         .with_tls(broker.tls_client.clone())
 }

@@ -19,7 +19,9 @@
 //! not decode closes this connection only. A connection whose first complete frame has
 //! not arrived by its slot's deadline (`firstRequestTimeoutMillis`, counted from accept)
 //! is closed, so silent peers cannot hold slots; after that first frame only
-//! `serverChannelMaxIdleTimeSeconds` applies (4.x clients heartbeat every 30 s).
+//! `serverChannelMaxIdleTimeSeconds` applies (4.x clients heartbeat every 30 s). Reading
+//! under these bounds is the shared [`FrameReader`]'s; what is per connection here is
+//! the pipelining and its bounds.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,12 +29,11 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use futures::StreamExt;
 use protocol::code::{request as rq, response};
 use protocol::{RemotingCodec, RemotingCommand};
+use remoting::server::FrameReader;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch;
@@ -150,11 +151,14 @@ pub async fn serve_io<R, W>(
         close.clone(),
         Arc::clone(&broker),
     ));
-    let idle = broker.config.broker.idle_timeout();
-    // Until the first frame decodes, the wait is bounded by the slot's first-request
-    // deadline too, which partial frames do not push back.
-    let mut first_request_by = Some(slot.first_request_deadline());
-    let mut frames = FramedRead::with_capacity(read, RemotingCodec::new(max_frame), READ_BUFFER);
+    let mut frames = FrameReader::new(
+        read,
+        max_frame,
+        READ_BUFFER,
+        peer,
+        slot,
+        broker.config.broker.idle_timeout(),
+    );
     // Answers produced while serving the frames at hand; handed to the writer together
     // when the reader has to wait for more input (or ANSWER_BATCH of them are ready), so a
     // burst of pipelined requests costs the writer one wake-up and one write.
@@ -177,44 +181,16 @@ pub async fn serve_io<R, W>(
                 break;
             }
         }
-        let next = match futures::poll!(frames.next()) {
-            Poll::Ready(next) => Ok(next),
+        let next = match frames.ready().await {
+            Poll::Ready(next) => next,
             Poll::Pending => {
                 if !answers.is_empty() && !hand_over(&tx, &mut answers, &close).await {
                     break;
                 }
-                let idle_by = tokio::time::Instant::now() + idle;
-                let until = first_request_by.map_or(idle_by, |by| by.min(idle_by));
-                tokio::select! {
-                    _ = close.cancelled() => break,
-                    next = tokio::time::timeout_at(until, frames.next()) => next,
-                }
+                frames.next(&close).await
             }
         };
-        let request = match next {
-            Err(_) if first_request_by.is_some() => {
-                let e = slot.first_request_timed_out();
-                tracing::info!(%peer, error = %e, "no request within firstRequestTimeoutMillis, closing");
-                break;
-            }
-            Err(_) => {
-                tracing::info!(%peer, "closing idle connection");
-                break;
-            }
-            Ok(None) => break,
-            // A peer that resets, or a TLS peer that hangs up without close_notify, is
-            // a connection going away, not a protocol violation.
-            Ok(Some(Err(protocol::ProtocolError::Io(e)))) => {
-                tracing::debug!(%peer, error = %e, "connection read failed, closing");
-                break;
-            }
-            Ok(Some(Err(e))) => {
-                tracing::warn!(%peer, error = %e, "undecodable frame, closing connection");
-                break;
-            }
-            Ok(Some(Ok(cmd))) => cmd,
-        };
-        first_request_by = None;
+        let Some(request) = next else { break };
         if request.is_response() {
             // An answer to a request the broker pushed (GET_CONSUMER_STATUS_FROM_CLIENT);
             // one nobody waits for any more is dropped.

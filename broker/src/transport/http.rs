@@ -4,11 +4,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{HaSnapshot, Metrics};
@@ -22,37 +20,20 @@ pub struct Http {
     pub broker: OnceLock<Arc<Broker>>,
 }
 
+/// Serves `/metrics`, `/readyz` and (shared) `/healthz` until `shutdown`.
 pub async fn serve_http(
     listener: security::conn_gate::GatedListener,
     http: Arc<Http>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(http);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    remoting::http::serve(listener, http, metrics, readyz, shutdown).await
 }
 
-async fn metrics(State(http): State<Arc<Http>>) -> impl IntoResponse {
+async fn metrics(State(http): State<Arc<Http>>) -> axum::response::Response {
     if let Some(b) = http.broker.get() {
         refresh(&http.metrics, b);
     }
-    match http.metrics.encode() {
-        Ok(text) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
+    remoting::http::openmetrics(http.metrics.encode())
 }
 
 async fn readyz(State(http): State<Arc<Http>>) -> impl IntoResponse {

@@ -14,7 +14,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::services::Broker;
 use crate::transport::connection;
-use security::conn_gate::{self, ConnSlot};
+use remoting::server::listener::{self, SocketTuning};
+use security::conn_gate::ConnSlot;
 
 /// Binds the remoting port (the caller reports the bound address).
 pub async fn bind(broker: &Broker) -> anyhow::Result<TcpListener> {
@@ -56,32 +57,14 @@ pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
     broker.ready.store(false, Ordering::Release);
 }
 
-/// Accepts connections on `listener` (main or VIP port) until shutdown.
+/// Accepts connections on `listener` (main or VIP port) until shutdown; one over a
+/// cap is dropped (closed) at accept, before any work.
 pub async fn serve_listener(listener: TcpListener, broker: Arc<Broker>) {
-    loop {
-        let accepted = tokio::select! {
-            _ = broker.shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                // Over a cap: the stream is dropped (closed) here, before any work.
-                match broker.remoting_gate.admit(peer.ip()) {
-                    Ok(slot) => {
-                        tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker), slot));
-                    }
-                    Err(reason) => {
-                        tracing::debug!(%peer, %reason, "connection refused at accept")
-                    }
-                }
-            }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    let gate = Arc::clone(&broker.remoting_gate);
+    listener::accept_loop(&listener, &gate, &broker.shutdown, |stream, peer, slot| {
+        tokio::spawn(serve_maybe_tls(stream, peer, Arc::clone(&broker), slot));
+    })
+    .await;
 }
 
 /// TLS or plaintext as `tls.server.mode` decides, then the connection; a plaintext
@@ -89,27 +72,20 @@ pub async fn serve_listener(listener: TcpListener, broker: Arc<Broker>) {
 /// TLS handshake counts against its first-request deadline.
 async fn serve_maybe_tls(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>, slot: ConnSlot) {
     let b = &broker.config.broker;
-    conn_gate::tune_socket(
-        &stream,
-        Duration::from_secs(b.tcp_keep_alive_seconds),
-        b.write_timeout(),
-    );
-    let accepted = slot
-        .before_first_request(security::tls::accept(broker.tls.as_deref(), stream))
-        .await;
-    match accepted {
-        Ok(Ok(MaybeTls::Plain(tcp))) => {
+    let tuning = SocketTuning {
+        keepalive: Duration::from_secs(b.tcp_keep_alive_seconds),
+        write_timeout: b.write_timeout(),
+    };
+    match listener::handshake(stream, peer, &slot, broker.tls.as_deref(), tuning).await {
+        Some(MaybeTls::Plain(tcp)) => {
             let (read, write) = tcp.into_split();
             connection::serve_io(read, write, peer, broker, slot).await;
         }
-        Ok(Ok(tls)) => {
+        Some(tls) => {
             let (read, write) = tokio::io::split(tls);
             connection::serve_io(read, write, peer, broker, slot).await;
         }
-        Ok(Err(e)) => tracing::info!(%peer, error = %e, "connection refused by TLS"),
-        Err(e) => {
-            tracing::info!(%peer, error = %e, "TLS handshake past firstRequestTimeoutMillis, closing")
-        }
+        None => {}
     }
 }
 

@@ -4,9 +4,9 @@ use protocol::RemotingCommand;
 use protocol::code::response;
 
 use super::{HandlerError, success};
-use crate::properties;
 use crate::route_table::ConnId;
 use crate::state::Shared;
+use remoting::properties;
 
 type Reply = Result<RemotingCommand, HandlerError>;
 

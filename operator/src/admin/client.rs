@@ -1,4 +1,4 @@
-//! [`Admin`] over the shared remoting client (`rmq_cli::client`): the transport, the
+//! [`Admin`] over the shared remoting client (`remoting::client`): the transport, the
 //! request/response matching, request signing and the request and body formats live
 //! there, once, for `rmqctl` and the operator alike. This file only adapts types and
 //! errors to what the reconcilers and the failover machine expect.
@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use protocol::body::TopicConfig as WireTopicConfig;
 use protocol::code::request;
-use rmq_cli::client::{Client, ClientError, Peer};
+use remoting::client::{Client, ClientError, Peer};
 use security::sign::Credentials;
 
 use super::ha::{EpochCache, HaStatus, RoleChange};

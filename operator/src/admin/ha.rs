@@ -1,8 +1,8 @@
 //! Replication (HA) admin requests the operator's failover drives. Their codes, bodies and
-//! header live in the shared client library (`rmq_cli::client::ha`); they are re-exported
+//! header live in the shared client library (`remoting::client::ha`); they are re-exported
 //! here so the failover code names them through the admin module.
 
-pub use rmq_cli::client::ha::{
+pub use remoting::client::ha::{
     EpochCache, EpochEntry, HaClientInfo, HaConnection, HaRole, HaStatus, NO_MASTER_BROKER_ID,
     RoleChange,
 };

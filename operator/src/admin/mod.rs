@@ -1,7 +1,7 @@
 //! The admin side of RocketMQ's remoting protocol the operator needs, behind a trait so
 //! reconcilers and the failover machine can be tested with a fake.
 //! [`client::RemotingAdmin`] is the real client: a thin adapter over the shared remoting
-//! client library (`rmq_cli::client`), which `rmqctl` uses too.
+//! client library (`remoting::client`), which `rmqctl` uses too.
 
 pub mod client;
 pub mod ha;

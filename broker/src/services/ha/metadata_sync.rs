@@ -31,7 +31,7 @@ pub async fn run(broker: Arc<Broker>, ha: Arc<Ha>, shutdown: CancellationToken) 
         };
         if client.as_ref().is_none_or(|c| c.addr() != master) {
             client = Some(
-                RemotingClient::new(master.clone())
+                RemotingClient::new(remoting::client::Peer::Broker(master.clone()))
                     .with_credentials(broker.credentials.clone())
                     .with_tls(broker.tls_client.clone()),
             );

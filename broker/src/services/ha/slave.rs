@@ -226,7 +226,7 @@ async fn place_frames(
 }
 
 async fn invoke(ha: &Ha, master: &str, code: i32) -> Result<RemotingCommand, SlaveError> {
-    let client = RemotingClient::new(master)
+    let client = RemotingClient::new(remoting::client::Peer::Broker(master.to_owned()))
         .with_credentials(ha.settings.credentials.clone())
         .with_tls(ha.settings.tls_client.clone());
     let cmd = RemotingCommand::request(code, &());

@@ -21,9 +21,9 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use protocol::body::TopicConfig;
-use rmq_cli::client::message::OutgoingMessage;
-use rmq_cli::client::send::SendTo;
-use rmq_cli::client::{Client, Peer};
+use remoting::client::message::OutgoingMessage;
+use remoting::client::send::SendTo;
+use remoting::client::{Client, Peer};
 use serde::Serialize;
 use serde_json::json;
 

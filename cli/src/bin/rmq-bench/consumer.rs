@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use protocol::message::{ConsumerOffset, QueueOffset};
-use rmq_cli::client::pull::{ExpressionType, PullRequest, PullStatus};
-use rmq_cli::client::{Client, Peer};
+use remoting::client::pull::{ExpressionType, PullRequest, PullStatus};
+use remoting::client::{Client, Peer};
 
 use crate::args::{ConsumerArgs, RunArgs, StartFrom};
 use crate::payload;
@@ -89,7 +89,7 @@ async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
 }
 
 /// Hands `msg` back as a failed consumption (delay level 0: the broker's retry schedule).
-async fn send_back(ctx: Arc<Ctx>, peer: Peer, msg: rmq_cli::client::message::Message) {
+async fn send_back(ctx: Arc<Ctx>, peer: Peer, msg: remoting::client::message::Message) {
     match ctx.client.send_back(&peer, &ctx.args.group, &msg, 0).await {
         Ok(()) => {
             ctx.sent_back.fetch_add(1, Ordering::Relaxed);

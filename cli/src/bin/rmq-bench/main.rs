@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rmq_cli::client::Client;
-use rmq_cli::client::send::answer_transaction_check;
+use remoting::client::Client;
+use remoting::client::send::answer_transaction_check;
 use serde_json::json;
 
 use args::{Cli, Mode};

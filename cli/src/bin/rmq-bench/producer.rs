@@ -12,9 +12,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use protocol::body::TopicConfig;
-use rmq_cli::client::message::OutgoingMessage;
-use rmq_cli::client::send::{SendStatus, SendTo};
-use rmq_cli::client::{Client, Peer};
+use remoting::client::message::OutgoingMessage;
+use remoting::client::send::{SendStatus, SendTo};
+use remoting::client::{Client, Peer};
 
 use crate::args::{ProducerArgs, RunArgs, SendMode};
 use crate::payload;

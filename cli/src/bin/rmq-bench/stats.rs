@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use rmq_cli::client::{ClientError, response_code_label};
+use remoting::client::{ClientError, response_code_label};
 use serde::Serialize;
 
 /// Latencies are recorded in microseconds, up to one hour, 3 significant digits.
@@ -234,7 +234,7 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmq_cli::client::Peer;
+    use remoting::client::Peer;
 
     #[test]
     fn summary_counts_and_percentiles() {

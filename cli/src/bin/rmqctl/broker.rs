@@ -2,7 +2,7 @@
 //! KV config).
 
 use anyhow::{Context, Result, bail};
-use rmq_cli::client::{Client, Peer};
+use remoting::client::{Client, Peer};
 use serde_json::json;
 
 use crate::args::{BrokerCmd, BrokerConfigCmd, KvCmd};

@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 use protocol::code::response;
-use rmq_cli::client::{Client, ClientError};
+use remoting::client::{Client, ClientError};
 use serde_json::json;
 
 use crate::args::ConsumerCmd;

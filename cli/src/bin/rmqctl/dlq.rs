@@ -13,10 +13,10 @@
 
 use anyhow::{Context, Result, bail};
 use protocol::message::properties;
-use rmq_cli::client::message::{Message, OutgoingMessage};
-use rmq_cli::client::pull::{MessageQuery, PullRequest, PullStatus};
-use rmq_cli::client::send::SendTo;
-use rmq_cli::client::{Client, Peer};
+use remoting::client::message::{Message, OutgoingMessage};
+use remoting::client::pull::{MessageQuery, PullRequest, PullStatus};
+use remoting::client::send::SendTo;
+use remoting::client::{Client, Peer};
 use serde_json::json;
 
 use crate::ops_args::MessageOpsCmd;

@@ -1,8 +1,8 @@
 //! The `group` family: subscription group configs on brokers.
 
 use anyhow::{Context, Result, bail};
-use rmq_cli::client::Client;
-use rmq_cli::client::bodies::SubscriptionGroupConfig;
+use remoting::client::Client;
+use remoting::client::bodies::SubscriptionGroupConfig;
 use serde_json::json;
 
 use crate::args::{GroupCmd, GroupSettings};

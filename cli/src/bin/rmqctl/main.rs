@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use rmq_cli::client::{Client, ClientError};
+use remoting::client::{Client, ClientError};
 
 use args::{Cli, Command};
 use output::Report;

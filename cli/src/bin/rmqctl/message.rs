@@ -4,10 +4,10 @@
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use protocol::message::QueueOffset;
-use rmq_cli::client::message::{Message, OutgoingMessage};
-use rmq_cli::client::pull::{ExpressionType, MessageQuery, PullRequest, PullStatus};
-use rmq_cli::client::send::SendTo;
-use rmq_cli::client::{Client, Peer};
+use remoting::client::message::{Message, OutgoingMessage};
+use remoting::client::pull::{ExpressionType, MessageQuery, PullRequest, PullStatus};
+use remoting::client::send::SendTo;
+use remoting::client::{Client, Peer};
 use serde_json::{Value, json};
 
 use crate::args::MessageCmd;

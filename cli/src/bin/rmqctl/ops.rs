@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result, bail};
 use protocol::code::response;
-use rmq_cli::client::ops::ResetTo;
-use rmq_cli::client::{Client, ClientError};
+use remoting::client::ops::ResetTo;
+use remoting::client::{Client, ClientError};
 use serde_json::json;
 
 use crate::consumer::brokers_for;

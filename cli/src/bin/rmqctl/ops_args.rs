@@ -134,7 +134,7 @@ pub enum NameserverConfigCmd {
 /// `now` or ms since the epoch.
 fn parse_time(s: &str) -> Result<i64, String> {
     if s.eq_ignore_ascii_case("now") {
-        return Ok(rmq_cli::client::now_ms());
+        return Ok(remoting::client::now_ms());
     }
     match s.trim().parse::<i64>() {
         Ok(ms) if ms >= 0 => Ok(ms),

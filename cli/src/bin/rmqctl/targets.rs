@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use protocol::body::TopicRouteData;
-use rmq_cli::client::{Client, Peer};
+use remoting::client::{Client, Peer};
 
 use crate::args::Targets;
 

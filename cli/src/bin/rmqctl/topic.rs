@@ -2,8 +2,8 @@
 
 use anyhow::{Result, bail};
 use protocol::body::{TopicConfig, TopicFilterType};
-use rmq_cli::client::Client;
-use rmq_cli::client::namesrv::brokers;
+use remoting::client::Client;
+use remoting::client::namesrv::brokers;
 use serde_json::json;
 
 use crate::args::{ClusterCmd, TopicCmd, TopicSettings};

@@ -6,10 +6,15 @@
 //! completes the waiting request of each response. Requests the peer initiates (e.g.
 //! the broker's CHECK_TRANSACTION_STATE) go to an optional [`ServerRequestHandler`],
 //! whose answer is written back on the same connection.
+//!
+//! Incoming frames are read under the protocol's length cap: a peer announcing a larger
+//! frame loses the connection, and every request waiting on it fails with
+//! [`ClientError::Closed`] at once rather than at its timeout. So does a request that
+//! cannot be encoded (larger than the cap): the writer stops, the connection closes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -19,7 +24,7 @@ use security::sign::Credentials;
 use security::tls::{MaybeTls, TlsClient};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -36,10 +41,33 @@ pub type ServerRequestHandler =
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
 
-/// A frame to write, and who to tell once it has been flushed to the socket.
+/// Frames to write together, and who to tell once they have been flushed to the
+/// socket.
 struct Outgoing {
-    cmd: RemotingCommand,
+    frames: Frames,
     written: Option<oneshot::Sender<()>>,
+}
+
+enum Frames {
+    One(RemotingCommand),
+    /// Requests pipelined by one caller, written back to back in one flush.
+    Batch(Vec<RemotingCommand>),
+}
+
+impl Outgoing {
+    fn one(cmd: RemotingCommand) -> Self {
+        Self {
+            frames: Frames::One(cmd),
+            written: None,
+        }
+    }
+}
+
+/// Set once either task has stopped: the connection is of no further use.
+type Closed = Arc<watch::Sender<bool>>;
+
+fn mark_closed(closed: &Closed) {
+    closed.send_replace(true);
 }
 
 pub struct Connection {
@@ -47,7 +75,7 @@ pub struct Connection {
     outgoing: mpsc::Sender<Outgoing>,
     pending: Pending,
     next_opaque: AtomicI32,
-    closed: Arc<AtomicBool>,
+    closed: Closed,
     tasks: [JoinHandle<()>; 2],
     /// Signs every request (ACL) when set.
     credentials: Option<Arc<Credentials>>,
@@ -91,10 +119,22 @@ impl Connection {
                 peer: peer.clone(),
                 error,
             })?;
-        let _ = stream.set_nodelay(true);
+        Self::over(peer, stream, connect_timeout, handler, tls).await
+    }
+
+    /// A connection over `tcp`, already connected (from a chosen source address, say),
+    /// with TLS when `tls` is given; the handshake is bounded by `handshake_timeout`.
+    pub async fn over(
+        peer: Peer,
+        tcp: TcpStream,
+        handshake_timeout: Duration,
+        handler: Option<ServerRequestHandler>,
+        tls: Option<&TlsClient>,
+    ) -> Result<Self, ClientError> {
+        let _ = tcp.set_nodelay(true);
         let stream = tokio::time::timeout(
-            connect_timeout,
-            security::tls::connect(tls, stream, peer.addr()),
+            handshake_timeout,
+            security::tls::connect(tls, tcp, peer.addr()),
         )
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))
@@ -127,10 +167,11 @@ impl Connection {
     {
         let (outgoing, queue) = mpsc::channel(WRITE_QUEUE);
         let pending: Pending = Arc::default();
-        let closed = Arc::new(AtomicBool::new(false));
+        let closed: Closed = Arc::new(watch::channel(false).0);
         let writer = tokio::spawn(write_loop(
             FramedWrite::new(write_half, RemotingCodec::new(MAX_FRAME)),
             queue,
+            pending.clone(),
             closed.clone(),
         ));
         let reader = tokio::spawn(read_loop(
@@ -168,7 +209,33 @@ impl Connection {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        *self.closed.borrow()
+    }
+
+    /// Waits up to `within` for the connection to close; true when it has.
+    pub async fn wait_closed(&self, within: Duration) -> bool {
+        let mut closed = self.closed.subscribe();
+        tokio::time::timeout(within, closed.wait_for(|c| *c))
+            .await
+            .is_ok()
+    }
+
+    /// Requests waiting for their answer.
+    pub fn pending(&self) -> usize {
+        self.pending.lock().len()
+    }
+
+    /// Registers the waiter of `opaque`; `None` when the connection has closed already
+    /// (the reader fails the waiters it finds when it stops, and would not find one
+    /// added after that).
+    fn wait_for(&self, opaque: i32) -> Option<oneshot::Receiver<RemotingCommand>> {
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(opaque, tx);
+        if self.is_closed() {
+            self.pending.lock().remove(&opaque);
+            return None;
+        }
+        Some(rx)
     }
 
     fn assign_opaque(&self, cmd: &mut RemotingCommand) -> i32 {
@@ -186,15 +253,66 @@ impl Connection {
         let code = cmd.code;
         self.sign(&mut cmd);
         let opaque = self.assign_opaque(&mut cmd);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().insert(opaque, tx);
+        let rx = self.wait_for(opaque).ok_or_else(|| self.closed_error())?;
         let exchange = async {
             self.outgoing
-                .send(Outgoing { cmd, written: None })
+                .send(Outgoing::one(cmd))
                 .await
                 .map_err(|_| self.closed_error())?;
             rx.await.map_err(|_| self.closed_error())
         };
+        self.answered(opaque, code, timeout, exchange).await
+    }
+
+    /// Sends all of `cmds` back to back in one write, then waits for every answer, each
+    /// within `timeout`; the answers come in the order of `cmds`, whatever order they
+    /// arrived in.
+    pub async fn request_all(
+        &self,
+        cmds: Vec<RemotingCommand>,
+        timeout: Duration,
+    ) -> Result<Vec<RemotingCommand>, ClientError> {
+        let mut waiting = Vec::with_capacity(cmds.len());
+        let mut batch = Vec::with_capacity(cmds.len());
+        for mut cmd in cmds {
+            self.sign(&mut cmd);
+            let opaque = self.assign_opaque(&mut cmd);
+            let rx = self.wait_for(opaque).ok_or_else(|| self.closed_error())?;
+            waiting.push((opaque, cmd.code, rx));
+            batch.push(cmd);
+        }
+        let queued = self
+            .outgoing
+            .send(Outgoing {
+                frames: Frames::Batch(batch),
+                written: None,
+            })
+            .await;
+        let mut answers = Vec::with_capacity(waiting.len());
+        let mut failed = queued.map_err(|_| self.closed_error()).err();
+        for (opaque, code, rx) in waiting {
+            if failed.is_some() {
+                self.pending.lock().remove(&opaque);
+                continue;
+            }
+            let answer = async { rx.await.map_err(|_| self.closed_error()) };
+            match self.answered(opaque, code, timeout, answer).await {
+                Ok(answer) => answers.push(answer),
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(answers), Err)
+    }
+
+    /// The answer `exchange` waits for, within `timeout`; the waiter of `opaque` is
+    /// forgotten when there is none, so that a late answer is dropped.
+    async fn answered(
+        &self,
+        opaque: i32,
+        code: i32,
+        timeout: Duration,
+        exchange: impl Future<Output = Result<RemotingCommand, ClientError>>,
+    ) -> Result<RemotingCommand, ClientError> {
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => {
                 if result.is_err() {
@@ -222,7 +340,7 @@ impl Connection {
         let (tx, rx) = oneshot::channel();
         self.outgoing
             .send(Outgoing {
-                cmd,
+                frames: Frames::One(cmd),
                 written: Some(tx),
             })
             .await
@@ -248,239 +366,74 @@ impl Drop for Connection {
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut sink: FramedWrite<W, RemotingCodec>,
     mut queue: mpsc::Receiver<Outgoing>,
-    closed: Arc<AtomicBool>,
+    pending: Pending,
+    closed: Closed,
 ) {
     let mut acks = Vec::new();
-    while let Some(first) = queue.recv().await {
+    'write: while let Some(first) = queue.recv().await {
         // Senders woken by the same burst of answers are about to queue their next
         // requests: let them, so that the burst costs one write (and, over TLS, one
         // record) rather than one per request.
         if queue.is_empty() {
             tokio::task::yield_now().await;
         }
-        acks.extend(first.written);
-        if sink.feed(first.cmd).await.is_err() {
-            break;
-        }
+        let mut next = Some(first);
         // Coalesce whatever else is already queued into the same write.
-        let mut failed = false;
-        while let Ok(next) = queue.try_recv() {
-            acks.extend(next.written);
-            if sink.feed(next.cmd).await.is_err() {
-                failed = true;
-                break;
+        while let Some(out) = next.take().or_else(|| queue.try_recv().ok()) {
+            acks.extend(out.written);
+            let fed = match out.frames {
+                Frames::One(cmd) => sink.feed(cmd).await,
+                Frames::Batch(cmds) => {
+                    let mut fed = Ok(());
+                    for cmd in cmds {
+                        fed = sink.feed(cmd).await;
+                        if fed.is_err() {
+                            break;
+                        }
+                    }
+                    fed
+                }
+            };
+            if let Err(e) = fed {
+                tracing::debug!(error = %e, "cannot write a request, closing the connection");
+                break 'write;
             }
         }
-        if failed || SinkExt::<RemotingCommand>::flush(&mut sink).await.is_err() {
+        if SinkExt::<RemotingCommand>::flush(&mut sink).await.is_err() {
             break;
         }
         for ack in acks.drain(..) {
             let _ = ack.send(());
         }
     }
-    closed.store(true, Ordering::Release);
+    mark_closed(&closed);
+    // Nothing more gets written: the requests still waiting would only time out.
+    pending.lock().clear();
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(
     mut stream: FramedRead<R, RemotingCodec>,
     pending: Pending,
-    closed: Arc<AtomicBool>,
+    closed: Closed,
     outgoing: mpsc::Sender<Outgoing>,
     handler: Option<ServerRequestHandler>,
 ) {
     while let Some(Ok(cmd)) = stream.next().await {
         if cmd.is_response() {
+            // An answer nobody waits for (any more) is dropped.
             if let Some(waiter) = pending.lock().remove(&cmd.opaque) {
                 let _ = waiter.send(cmd);
             }
         } else if let Some(answer) = handler.as_ref().and_then(|h| h(cmd))
-            && outgoing
-                .send(Outgoing {
-                    cmd: answer,
-                    written: None,
-                })
-                .await
-                .is_err()
+            && outgoing.send(Outgoing::one(answer)).await.is_err()
         {
             break;
         }
     }
-    closed.store(true, Ordering::Release);
+    mark_closed(&closed);
     // Dropping the senders fails every request still waiting with `Closed`.
     pending.lock().clear();
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use protocol::code::response;
-    use tokio::net::TcpListener;
-
-    /// A peer that answers every request with its code as remark, in reverse order of
-    /// arrival per batch, so matching by opaque is what makes the answers land right.
-    async fn echo_server() -> std::net::SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (socket, _) = listener.accept().await.unwrap();
-            let mut framed = tokio_util::codec::Framed::new(socket, RemotingCodec::default());
-            let mut held = Vec::new();
-            while let Some(Ok(req)) = framed.next().await {
-                held.push(req);
-                if held.len() == 2 {
-                    for req in held.drain(..).rev() {
-                        let answer = RemotingCommand::response_to(&req, response::SUCCESS)
-                            .with_remark(req.code.to_string());
-                        framed.send(answer).await.unwrap();
-                    }
-                }
-            }
-        });
-        addr
-    }
-
-    #[tokio::test]
-    async fn responses_are_matched_by_opaque_and_close_fails_waiters() {
-        let addr = echo_server().await;
-        let conn =
-            Connection::connect(Peer::Broker(addr.to_string()), Duration::from_secs(2), None)
-                .await
-                .unwrap();
-        let t = Duration::from_secs(5);
-        let (a, b) = tokio::join!(
-            conn.request(RemotingCommand::bare_request(7), t),
-            conn.request(RemotingCommand::bare_request(8), t)
-        );
-        assert_eq!(a.unwrap().remark.as_deref(), Some("7"));
-        assert_eq!(b.unwrap().remark.as_deref(), Some("8"));
-        // A single request is held by the server forever: it times out, naming the peer.
-        let err = conn
-            .request(RemotingCommand::bare_request(9), Duration::from_millis(100))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
-        assert!(err.to_string().contains(&addr.to_string()));
-    }
-
-    #[tokio::test]
-    async fn unreachable_peer_is_a_connect_error() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        let err = Connection::connect(
-            Peer::NameServer(addr.to_string()),
-            Duration::from_secs(2),
-            None,
-        )
-        .await
-        .unwrap_err();
-        assert!(err.is_unreachable());
-        assert!(err.to_string().starts_with("cannot connect to nameserver"));
-    }
-
-    /// Counts the writes reaching the socket.
-    struct CountingWrite<W> {
-        inner: W,
-        writes: Arc<std::sync::atomic::AtomicUsize>,
-    }
-
-    impl<W: AsyncWrite + Unpin> AsyncWrite for CountingWrite<W> {
-        fn poll_write(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-            buf: &[u8],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-            std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
-        }
-
-        fn poll_flush(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-        }
-
-        fn poll_shutdown(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
-        }
-    }
-
-    /// Senders woken together by one batch of answers send their next requests in one
-    /// write. On a worker, the writer woken by the first of them would otherwise run
-    /// next (tokio's LIFO slot) and write that request alone, then the next, and so on:
-    /// one syscall and, over TLS, one record per request.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_burst_of_senders_shares_one_write() {
-        const SENDERS: usize = 16;
-        let (client, server) = tokio::io::duplex(1 << 20);
-        let (client_read, client_write) = tokio::io::split(client);
-        let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let conn = Arc::new(Connection::start(
-            Peer::Broker("test".into()),
-            client_read,
-            CountingWrite {
-                inner: client_write,
-                writes: writes.clone(),
-            },
-            None,
-        ));
-        // Answers each round of SENDERS requests in one write, so that the client's
-        // reader completes them all at once.
-        tokio::spawn(async move {
-            let mut framed = tokio_util::codec::Framed::new(server, RemotingCodec::default());
-            let mut held = Vec::new();
-            while let Some(Ok(req)) = framed.next().await {
-                held.push(req);
-                if held.len() == SENDERS {
-                    for req in held.drain(..) {
-                        framed
-                            .feed(RemotingCommand::response_to(&req, response::SUCCESS))
-                            .await
-                            .unwrap();
-                    }
-                    SinkExt::<RemotingCommand>::flush(&mut framed)
-                        .await
-                        .unwrap();
-                }
-            }
-        });
-        let round_two = Arc::new(tokio::sync::Barrier::new(SENDERS + 1));
-        let before_round_two = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mut tasks = Vec::new();
-        for _ in 0..SENDERS {
-            let (conn, barrier) = (conn.clone(), round_two.clone());
-            let (writes, before) = (writes.clone(), before_round_two.clone());
-            tasks.push(tokio::spawn(async move {
-                let t = Duration::from_secs(5);
-                conn.request(RemotingCommand::bare_request(10), t)
-                    .await
-                    .unwrap();
-                // The first answer seen marks where the second round's writes start.
-                let _ = before.compare_exchange(
-                    0,
-                    writes.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-                conn.request(RemotingCommand::bare_request(10), t)
-                    .await
-                    .unwrap();
-                barrier.wait().await;
-            }));
-        }
-        round_two.wait().await;
-        let second_round =
-            writes.load(Ordering::Relaxed) - before_round_two.load(Ordering::Relaxed);
-        assert!(
-            second_round <= 3,
-            "{SENDERS} senders woken together took {second_round} writes"
-        );
-        for t in tasks {
-            t.await.unwrap();
-        }
-    }
-}
+mod tests;

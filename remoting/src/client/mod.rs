@@ -1,10 +1,14 @@
-//! A small async RocketMQ 4.x remoting client: nameserver route and KV calls, broker
-//! admin calls, send / pull / query / view. Built for `rmqctl` and `rmq-bench`, and
-//! independent of them so other tools (the operator) can reuse it.
+//! The async RocketMQ 4.x remoting client of every rmq-rs process.
 //!
-//! One [`Client`] keeps one multiplexed [`Connection`] per peer address; nameserver
-//! calls go to the first nameserver of the list that answers, writes (KV, topic
-//! deletion) go to all of them, as `MQAdminExt` does.
+//! - [`Connection`]: one multiplexed TCP (or TLS) connection, requests matched to
+//!   answers by opaque, per-call timeouts, oneway sends, optional request signing.
+//! - [`RemotingClient`]: a kept connection to one peer, re-established after it closes
+//!   (the broker's calls to its nameservers and its master).
+//! - [`Client`]: nameserver route and KV calls, broker admin calls, send / pull /
+//!   query / view (`MQClientAPIImpl`'s), for `rmqctl`, `rmq-bench` and the operator. It
+//!   keeps one [`Connection`] per peer address; nameserver calls go to the first
+//!   nameserver of the list that answers, writes (KV, topic deletion) go to all of
+//!   them, as `MQAdminExt` does.
 
 pub mod admin;
 pub mod bodies;
@@ -16,6 +20,7 @@ pub mod namesrv;
 pub mod offsets;
 pub mod ops;
 pub mod pull;
+mod reconnecting;
 pub mod send;
 
 use std::collections::HashMap;
@@ -30,6 +35,7 @@ use security::tls::TlsClient;
 
 pub use connection::{Connection, ServerRequestHandler};
 pub use error::{ClientError, Peer, response_code_label};
+pub use reconnecting::RemotingClient;
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 

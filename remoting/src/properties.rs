@@ -1,9 +1,9 @@
 //! Java `.properties` text as `java.util.Properties.load` reads it (the subset RocketMQ
 //! config files use): `#`/`!` comments, `=`, `:` or whitespace separators, backslash line
-//! continuations and escapes, `\uXXXX`.
-//!
-//! The nameserver has its own parser of the same format; both should move to a shared
-//! crate (see the broker README).
+//! continuations and escapes, `\uXXXX`. It is what `mqbroker -c broker.conf` and
+//! `mqnamesrv -c namesrv.conf` read, and what UPDATE_BROKER_CONFIG and
+//! GET/UPDATE_NAMESRV_CONFIG carry in their bodies (`MixAll.string2Properties`);
+//! [`render`] is `MixAll.properties2String`.
 
 /// Parses `text` into `(key, value)` pairs in file order; a later duplicate overrides an
 /// earlier one when applied in order, as with `Properties.load`.
@@ -78,6 +78,18 @@ fn push_escaped(out: &mut String, chars: &mut std::iter::Peekable<std::str::Char
     out.push(c);
 }
 
+/// `MixAll.properties2String`: one `key=value` line per entry.
+pub fn render<'a>(entries: impl IntoIterator<Item = (&'a str, String)>) -> String {
+    let mut out = String::new();
+    for (k, v) in entries {
+        out.push_str(k);
+        out.push('=');
+        out.push_str(&v);
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +118,38 @@ mod tests {
         assert_eq!(parse("k=\\u12"), vec![("k".into(), "\u{12}".into())]);
         assert_eq!(parse("k=\\uZZZZ"), vec![("k".into(), "\u{fffd}".into())]);
         assert!(parse("   \n#x\n").is_empty());
+    }
+
+    /// Escaped separators belong to the key; an even run of trailing backslashes is an
+    /// escaped backslash, not a continuation; a value keeps its inner and trailing
+    /// spaces and everything after its first separator.
+    #[test]
+    fn escapes_and_separators() {
+        let text = "a\\\\=b\\=c=d:e\\\\\\\\\nnext = x = y  \nspaced\\ key\\:k v\n";
+        assert_eq!(
+            parse(text),
+            vec![
+                ("a\\".into(), "b=c=d:e\\\\".into()),
+                ("next".into(), "x = y  ".into()),
+                ("spaced key:k".into(), "v".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn java_properties_subset() {
+        let text = "# comment\n! other\n\nlistenPort=9876\n  kvConfigPath : /tmp/a\\\n    b.json\nkey value with spaces\nempty=\nuni=caf\\u00e9\n";
+        let entries = parse(text);
+        assert_eq!(
+            entries,
+            vec![
+                ("listenPort".into(), "9876".into()),
+                ("kvConfigPath".into(), "/tmp/ab.json".into()),
+                ("key".into(), "value with spaces".into()),
+                ("empty".into(), "".into()),
+                ("uni".into(), "café".into()),
+            ]
+        );
+        assert_eq!(render([("a", "1".to_string())]), "a=1\n");
     }
 }
