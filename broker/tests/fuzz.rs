@@ -3,6 +3,7 @@
 //! drives random request sequences through the broker's one dispatch table on a temp
 //! store. `cargo test -p rmq-broker --test fuzz` runs each for `RMQ_FUZZ_SECONDS`
 //! (0.5 s by default; CI's fuzz step gives them more).
+#![allow(clippy::unwrap_used)]
 
 #[path = "fuzz/driver.rs"]
 mod driver;

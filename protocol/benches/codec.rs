@@ -1,5 +1,6 @@
 //! Codec hot paths of the send / store path. Run with
 //! `cargo bench -p rmq-protocol --bench codec`.
+#![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
 

@@ -4,6 +4,7 @@
 //! (build it with `cargo bench -p rmq-protocol --bench codec_profile --no-run`).
 //! Cases: send_json, send_binary, header, response_json, response_binary,
 //! record_encode, record_decode.
+#![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
 

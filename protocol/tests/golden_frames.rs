@@ -7,6 +7,7 @@
 //! (alphabetical too); binary PULL_MESSAGE entries follow Java's fast-codes order,
 //! which is not alphabetical, so its re-encoding (sorted) is a second hand-written
 //! sequence made of the same entries.
+#![allow(clippy::unwrap_used)]
 
 use bytes::BytesMut;
 use protocol::code::request;

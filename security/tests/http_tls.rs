@@ -3,6 +3,7 @@
 //! HTTP; no client certificate is asked for even when the remoting port requires one; a
 //! peer that stalls its handshake neither blocks others nor keeps its slot; new
 //! certificates are used after a reload.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::sync::Arc;

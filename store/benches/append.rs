@@ -7,6 +7,7 @@
 //! On a machine shared with other work, `STORE_BENCH_CPU_TIME=1` times the writer
 //! thread's CPU time instead of wall time (background flush / allocation / dispatch
 //! threads are then not charged to the writer).
+#![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

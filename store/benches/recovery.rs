@@ -3,6 +3,7 @@
 //!
 //! `cargo bench -p rmq-store --bench recovery` (`$STORE_BENCH_DIR` as in the append bench;
 //! `STORE_BENCH_CPU_TIME=1` times the recovering thread's CPU time instead of wall time).
+#![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -7,6 +7,7 @@
 //!
 //! `cargo run -p rmq-store --example crash_writer -- /tmp/s 65536 0 4`
 
+#[allow(clippy::unwrap_used)]
 #[path = "../tests/common/mod.rs"]
 mod common;
 

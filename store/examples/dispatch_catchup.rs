@@ -10,6 +10,7 @@
 //! Anonymous RSS (`RssAnon`, i.e. heap, not page cache) is sampled before and after.
 //!
 //! Run: `cargo run --release -p rmq-store --example dispatch_catchup -- [--bytes N] [--dir PATH]`
+#![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,6 +39,7 @@ fn status_kib(field: &str) -> u64 {
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes into the struct it is given.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, writable rusage for the duration of the call.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return 0.0;
     }

@@ -12,6 +12,7 @@
 //! and a sweep that crashes after each single file-system step of a scenario that
 //! creates, fills, rolls and checkpoints files (so a crash lands at every step of file
 //! creation, truncation and checkpointing).
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

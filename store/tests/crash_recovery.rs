@@ -2,6 +2,7 @@
 //! SYNC_FLUSH is SIGKILLed at random moments, many times; after each restart every
 //! acknowledged message must be readable with the right content, the CommitLog must be a
 //! valid prefix, and appends resume.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

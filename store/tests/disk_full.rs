@@ -1,6 +1,7 @@
 //! Disk-full and allocation-failure paths, injected through the store's file-system
 //! trait: writes are refused with a clear status, nothing stored is lost or corrupted,
 //! and writes resume once space is back.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! `store/src/flush/tests_faults.rs` and `store/src/tests_volumes.rs`; crashes at every
 //! file-system step through `crash_model.rs`; this file covers allocation failures per
 //! file type and volume, and a torn write at every record boundary.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

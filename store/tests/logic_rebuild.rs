@@ -1,6 +1,7 @@
 //! ConsumeQueues and IndexFiles over the real CommitLog: deleting both directories and
 //! reopening rebuilds them by re-dispatch, reads return the same records, and new puts
 //! continue the queue offsets.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! MessageStore end to end on real files with tiny segments: round trips across many
 //! file boundaries and restarts, concurrent appenders, batches, retention.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

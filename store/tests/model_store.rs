@@ -1,5 +1,6 @@
 //! Model-based property test: random puts, batches, reads by queue and by offset, clean
 //! and abnormal restarts, checked against an in-memory model of what was acknowledged.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

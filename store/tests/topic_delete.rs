@@ -1,6 +1,7 @@
 //! `MessageStore::delete_topic` on real files: the topic's ConsumeQueue directory goes,
 //! its queue offsets restart at 0, other topics are untouched, and a clean restart (which
 //! dispatches again from the highest indexed record) does not bring the old life back.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

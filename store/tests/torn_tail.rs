@@ -2,6 +2,7 @@
 //! (zero a tail, zero a few bytes, flip a body byte, cut the last file short) and check
 //! that recovery keeps exactly the records before the first damaged one, in both normal
 //! and abnormal (abort file present) mode, and that appends resume at that point.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

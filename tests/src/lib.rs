@@ -3,6 +3,7 @@
 //!
 //! The suites expect `cargo build --workspace --bins` to have run first; binaries are
 //! looked up next to the test executable (see [`binary::path`]).
+#![allow(clippy::unwrap_used)]
 
 pub mod binary;
 pub mod broker;

@@ -473,10 +473,8 @@ mod tests {
         let file = fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
         std::thread::spawn(move || {
             // SAFETY: setns on this thread only, with a descriptor it keeps open.
-            assert_eq!(
-                unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-                0
-            );
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0);
             f()
         })
         .join()

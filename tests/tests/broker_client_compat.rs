@@ -2,6 +2,7 @@
 //! C++ client 2.x sends a batch as SEND_MESSAGE with the V1 header and `batch="1"`. The
 //! broker stores the batch's messages, each with its own keys and properties, and refuses
 //! a body that is not a batch without storing anything.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

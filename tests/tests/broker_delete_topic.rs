@@ -2,6 +2,7 @@
 //! ConsumeQueue files, queue offsets and consumer offsets go, the group's retry and DLQ
 //! topics stay, pulls racing the deletion get clean answers, and a re-created topic
 //! starts at offset 0 (also after a restart).
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

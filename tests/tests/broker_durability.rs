@@ -1,6 +1,7 @@
 //! Durability across restarts: committed offsets and topics survive a clean restart
 //! (SIGTERM), and under SYNC_FLUSH every message acknowledged with SEND_OK survives
 //! kill -9.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

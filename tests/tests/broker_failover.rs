@@ -11,6 +11,7 @@
 //! policy's `unavailableFor` (default `5s`). Each round prints the time from the SIGKILL
 //! to the first SEND_OK on the new master, and the run prints min/median/max:
 //! `RMQ_FAILOVER_ROUNDS=20 <test binary> --nocapture`.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

@@ -28,6 +28,7 @@
 //! `RMQ_CHECKER_FAULTS=60 RMQ_CHECKER_SEED=7 cargo test -p rmq-e2e-tests --test
 //! broker_fault_checker -- --nocapture`. `broker_partition.rs` walks one partition
 //! step by step (what the isolated master answers while cut off).
+#![allow(clippy::unwrap_used)]
 
 #[path = "support/checker_faults.rs"]
 mod faults;

@@ -1,6 +1,7 @@
 //! A terminating broker leaves the nameservers' routes before it stops serving (the
 //! preStop behaviour, done by the broker itself on SIGTERM because its image is
 //! `scratch` and has nothing a preStop `exec` could run).
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 

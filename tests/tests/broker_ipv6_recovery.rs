@@ -2,6 +2,7 @@
 //! `[::1]` (so every record carries an IPv6 born host, which moves STORETIMESTAMP 12
 //! bytes further), is killed with SIGKILL, and must start again and serve every message.
 //! Before the fix abnormal recovery panicked on every restart.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! (`ConsumeQueue.getOffsetInQueueByTime`): the message with exactly that store time, else
 //! the closer neighbour in time, the first message before it and the LAST message (not
 //! the max offset) after it.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -9,6 +9,7 @@
 //!
 //! Needs root and the `ip` command (iproute2). Without them the test prints a skip
 //! notice and passes, unless `RMQ_REQUIRE_NETNS=1`, which makes that a failure.
+#![allow(clippy::unwrap_used)]
 
 #[path = "support/inside_netns.rs"]
 mod inside;

@@ -1,6 +1,7 @@
 //! Produce and consume through a real rmq-broker with our own remoting client: send
 //! (single, batch), pull with tag filters, long polling, lookups by key and by id, and
 //! the broker's registration showing up in the nameserver's routes.
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 

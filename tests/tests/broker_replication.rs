@@ -3,6 +3,7 @@
 //! FLUSH_SLAVE_TIMEOUT, forged acks and wrong secrets are refused, a restarted slave
 //! catches up from its own offset, and role changes carry epochs: a stale one is
 //! refused and a former master rejoining as slave loses its divergent tail.
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,7 @@
 //! `enablePropertyFilter` gate, CHECK_CLIENT_CONFIG validation with the error position,
 //! pulls that return only matching messages (and skip past non-matching ones), and long
 //! polling that wakes a parked SQL92 pull only for a matching message.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! The VIP port (4.9's `fastRemotingServer` on `listenPort - 2`): older
 //! 4.x Java clients with `vipChannelEnabled` send there, so it must answer exactly as
 //! the main port does; `fastListenPortEnable=false` closes it.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

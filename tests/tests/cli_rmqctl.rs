@@ -2,6 +2,7 @@
 //! rmq-broker processes, including the failures an operator meets (unknown topic or
 //! group, refused config key, unreachable nameserver) and their exit codes
 //! (0 ok, 1 refused / not found, 2 bad command line, 3 unreachable).
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! configuration, `message send` bodies from a file and stdin, and the DLQ re-send end
 //! to end (including that a second run re-sends nothing). Offset reset with live
 //! `rocketmq-client-rust` consumers is in `consumer_offset_reset.rs`.
+#![allow(clippy::unwrap_used)]
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};

@@ -1,5 +1,6 @@
 //! Process lifecycle: persistence across restarts, broker expiry, connection loss,
 //! configuration printing and graceful shutdown.
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,5 @@
 //! Bad input, unknown requests, config updates and the HTTP endpoint.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

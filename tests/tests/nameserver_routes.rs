@@ -1,4 +1,5 @@
 //! Registration and route queries against a real rmq-nameserver process.
+#![allow(clippy::unwrap_used)]
 
 use e2e::broker::FakeBroker;
 use e2e::nameserver::Options;

@@ -1,5 +1,6 @@
 //! The third-party `rocketmq-client-rust` admin client reads routes and cluster info
 //! from our nameserver after a fake broker registered over REGISTER_BROKER.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 

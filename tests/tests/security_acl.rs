@@ -2,6 +2,7 @@
 //! `plain_acl.yml`; requests signed with the broker-side verifier's counterpart
 //! (`security::sign`, itself checked against an independent Python signer in
 //! `security/tests/python_vectors.rs`) and by `rmqctl`.
+#![allow(clippy::unwrap_used)]
 
 #[path = "support/raw_tx.rs"]
 mod raw_tx;

@@ -4,6 +4,7 @@
 //! register with the nameserver and a slave syncs from its master over TLS; `rmqctl`
 //! and the operator's admin client speak TLS; the metrics ports serve HTTPS
 //! (`tls.metrics.enable`); new certificates are picked up without a restart.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

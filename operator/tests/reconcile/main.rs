@@ -1,5 +1,6 @@
 //! Reconcile flows against an in-memory API server, builder snapshots, CEL rules and CRD
 //! drift, in one test binary (one link instead of several).
+#![allow(clippy::unwrap_used)]
 
 mod admin_credentials_flow;
 mod alerts;

@@ -45,6 +45,7 @@ pub fn local_time_file_name(millis: i64) -> String {
     let ms = millis.rem_euclid(1000);
     // SAFETY: `tm` is plain data; localtime_r only writes into it and returns null on error.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers come from live references for the duration of the call.
     let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
     if !ok {
         return format!("{millis:017}");

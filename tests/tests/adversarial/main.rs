@@ -4,6 +4,7 @@
 //! clients are served, and memory stays within the bound the test states. The limits
 //! each test exercises are the ones `docs/security.md`'s threat model lists, and
 //! [`coverage`] checks that every one of them is exercised here.
+#![allow(clippy::unwrap_used)]
 
 mod admin_bursts;
 mod bad_input;
