@@ -12,12 +12,14 @@ use crate::output::Format;
     after_help = "Exit codes: 0 ok, 1 refused or not found, 2 bad command line, 3 nameserver or broker unreachable.\n\nExample:\n  rmqctl -n 127.0.0.1:9876 cluster list"
 )]
 pub struct Cli {
-    /// Nameserver address(es), `host:port[;host:port]`.
+    /// Nameserver address(es), `host:port[;host:port]` (the port is required, as in
+    /// mqadmin's -n).
     #[arg(
         short = 'n',
         long,
         env = "NAMESRV_ADDR",
         default_value = "127.0.0.1:9876",
+        value_parser = parse_namesrv,
         global = true
     )]
     pub namesrv: String,
@@ -416,6 +418,22 @@ pub enum KvCmd {
     },
 }
 
+/// `host:port[;host:port]`: each address needs its port (a bare host is a usage error,
+/// exit 2, rather than a connection failure later).
+fn parse_namesrv(s: &str) -> Result<String, String> {
+    for addr in s.split(';').map(str::trim).filter(|a| !a.is_empty()) {
+        let port_ok = addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !port_ok {
+            return Err(format!(
+                "{addr:?} is not host:port; give the nameserver's port too, e.g. {addr}:9876"
+            ));
+        }
+    }
+    Ok(s.to_owned())
+}
+
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
@@ -448,5 +466,9 @@ mod tests {
         walk(&Cli::command(), "rmqctl");
         assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
         assert!(parse_pair("novalue").is_err());
+        assert!(parse_namesrv("127.0.0.1:9876;10.0.0.2:9876").is_ok());
+        assert!(parse_namesrv("[::1]:9876").is_ok());
+        assert!(parse_namesrv("127.0.0.1").is_err());
+        assert!(parse_namesrv("127.0.0.1:9876;ns2").is_err());
     }
 }
