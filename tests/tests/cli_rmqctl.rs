@@ -583,6 +583,25 @@ fn unreachable_nameserver_and_bad_usage() {
     assert_eq!(out.json()["exitCode"], 3, "{out:?}");
     let help = run("rmqctl", &["topic", "create", "--help"]).ok();
     assert!(help.stdout.contains("Example:"), "{help:?}");
+    // The command's own options first, the shared ones in their sections; the mqadmin
+    // counterpart named; no option without a description.
+    let help = run("rmqctl", &["consumer", "reset", "--help"]).ok().stdout;
+    let own = help.find("Options:").expect("Options section");
+    let global = help
+        .find("Global options:")
+        .expect("Global options section");
+    let acl = help.find("ACL options:").expect("ACL options section");
+    let tls = help.find("TLS options:").expect("TLS options section");
+    let group = help.find("-g, --group <GROUP>").expect("--group listed");
+    assert!(
+        own < group && group < global && global < acl && acl < tls,
+        "{help}"
+    );
+    assert!(help.contains("mqadmin resetOffsetByTime"), "{help}");
+    assert!(
+        help.contains("Consumer (subscription) group name"),
+        "{help}"
+    );
 }
 
 /// With every broker down but the nameserver up, the nameserver has forgotten the
