@@ -578,6 +578,17 @@ fn unreachable_nameserver_and_bad_usage() {
     let no_port = run("rmqctl", &["-n", "127.0.0.1", "cluster", "list"]);
     assert_eq!(no_port.code, 2, "{no_port:?}");
     assert!(no_port.stderr.contains("127.0.0.1:9876"), "{no_port:?}");
+    let no_port = run(
+        "rmqctl",
+        &["-n", "127.0.0.1", "-o", "json", "cluster", "list"],
+    );
+    assert_eq!(no_port.code, 2, "{no_port:?}");
+    assert!(
+        no_port.json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is not host:port")),
+        "{no_port:?}"
+    );
     // -o json: the failure as a document on stdout as well as text on stderr.
     let out = rmqctl_json(port, &["cluster", "list"]);
     assert_eq!(out.json()["exitCode"], 3, "{out:?}");

@@ -28,7 +28,26 @@ use args::{Cli, Command};
 use output::Report;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            let _ = e.print();
+            if json_requested(std::env::args().skip(1)) {
+                // clap's own text, without the usage and "try --help" paragraphs.
+                let rendered = e.render().to_string();
+                let first = rendered.split("\n\n").next().unwrap_or_default();
+                let message = first
+                    .trim_start_matches("error: ")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let doc = serde_json::json!({ "error": message, "exitCode": 2 });
+                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            }
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -60,6 +79,21 @@ fn main() -> ExitCode {
         }
         Err(e) => fail(cli.output, &format!("{e:#}"), exit_code(&e)),
     }
+}
+
+/// Whether a command line that did not parse still asked for `-o json`.
+fn json_requested(args: impl Iterator<Item = String>) -> bool {
+    let mut prev_is_flag = false;
+    for a in args {
+        if prev_is_flag && a == "json" {
+            return true;
+        }
+        if matches!(a.as_str(), "-ojson" | "--output=json") {
+            return true;
+        }
+        prev_is_flag = matches!(a.as_str(), "-o" | "--output");
+    }
+    false
 }
 
 /// Reports a failure: always as text on stderr; with `-o json` also as
