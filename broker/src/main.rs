@@ -1,6 +1,7 @@
 //! `rmq-broker`: configured like RocketMQ's `mqbroker` (`-c broker.conf`, `-n namesrv`,
 //! `-p` to print the effective configuration).
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
@@ -48,7 +49,18 @@ struct Cli {
     print: bool,
 }
 
-fn main() -> anyhow::Result<()> {
+/// Start-up errors go to stderr once, cause chain on one line, without a backtrace.
+fn main() -> std::process::ExitCode {
+    match start() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rmq-broker: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let mut config = match &cli.config {
         Some(path) => {
@@ -70,6 +82,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: a log file or collector gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     for (key, suggestion) in broker::config::keys::unknown_with_suggestions(&config) {
         match suggestion {

@@ -19,7 +19,8 @@ pub struct AuthArgs {
         long,
         env = "ROCKETMQ_ACCESS_KEY",
         hide_env_values = true,
-        global = true
+        global = true,
+        help_heading = "ACL options"
     )]
     pub access_key: Option<String>,
     /// ACL secret key (prefer the env var or --credentials-file: flags show in `ps`).
@@ -27,7 +28,8 @@ pub struct AuthArgs {
         long,
         env = "ROCKETMQ_SECRET_KEY",
         hide_env_values = true,
-        global = true
+        global = true,
+        help_heading = "ACL options"
     )]
     pub secret_key: Option<String>,
     /// File with `accessKey: ...` and `secretKey: ...` lines (mqadmin's tools.yml).
@@ -35,7 +37,8 @@ pub struct AuthArgs {
         long,
         env = "ROCKETMQ_CREDENTIALS_FILE",
         conflicts_with_all = ["access_key", "secret_key"],
-        global = true
+        global = true,
+        help_heading = "ACL options"
     )]
     pub credentials_file: Option<PathBuf>,
 }
@@ -68,19 +71,41 @@ impl AuthArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TlsArgs {
     /// Connect with TLS.
-    #[arg(long, env = "ROCKETMQ_TLS", global = true)]
+    #[arg(
+        long,
+        env = "ROCKETMQ_TLS",
+        global = true,
+        help_heading = "TLS options"
+    )]
     pub tls: bool,
     /// CA bundle (PEM) the servers' certificates must chain to.
-    #[arg(long, env = "ROCKETMQ_TLS_CA", global = true)]
+    #[arg(
+        long,
+        env = "ROCKETMQ_TLS_CA",
+        global = true,
+        help_heading = "TLS options"
+    )]
     pub tls_ca: Option<PathBuf>,
     /// Client certificate (PEM) for servers that require one (mTLS).
-    #[arg(long, env = "ROCKETMQ_TLS_CERT", global = true, requires = "tls_key")]
+    #[arg(
+        long,
+        env = "ROCKETMQ_TLS_CERT",
+        global = true,
+        help_heading = "TLS options",
+        requires = "tls_key"
+    )]
     pub tls_cert: Option<PathBuf>,
     /// Key (PEM) of --tls-cert.
-    #[arg(long, env = "ROCKETMQ_TLS_KEY", global = true, requires = "tls_cert")]
+    #[arg(
+        long,
+        env = "ROCKETMQ_TLS_KEY",
+        global = true,
+        help_heading = "TLS options",
+        requires = "tls_cert"
+    )]
     pub tls_key: Option<PathBuf>,
     /// Name to check the servers' certificates against (default: the host dialled).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "TLS options")]
     pub tls_server_name: Option<String>,
 }
 

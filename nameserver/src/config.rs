@@ -14,10 +14,26 @@ use thiserror::Error;
 pub enum ConfigError {
     #[error("unknown config key {0:?}")]
     UnknownKey(String),
-    #[error("config key {key:?} has an invalid value {value:?}")]
+    #[error(
+        "config key {key:?} has an invalid value {value:?}: expected {}",
+        expected_values(key)
+    )]
     InvalidValue { key: String, value: String },
     #[error("config key {0:?} cannot be changed at runtime")]
     NotUpdatable(String),
+}
+
+/// What `key` accepts, for the error a bad value gets.
+fn expected_values(key: &str) -> &'static str {
+    match key {
+        "tls.server.mode" => "one of disabled, permissive, enforcing",
+        "tls.server.need.client.auth" => "one of none, optional, require",
+        "bindAddress" => "an IP address",
+        "listenPort" | "metricsPort" => "a port number, 0 to 65535",
+        "connectionReservePercent" => "a percentage, 0 to 100",
+        "connectionLimitExemptAddresses" => "comma-separated IP addresses or CIDR blocks",
+        _ => "a whole number within the key's range (see docs/operations.md)",
+    }
 }
 
 /// Java keys accepted for file compatibility that have no effect here (thread pools and

@@ -16,6 +16,7 @@ mod route_table;
 mod server;
 mod state;
 
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -112,7 +113,9 @@ fn init_tracing(json: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: a log file or collector gets plain text.
+        .with_ansi(std::io::stderr().is_terminal());
     if json {
         builder.json().init();
     } else {
@@ -120,7 +123,18 @@ fn init_tracing(json: bool) {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+/// Start-up errors go to stderr once, cause chain on one line, without a backtrace.
+fn main() -> std::process::ExitCode {
+    match start() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rmq-nameserver: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing(cli.log_json);
     let config = cli.effective_config()?;

@@ -184,6 +184,7 @@ async fn main() -> anyhow::Result<()> {
                     tracing_subscriber::EnvFilter::try_from_default_env()
                         .unwrap_or_else(|_| "info,kube=warn".into()),
                 )
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
                 .json()
                 .init();
             let lease_duration = Duration::from_secs(args.lease_duration_secs.max(3));

@@ -68,6 +68,9 @@ fn cluster_and_topic_family() {
     assert_eq!(b["brokerName"], "broker-e2e");
     assert_eq!(b["addr"].as_str(), Some(c.addr().as_str()));
     assert_eq!(b["reachable"], true);
+    // Counters are JSON numbers, not strings.
+    assert!(b["msgPutTotalTodayNow"].is_i64(), "{b}");
+    assert!(b["msgGetTotalTodayNow"].is_i64(), "{b}");
 
     let created = c
         .ctl(&["topic", "create", "-t", "CliTopic", "-r", "3", "-w", "3"])
@@ -263,6 +266,34 @@ fn group_and_consumer_family() {
         ]),
         "TOPIC_NOT_EXIST (17)",
     );
+    // A group no broker knows is "not found" (exit 1), with or without -t, and -o json
+    // puts the failure on stdout as a document too.
+    for args in [
+        &["consumer", "progress", "-g", "NoSuchGroup"][..],
+        &[
+            "consumer",
+            "progress",
+            "-g",
+            "NoSuchGroup",
+            "-t",
+            "LagTopic",
+        ],
+    ] {
+        let out = c.ctl(args);
+        assert_eq!(out.code, 1, "{out:?}");
+        assert!(
+            out.stderr.contains("consumer group NoSuchGroup not found"),
+            "{out:?}"
+        );
+        let doc = out.json();
+        assert_eq!(doc["exitCode"], 1, "{doc}");
+        assert!(
+            doc["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("NoSuchGroup not found")),
+            "{doc}"
+        );
+    }
     drop(hold);
 
     c.ctl(&["group", "delete", "-g", "CliGroup", "--remove-offset"])
@@ -362,6 +393,18 @@ fn message_family() {
         .json();
     assert_eq!(by_uniq["offsetMsgId"].as_str(), Some(offset_id.as_str()));
     assert_eq!(c.ctl(&["message", "view", "--id", "nothex"]).code, 1);
+    // A 32-hex id whose "store host" is not a broker of the cluster (a client msgId, say)
+    // is not dialled: without --topic the command asks for it (exit 2), with --topic it
+    // is not found (exit 1); neither claims a broker is down (exit 3).
+    let foreign = "0808080800002A9F0000000000000000";
+    let out = c.ctl(&["message", "view", "--id", foreign]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("8.8.8.8:10911") && out.stderr.contains("pass --topic"),
+        "{out:?}"
+    );
+    let out = c.ctl(&["message", "view", "--id", foreign, "-t", "MsgTopic"]);
+    assert_eq!(out.code, 1, "{out:?}");
 
     assert_refused(
         &c.ctl(&[
@@ -532,8 +575,81 @@ fn unreachable_nameserver_and_bad_usage() {
     }
     let usage = run("rmqctl", &["topic", "create"]);
     assert_eq!(usage.code, 2, "{usage:?}");
+    // A nameserver address without its port is a usage error, not "unreachable".
+    let no_port = run("rmqctl", &["-n", "127.0.0.1", "cluster", "list"]);
+    assert_eq!(no_port.code, 2, "{no_port:?}");
+    assert!(no_port.stderr.contains("127.0.0.1:9876"), "{no_port:?}");
+    let no_port = run(
+        "rmqctl",
+        &["-n", "127.0.0.1", "-o", "json", "cluster", "list"],
+    );
+    assert_eq!(no_port.code, 2, "{no_port:?}");
+    assert!(
+        no_port.json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is not host:port")),
+        "{no_port:?}"
+    );
+    // -o json: the failure as a document on stdout as well as text on stderr.
+    let out = rmqctl_json(port, &["cluster", "list"]);
+    assert_eq!(out.json()["exitCode"], 3, "{out:?}");
     let help = run("rmqctl", &["topic", "create", "--help"]).ok();
     assert!(help.stdout.contains("Example:"), "{help:?}");
+    // The command's own options first, the shared ones in their sections; the mqadmin
+    // counterpart named; no option without a description.
+    let help = run("rmqctl", &["consumer", "reset", "--help"]).ok().stdout;
+    let own = help.find("Options:").expect("Options section");
+    let global = help
+        .find("Global options:")
+        .expect("Global options section");
+    let acl = help.find("ACL options:").expect("ACL options section");
+    let tls = help.find("TLS options:").expect("TLS options section");
+    let group = help.find("-g, --group <GROUP>").expect("--group listed");
+    assert!(
+        own < group && group < global && global < acl && acl < tls,
+        "{help}"
+    );
+    assert!(help.contains("mqadmin resetOffsetByTime"), "{help}");
+    assert!(
+        help.contains("Consumer (subscription) group name"),
+        "{help}"
+    );
+}
+
+/// With every broker down but the nameserver up, the nameserver has forgotten the
+/// brokers (it drops one when its connection closes): commands that need a topic's route
+/// say that no broker is reachable (exit 3), not that the topic does not exist.
+#[test]
+fn broker_down_is_unreachable_not_a_missing_topic() {
+    let mut c = Cluster::start();
+    c.ctl(&["topic", "create", "-t", "Demo", "-r", "1", "-w", "1"])
+        .ok();
+    c.broker.broker.kill9();
+    eventually_ok_sync(Duration::from_secs(15), "the broker to be dropped", || {
+        let out = c.ctl(&["cluster", "list"]);
+        let empty = out.code == 0
+            && out.json()["brokers"]
+                .as_array()
+                .is_some_and(|b| b.is_empty());
+        if empty {
+            Ok(())
+        } else {
+            Err(format!("{out:?}"))
+        }
+    });
+    for args in [
+        &["message", "send", "-t", "Demo", "--body", "x"][..],
+        &["topic", "status", "-t", "Demo"],
+        &["consumer", "progress", "-g", "AnyGroup"],
+    ] {
+        let out = c.ctl(args);
+        assert_eq!(out.code, 3, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("lists no") && !out.stderr.contains("does not exist"),
+            "{args:?}: {out:?}"
+        );
+        assert_eq!(out.json()["exitCode"], 3, "{out:?}");
+    }
 }
 
 fn e2e_now_ms() -> i64 {

@@ -214,3 +214,53 @@ async fn sigterm_shuts_down_gracefully() {
     assert!(c.wait_closed(Duration::from_secs(5)).await);
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
+
+/// Start-up messages as a terminal user meets them: a misspelt namesrv.conf key is on
+/// stderr (where the log goes) without colour codes when stderr is not a terminal, and a
+/// bad value stops the process with the cause said once and the valid values listed.
+#[test]
+fn start_up_messages_are_plain_and_say_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let conf = dir.path().join("namesrv.conf");
+    let log = dir.path().join("namesrv.log");
+    std::fs::write(
+        &conf,
+        format!(
+            "listenPort={}\nmetricsPort={}\nkvConfigPath={}\nlistenPrt=1\n",
+            e2e::ports::free_port(),
+            e2e::ports::free_port(),
+            dir.path().join("kv.json").display()
+        ),
+    )
+    .expect("write namesrv.conf");
+    let mut child = std::process::Command::new(binary::path("rmq-nameserver"))
+        .arg("-c")
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("create log"))
+        .spawn()
+        .expect("spawn rmq-nameserver");
+    e2e::wait::eventually_sync(Duration::from_secs(15), "the warning on stderr", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("listenPrt"))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).expect("read log");
+    assert!(text.contains("unknown config key ignored"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a file: {text:?}");
+
+    std::fs::write(&conf, "tls.server.mode=sometimes\n").expect("write namesrv.conf");
+    let out = std::process::Command::new(binary::path("rmq-nameserver"))
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .expect("run rmq-nameserver");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("\"sometimes\"").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("expected one of disabled, permissive, enforcing")
+            && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+}

@@ -24,10 +24,41 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("bad value {value:?} for {key}")]
+    #[error("bad value {value:?} for {key}: expected {}", expected_values(key))]
     BadValue { key: String, value: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] store::StoreError),
+}
+
+/// What `key` accepts, for the error a bad value gets: the choices of an enumerated key,
+/// otherwise the kind of its default value.
+fn expected_values(key: &str) -> String {
+    match key {
+        "flushDiskType" => return "one of ASYNC_FLUSH, SYNC_FLUSH".to_owned(),
+        "brokerRole" => return "one of ASYNC_MASTER, SYNC_MASTER, SLAVE".to_owned(),
+        "tls.server.mode" => return "one of disabled, permissive, enforcing".to_owned(),
+        "tls.server.need.client.auth" => return "one of none, optional, require".to_owned(),
+        "accessKey/secretKey" => return "both keys set, or neither".to_owned(),
+        _ => {}
+    }
+    let defaults = Config::default();
+    let default = defaults
+        .broker
+        .entries()
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+        .or_else(|| {
+            serde_json::to_value(&defaults.store)
+                .ok()
+                .and_then(|v| v.get(key).map(|v| v.to_string()))
+        });
+    match default.as_deref() {
+        Some("true" | "false") => "true or false".to_owned(),
+        Some(d) if d.parse::<i64>().is_ok() => format!("an integer (default {d})"),
+        Some(d) => format!("a value like the default {d}"),
+        None => "a valid value".to_owned(),
+    }
 }
 
 trait ConfigValue: Sized {
@@ -518,7 +549,18 @@ impl Config {
 
     /// Applies one key to the broker or the store config; unknown keys are remembered.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        if self.broker.set(key, value)? || self.store.set(key, value)? {
+        if self.broker.set(key, value)? {
+            return Ok(());
+        }
+        // The store's own error names the key too; this one adds the accepted values.
+        let stored = self
+            .store
+            .set(key, value)
+            .map_err(|_| ConfigError::BadValue {
+                key: key.to_owned(),
+                value: value.to_owned(),
+            })?;
+        if stored {
             return Ok(());
         }
         if !self.unknown_keys.iter().any(|k| k == key) {

@@ -54,8 +54,18 @@ fn secrets_are_redacted_and_acl_keys_read() {
 #[test]
 fn bad_values_are_errors() {
     let e = Config::from_properties("listenPort=abc").unwrap_err();
-    assert_eq!(e.to_string(), "bad value \"abc\" for listenPort");
-    assert!(Config::from_properties("flushDiskType=SOMETIMES").is_err());
+    assert_eq!(
+        e.to_string(),
+        "bad value \"abc\" for listenPort: expected an integer (default 10911)"
+    );
+    // Said once (the store's own wording is not repeated), with the choices.
+    let e = Config::from_properties("flushDiskType=SOMETIMES").unwrap_err();
+    assert_eq!(
+        format!("{:#}", anyhow::Error::from(e)),
+        "bad value \"SOMETIMES\" for flushDiskType: expected one of ASYNC_FLUSH, SYNC_FLUSH"
+    );
+    let e = Config::from_properties("autoCreateTopicEnable=yes").unwrap_err();
+    assert!(e.to_string().ends_with("expected true or false"), "{e}");
 }
 
 #[test]

@@ -239,3 +239,44 @@ impl Client {
         }
     }
 }
+
+impl Client {
+    /// HEART_BEAT as a clustering pull consumer of `group` subscribed to `topic` (all
+    /// tags), as `MQClientInstance.sendHeartbeatToAllBroker` registers one. The broker
+    /// accepts a send-back only for a topic the group's consumers subscribe to.
+    pub async fn consumer_heartbeat(
+        &self,
+        broker: &Peer,
+        client_id: &str,
+        group: &str,
+        topic: &str,
+    ) -> Result<()> {
+        use protocol::body::{
+            ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel,
+            SubscriptionData,
+        };
+        let data = HeartbeatData {
+            client_id: client_id.to_owned(),
+            producer_data_set: Vec::new(),
+            consumer_data_set: vec![ConsumerData {
+                group_name: group.to_owned(),
+                consume_type: ConsumeType::ConsumePassively,
+                message_model: MessageModel::Clustering,
+                consume_from_where: ConsumeFromWhere::ConsumeFromFirstOffset,
+                subscription_data_set: vec![SubscriptionData {
+                    class_filter_mode: false,
+                    topic: topic.to_owned(),
+                    sub_string: "*".to_owned(),
+                    tags_set: Default::default(),
+                    code_set: Default::default(),
+                    sub_version: 1,
+                    expression_type: "TAG".to_owned(),
+                }],
+                unit_mode: false,
+            }],
+        };
+        let cmd = RemotingCommand::bare_request(request::HEART_BEAT)
+            .with_body(protocol::body::encode(&data));
+        self.call_ok(broker, cmd).await.map(|_| ())
+    }
+}

@@ -142,6 +142,19 @@ pub async fn run(
     if queues.is_empty() {
         bail!("topic {} has no readable queue on any master", args.topic);
     }
+    if args.send_back_every > 0 {
+        // Registered as a consumer of the topic: a broker takes a message back only from
+        // a group that subscribes to its topic.
+        let client_id = format!("rmq-bench@{}", std::process::id());
+        let mut brokers: Vec<&Peer> = queues.iter().map(|(p, _)| p).collect();
+        brokers.dedup();
+        for peer in brokers {
+            client
+                .consumer_heartbeat(peer, &client_id, &args.group, &args.topic)
+                .await
+                .with_context(|| format!("registering group {} with the broker", args.group))?;
+        }
+    }
     let ctx = Arc::new(Ctx {
         client,
         args,

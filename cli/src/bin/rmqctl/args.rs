@@ -4,6 +4,10 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::output::Format;
 
+/// The `--help` section of the options every command takes (the ACL and TLS ones have
+/// their own sections), so that a command's own options stand apart.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "rmqctl",
@@ -12,20 +16,30 @@ use crate::output::Format;
     after_help = "Exit codes: 0 ok, 1 refused or not found, 2 bad command line, 3 nameserver or broker unreachable.\n\nExample:\n  rmqctl -n 127.0.0.1:9876 cluster list"
 )]
 pub struct Cli {
-    /// Nameserver address(es), `host:port[;host:port]`.
+    /// Nameserver address(es), `host:port[;host:port]`, each with its port as for
+    /// mqadmin's -n.
     #[arg(
         short = 'n',
         long,
         env = "NAMESRV_ADDR",
         default_value = "127.0.0.1:9876",
-        global = true
+        value_parser = parse_namesrv,
+        global = true,
+        help_heading = GLOBAL
     )]
     pub namesrv: String,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table", global = true)]
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        default_value = "table",
+        global = true,
+        help_heading = GLOBAL
+    )]
     pub output: Format,
     /// Timeout of each request, in milliseconds.
-    #[arg(long, default_value_t = 5000, global = true)]
+    #[arg(long, default_value_t = 5000, global = true, help_heading = GLOBAL)]
     pub timeout_ms: u64,
     #[command(flatten)]
     pub auth: rmq_cli::security_args::AuthArgs,
@@ -68,7 +82,7 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCmd {
-    /// Every broker of every cluster, with version and today's put/get totals.
+    /// Every broker of every cluster, with version and today's put/get totals (mqadmin clusterList).
     #[command(after_help = "Example:\n  rmqctl -n 127.0.0.1:9876 cluster list")]
     List,
 }
@@ -103,9 +117,10 @@ pub struct TopicSettings {
 
 #[derive(Debug, Subcommand)]
 pub enum TopicCmd {
-    /// Create a topic (8 read / 8 write queues, perm 6 unless given).
+    /// Create a topic (8 read / 8 write queues, perm 6 unless given; mqadmin updateTopic).
     #[command(after_help = "Example:\n  rmqctl topic create -t Orders -c DefaultCluster -r 8 -w 8")]
     Create {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
         #[command(flatten)]
@@ -113,9 +128,10 @@ pub enum TopicCmd {
         #[command(flatten)]
         settings: TopicSettings,
     },
-    /// Change an existing topic; settings not given keep their value.
+    /// Change an existing topic; settings not given keep their value (mqadmin updateTopic).
     #[command(after_help = "Example:\n  rmqctl topic update -t Orders -w 16 -r 16")]
     Update {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
         #[command(flatten)]
@@ -123,30 +139,34 @@ pub enum TopicCmd {
         #[command(flatten)]
         settings: TopicSettings,
     },
-    /// Delete a topic from its brokers and from the nameservers.
+    /// Delete a topic from its brokers and from the nameservers (mqadmin deleteTopic).
     #[command(after_help = "Example:\n  rmqctl topic delete -t Orders -c DefaultCluster")]
     Delete {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
         /// Only the brokers of this cluster.
         #[arg(short = 'c', long)]
         cluster: Option<String>,
     },
-    /// Topic names known to the nameserver.
+    /// Topic names known to the nameserver (mqadmin topicList).
     #[command(after_help = "Example:\n  rmqctl topic list -c DefaultCluster")]
     List {
+        /// Only the topics of this cluster.
         #[arg(short = 'c', long)]
         cluster: Option<String>,
     },
-    /// The route (brokers and queue counts) of a topic.
+    /// The route (brokers and queue counts) of a topic (mqadmin topicRoute).
     #[command(after_help = "Example:\n  rmqctl topic route -t Orders")]
     Route {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
     },
-    /// Per-queue min/max offsets and last store time.
+    /// Per-queue min/max offsets and last store time (mqadmin topicStatus).
     #[command(after_help = "Example:\n  rmqctl topic status -t Orders -o json")]
     Status {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
     },
@@ -173,11 +193,12 @@ pub struct GroupSettings {
 
 #[derive(Debug, Subcommand)]
 pub enum GroupCmd {
-    /// Create a subscription group (RocketMQ defaults unless given).
+    /// Create a subscription group (RocketMQ defaults unless given; mqadmin updateSubGroup).
     #[command(
         after_help = "Example:\n  rmqctl group create -g OrderConsumers -c DefaultCluster --retry-max-times 5"
     )]
     Create {
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long)]
         group: String,
         #[command(flatten)]
@@ -185,11 +206,12 @@ pub enum GroupCmd {
         #[command(flatten)]
         settings: GroupSettings,
     },
-    /// Change an existing group; settings not given keep their value.
+    /// Change an existing group; settings not given keep their value (mqadmin updateSubGroup).
     #[command(
         after_help = "Example:\n  rmqctl group update -g OrderConsumers --consume-enable false"
     )]
     Update {
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long)]
         group: String,
         #[command(flatten)]
@@ -197,9 +219,10 @@ pub enum GroupCmd {
         #[command(flatten)]
         settings: GroupSettings,
     },
-    /// Delete a subscription group.
+    /// Delete a subscription group (mqadmin deleteSubGroup).
     #[command(after_help = "Example:\n  rmqctl group delete -g OrderConsumers --remove-offset")]
     Delete {
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long)]
         group: String,
         #[command(flatten)]
@@ -208,7 +231,7 @@ pub enum GroupCmd {
         #[arg(long)]
         remove_offset: bool,
     },
-    /// Subscription groups of the brokers.
+    /// Subscription groups of the brokers (mqadmin has no list command).
     #[command(after_help = "Example:\n  rmqctl group list -c DefaultCluster")]
     List {
         #[command(flatten)]
@@ -218,18 +241,20 @@ pub enum GroupCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum ConsumerCmd {
-    /// Per queue: broker offset, consumer offset, lag and last consumed store time.
+    /// Per queue: broker offset, consumer offset, lag and last consumed store time (mqadmin consumerProgress).
     #[command(after_help = "Example:\n  rmqctl consumer progress -g OrderConsumers -t Orders")]
     Progress {
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long)]
         group: String,
         /// Only this topic.
         #[arg(short = 't', long)]
         topic: Option<String>,
     },
-    /// Clients of a group connected to the brokers, and their subscriptions.
+    /// Clients of a group connected to the brokers, and their subscriptions (mqadmin consumerConnection).
     #[command(after_help = "Example:\n  rmqctl consumer connections -g OrderConsumers")]
     Connections {
+        /// Consumer group name.
         #[arg(short = 'g', long)]
         group: String,
     },
@@ -239,13 +264,15 @@ pub enum ConsumerCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum MessageCmd {
-    /// Send one message and print where it was stored.
+    /// Send one message and print where it was stored (mqadmin sendMessage).
     #[command(
         after_help = "Example:\n  rmqctl message send -t Orders --body 'hello' --tags paid --keys order-42\n  rmqctl message send -t Orders --body-file order.json\n  echo hello | rmqctl message send -t Orders --body-file -"
     )]
     Send {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
+        /// Message body (text); or use --body-file.
         #[arg(
             long,
             required_unless_present = "body_file",
@@ -255,6 +282,7 @@ pub enum MessageCmd {
         /// Read the body from this file; `-` reads standard input.
         #[arg(long)]
         body_file: Option<std::path::PathBuf>,
+        /// Message tag (the TAGS property), used by tag filtering.
         #[arg(long)]
         tags: Option<String>,
         /// Keys, comma-separated.
@@ -269,6 +297,7 @@ pub enum MessageCmd {
         /// Delay level (1..18 with the default levels).
         #[arg(long)]
         delay_level: Option<i32>,
+        /// Producer group the message is sent as.
         #[arg(long, default_value = "rmqctl_producer")]
         producer_group: String,
         /// Fail when the topic has no route, instead of sending on the TBW102 route so
@@ -276,11 +305,12 @@ pub enum MessageCmd {
         #[arg(long)]
         no_auto_create: bool,
     },
-    /// Pull messages from an offset or a store timestamp, without committing anything.
+    /// Pull messages from an offset or a store timestamp, without committing anything (mqadmin consumeMessage).
     #[command(
         after_help = "Example:\n  rmqctl message consume -t Orders --queue 0 --offset 100 --max 10\n  rmqctl message consume -t Orders --timestamp 1700000000000"
     )]
     Consume {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
         /// Only this queue (default: all read queues).
@@ -302,16 +332,20 @@ pub enum MessageCmd {
         /// enablePropertyFilter=true), e.g. "a > 5 AND TAGS IN ('x')".
         #[arg(long)]
         sql: Option<String>,
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long, default_value = "rmqctl_consumer")]
         group: String,
     },
-    /// Messages whose KEYS contain a key.
+    /// Messages whose KEYS contain a key (mqadmin queryMsgByKey).
     #[command(after_help = "Example:\n  rmqctl message query -t Orders -k order-42")]
     Query {
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
+        /// Message key to look up (one of the space-separated KEYS).
         #[arg(short = 'k', long)]
         key: String,
+        /// Most messages returned per broker.
         #[arg(long, default_value_t = 64)]
         max: i32,
         /// Earliest store time, ms since epoch.
@@ -321,11 +355,12 @@ pub enum MessageCmd {
         #[arg(long, default_value_t = i64::MAX)]
         end: i64,
     },
-    /// One message by offset msgId, or by client msgId (UNIQ_KEY) when --topic is given.
+    /// One message by offset msgId, or by client msgId (UNIQ_KEY) when --topic is given (mqadmin queryMsgById / queryMsgByUniqueKey).
     #[command(
         after_help = "Example:\n  rmqctl message view --id 7F00000100002A9F0000000000000000\n  rmqctl message view --id 7F000001A8F218B4AAC2633B1F2B0000 -t Orders"
     )]
     View {
+        /// Offset msgId (as printed by a send), or client msgId (UNIQ_KEY) with --topic.
         #[arg(long)]
         id: String,
         /// Topic, needed to look a UNIQ_KEY up.
@@ -338,7 +373,7 @@ pub enum MessageCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum BrokerCmd {
-    /// Runtime statistics (GET_BROKER_RUNTIME_INFO).
+    /// Runtime statistics, GET_BROKER_RUNTIME_INFO (mqadmin brokerStatus).
     #[command(after_help = "Example:\n  rmqctl broker runtime -b 127.0.0.1:10911")]
     Runtime {
         #[command(flatten)]
@@ -353,17 +388,19 @@ pub enum BrokerCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum BrokerConfigCmd {
-    /// The broker's effective configuration, or one key of it.
+    /// The broker's effective configuration, or one key of it (mqadmin getBrokerConfig).
     #[command(
         after_help = "Example:\n  rmqctl broker config get -b 127.0.0.1:10911 -k flushDiskType"
     )]
     Get {
+        /// Broker address (`host:port`).
         #[arg(short = 'b', long)]
         broker: String,
+        /// Only this configuration key.
         #[arg(short = 'k', long)]
         key: Option<String>,
     },
-    /// Change runtime-updatable keys (the broker refuses any other with NO_PERMISSION).
+    /// Change runtime-updatable keys, the broker refuses any other with NO_PERMISSION (mqadmin updateBrokerConfig).
     #[command(
         after_help = "Example:\n  rmqctl broker config update -c DefaultCluster brokerPermission=4"
     )]
@@ -378,42 +415,66 @@ pub enum BrokerConfigCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum KvCmd {
-    /// Set a value on every nameserver.
+    /// Set a value on every nameserver (mqadmin updateKvConfig).
     #[command(
         after_help = "Example:\n  rmqctl kv put --namespace ORDER_TOPIC_CONFIG --key Orders --value 'broker-a:8'"
     )]
     Put {
+        /// KV namespace, e.g. ORDER_TOPIC_CONFIG.
         #[arg(long)]
         namespace: String,
+        /// Key within the namespace.
         #[arg(short = 'k', long)]
         key: String,
+        /// Value to store.
         #[arg(short = 'v', long)]
         value: String,
     },
-    /// Read a value; exit code 1 when it is not set.
+    /// Read a value; exit code 1 when it is not set (mqadmin has no get command).
     #[command(after_help = "Example:\n  rmqctl kv get --namespace ORDER_TOPIC_CONFIG --key Orders")]
     Get {
+        /// KV namespace, e.g. ORDER_TOPIC_CONFIG.
         #[arg(long)]
         namespace: String,
+        /// Key within the namespace.
         #[arg(short = 'k', long)]
         key: String,
     },
-    /// Remove a value from every nameserver.
+    /// Remove a value from every nameserver (mqadmin deleteKvConfig).
     #[command(
         after_help = "Example:\n  rmqctl kv delete --namespace ORDER_TOPIC_CONFIG --key Orders"
     )]
     Delete {
+        /// KV namespace, e.g. ORDER_TOPIC_CONFIG.
         #[arg(long)]
         namespace: String,
+        /// Key within the namespace.
         #[arg(short = 'k', long)]
         key: String,
     },
-    /// Every key of a namespace.
+    /// Every key of a namespace (mqadmin has no list command).
     #[command(after_help = "Example:\n  rmqctl kv list --namespace ORDER_TOPIC_CONFIG")]
     List {
+        /// KV namespace, e.g. ORDER_TOPIC_CONFIG.
         #[arg(long)]
         namespace: String,
     },
+}
+
+/// `host:port[;host:port]`: each address needs its port (a bare host is a usage error,
+/// exit 2, rather than a connection failure later).
+fn parse_namesrv(s: &str) -> Result<String, String> {
+    for addr in s.split(';').map(str::trim).filter(|a| !a.is_empty()) {
+        let port_ok = addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !port_ok {
+            return Err(format!(
+                "{addr:?} is not host:port; give the nameserver's port too, e.g. {addr}:9876"
+            ));
+        }
+    }
+    Ok(s.to_owned())
 }
 
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
@@ -428,6 +489,49 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    /// `--help` as the README promises: every leaf command names its mqadmin counterpart
+    /// (or says mqadmin has none) and shows an example, and every option says what it is.
+    #[test]
+    fn every_leaf_command_names_mqadmin_and_every_option_is_described() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                // A command's own options under "Options", the shared ones in sections.
+                let own = arg.get_help_heading().is_none();
+                if arg.is_global_set() == own && id != "help" && id != "version" {
+                    missing.push(format!("{path}: option {id} is in the wrong section"));
+                }
+                let described = arg
+                    .get_help()
+                    .is_some_and(|h| !h.to_string().trim().is_empty());
+                if !described && id != "help" && id != "version" {
+                    missing.push(format!("{path}: option {id} has no description"));
+                }
+            }
+            let subs: Vec<_> = cmd.get_subcommands().collect();
+            if subs.is_empty() {
+                let text = format!(
+                    "{} {}",
+                    cmd.get_about().map(|h| h.to_string()).unwrap_or_default(),
+                    cmd.get_after_help()
+                        .map(|h| h.to_string())
+                        .unwrap_or_default()
+                );
+                if !text.contains("mqadmin") {
+                    missing.push(format!("{path}: no mqadmin counterpart named"));
+                }
+            }
+            for s in subs.into_iter().filter(|s| s.get_name() != "help") {
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut cli = Cli::command();
+        cli.build();
+        walk(&cli, "rmqctl", &mut missing);
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
 
     #[test]
     fn every_leaf_command_has_an_example() {
@@ -448,5 +552,9 @@ mod tests {
         walk(&Cli::command(), "rmqctl");
         assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
         assert!(parse_pair("novalue").is_err());
+        assert!(parse_namesrv("127.0.0.1:9876;10.0.0.2:9876").is_ok());
+        assert!(parse_namesrv("[::1]:9876").is_ok());
+        assert!(parse_namesrv("127.0.0.1").is_err());
+        assert!(parse_namesrv("127.0.0.1:9876;ns2").is_err());
     }
 }

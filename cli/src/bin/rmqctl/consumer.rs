@@ -6,6 +6,7 @@ use remoting::client::{Client, ClientError};
 use serde_json::json;
 
 use crate::args::ConsumerCmd;
+use crate::failure::Failure;
 use crate::output::{Report, Table, timestamp};
 use crate::targets::{self, Target, route_masters};
 
@@ -19,7 +20,9 @@ pub async fn run(client: &Client, cmd: ConsumerCmd) -> Result<Report> {
 
 pub(crate) async fn brokers_for(client: &Client, topic: Option<&str>) -> Result<Vec<Target>> {
     match topic {
-        Some(t) => Ok(route_masters(&client.topic_route(t).await?)),
+        Some(t) => Ok(route_masters(
+            &crate::targets::topic_route(client, t).await?,
+        )),
         None => {
             targets::resolve(
                 client,
@@ -45,8 +48,25 @@ async fn progress(client: &Client, group: &str, topic: Option<&str>) -> Result<R
     ]);
     let mut rows = Vec::new();
     let (mut total_lag, mut tps) = (0i64, 0.0);
-    for t in brokers_for(client, topic).await? {
+    let brokers = brokers_for(client, topic).await?;
+    // A broker answers GET_CONSUME_STATS for any group name (4.9 counts an unknown
+    // group's offsets as 0), so existence is checked: the group has a subscription group
+    // config on one of the brokers, or (without -t) committed offsets there.
+    let mut known = false;
+    for t in &brokers {
+        known |= client
+            .groups(&t.peer)
+            .await?
+            .subscription_group_table
+            .contains_key(group);
+    }
+    for t in brokers {
         let stats = client.consume_stats(&t.peer, group, topic).await?;
+        known |= if topic.is_none() {
+            !stats.offsets.is_empty()
+        } else {
+            stats.offsets.iter().any(|(_, o)| o.consumer_offset > 0)
+        };
         tps += stats.consume_tps;
         for (mq, o) in stats.offsets {
             let lag = (o.broker_offset - o.consumer_offset).max(0);
@@ -66,6 +86,13 @@ async fn progress(client: &Client, group: &str, topic: Option<&str>) -> Result<R
                 "lag": lag, "lastTimestamp": o.last_timestamp,
             }));
         }
+    }
+    if !known {
+        bail!(Failure::NotFound(format!(
+            "consumer group {group} not found: no broker{} has its subscription group config \
+             or committed offsets (rmqctl group list shows the groups)",
+            topic.map(|t| format!(" of topic {t}")).unwrap_or_default()
+        )));
     }
     let mut report = Report::table(
         table,

@@ -11,6 +11,7 @@ use remoting::client::{Client, Peer};
 use serde_json::{Value, json};
 
 use crate::args::MessageCmd;
+use crate::failure::Failure;
 use crate::output::{Report, Table, timestamp};
 use crate::targets::route_masters;
 
@@ -64,7 +65,10 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             producer_group,
             no_auto_create,
         } => {
-            let publish = client.publish_route(&topic, !no_auto_create).await?;
+            let publish = match client.publish_route(&topic, !no_auto_create).await {
+                Ok(p) => p,
+                Err(e) => return Err(crate::targets::explain_missing_route(client, e.into()).await),
+            };
             let route = publish.route;
             let broker = route
                 .broker_datas
@@ -138,7 +142,7 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             sql,
             group,
         } => {
-            let route = client.topic_route(&topic).await?;
+            let route = crate::targets::topic_route(client, &topic).await?;
             let mut found = Vec::new();
             'brokers: for t in route_masters(&route) {
                 let read_queues = route
@@ -209,7 +213,7 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             begin,
             end,
         } => {
-            let route = client.topic_route(&topic).await?;
+            let route = crate::targets::topic_route(client, &topic).await?;
             let mut found = Vec::new();
             for t in route_masters(&route) {
                 for m in client
@@ -234,7 +238,7 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
         }
         MessageCmd::View { id, topic } => {
             if let Some(topic) = &topic {
-                let route = client.topic_route(topic).await?;
+                let route = crate::targets::topic_route(client, topic).await?;
                 for t in route_masters(&route) {
                     let msgs = client
                         .query_messages(&t.peer, &MessageQuery::by_uniq_key(topic, &id))
@@ -244,6 +248,7 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
                     }
                 }
             }
+            check_store_host(client, &id, topic.as_deref()).await?;
             match client.view_message(&id).await {
                 Ok(m) => Ok(message_detail("-", &m)),
                 Err(e) => match topic {
@@ -257,6 +262,46 @@ pub async fn run(client: &Client, cmd: MessageCmd) -> Result<Report> {
             }
         }
     }
+}
+
+/// Only an offset msgId whose store host is a broker of this cluster is dialled: any
+/// other 32-hex id (a client msgId, UNIQ_KEY, from any client) decodes to some address
+/// too, often a public one, and dialling it would look like an unreachable broker.
+async fn check_store_host(client: &Client, id: &str, topic: Option<&str>) -> Result<()> {
+    let Ok((host, _)) = protocol::message::parse_offset_msg_id(id) else {
+        // Not an offset msgId at all: view_message says why.
+        return Ok(());
+    };
+    let info = client.cluster_info().await?;
+    let known: Vec<String> = remoting::client::namesrv::brokers(&info)
+        .into_iter()
+        .map(|b| b.addr)
+        .collect();
+    let ours = known.iter().any(|a| {
+        a.parse::<std::net::SocketAddr>()
+            .map_or(*a == host.to_string(), |a| a == host)
+    });
+    if ours {
+        return Ok(());
+    }
+    let why = format!(
+        "{id} is not an offset msgId of this cluster: it would name store host {host}, which is \
+         not one of its brokers ({})",
+        if known.is_empty() {
+            "none registered".to_owned()
+        } else {
+            known.join(", ")
+        }
+    );
+    Err(match topic {
+        Some(t) => Failure::NotFound(format!(
+            "no message of topic {t} has client msgId {id}, and {why}"
+        )),
+        None => Failure::Usage(format!(
+            "{why}; it is probably a client msgId (UNIQ_KEY): pass --topic to look it up"
+        )),
+    }
+    .into())
 }
 
 fn body_text(m: &Message) -> String {

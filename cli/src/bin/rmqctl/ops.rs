@@ -28,7 +28,7 @@ pub async fn consumer(client: &Client, cmd: ConsumerOpsCmd) -> Result<Report> {
                 // --to-earliest: the first stored message of each queue.
                 (None, false) => (ResetTo::Time(0), true),
             };
-            let route = client.topic_route(&topic).await?;
+            let route = crate::targets::topic_route(client, &topic).await?;
             let masters = route_masters(&route);
             if masters.is_empty() {
                 bail!("topic {topic} has no master broker in its route");

@@ -29,8 +29,10 @@ pub enum ConsumerOpsCmd {
         after_help = "Example:\n  rmqctl consumer reset -g OrderConsumers -t Orders --to-time 1700000000000\n  rmqctl consumer reset -g OrderConsumers -t Orders --to-latest"
     )]
     Reset {
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long)]
         group: String,
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
         #[command(flatten)]
@@ -43,8 +45,10 @@ pub enum ConsumerOpsCmd {
     /// through the brokers (mqadmin getConsumerStatus).
     #[command(after_help = "Example:\n  rmqctl consumer status -g OrderConsumers -t Orders")]
     Status {
+        /// Consumer (subscription) group name.
         #[arg(short = 'g', long)]
         group: String,
+        /// Topic name.
         #[arg(short = 't', long)]
         topic: String,
         /// Only this client id.
@@ -72,6 +76,7 @@ pub enum MessageOpsCmd {
         /// Send to this topic instead of each message's original topic.
         #[arg(long)]
         to_topic: Option<String>,
+        /// Producer group the messages are re-sent as.
         #[arg(long, default_value = "rmqctl_dlq_resend")]
         producer_group: String,
     },
@@ -83,12 +88,14 @@ pub enum BrokerOpsCmd {
     /// until it re-registers with write permission (mqadmin wipeWritePerm).
     #[command(after_help = "Example:\n  rmqctl broker wipe-write-perm --broker-name broker-a")]
     WipeWritePerm {
+        /// Broker name (brokerName), as `cluster list` shows it.
         #[arg(long)]
         broker_name: String,
     },
     /// Give a broker's topics their write bit back on every nameserver (mqadmin addWritePerm).
     #[command(after_help = "Example:\n  rmqctl broker add-write-perm --broker-name broker-a")]
     AddWritePerm {
+        /// Broker name (brokerName), as `cluster list` shows it.
         #[arg(long)]
         broker_name: String,
     },
@@ -99,6 +106,7 @@ pub enum ProducerCmd {
     /// Clients of a producer group connected to the brokers (mqadmin producerConnection).
     #[command(after_help = "Example:\n  rmqctl producer connections -g OrderProducers -t Orders")]
     Connections {
+        /// Producer group name.
         #[arg(short = 'g', long)]
         group: String,
         /// Ask the brokers of this topic's route (default: every master).
@@ -119,6 +127,7 @@ pub enum NameserverConfigCmd {
     /// Every nameserver's effective configuration, or one key (mqadmin getNamesrvConfig).
     #[command(after_help = "Example:\n  rmqctl nameserver config get -k orderMessageEnable")]
     Get {
+        /// Only this configuration key.
         #[arg(short = 'k', long)]
         key: Option<String>,
     },

@@ -2,9 +2,11 @@
 
 use anyhow::{Context, Result, bail};
 use protocol::body::TopicRouteData;
-use remoting::client::{Client, Peer};
+use remoting::client::namesrv::brokers;
+use remoting::client::{Client, ClientError, Peer};
 
 use crate::args::Targets;
+use crate::failure::Failure;
 
 /// A broker to talk to: its name (when known) and address.
 #[derive(Debug, Clone)]
@@ -29,15 +31,15 @@ pub async fn resolve(client: &Client, targets: &Targets) -> Result<Vec<Target>> 
     }
     let masters = client.master_brokers(targets.cluster.as_deref()).await?;
     if masters.is_empty() {
-        bail!(
-            "nameserver {} lists no master broker{}",
+        bail!(Failure::Unreachable(format!(
+            "nameserver {} lists no master broker{}: the brokers are down or cannot reach it",
             client.namesrv_addrs().join(";"),
             targets
                 .cluster
                 .as_deref()
                 .map(|c| format!(" in cluster {c}"))
                 .unwrap_or_default()
-        );
+        )));
     }
     Ok(masters
         .into_iter()
@@ -46,6 +48,38 @@ pub async fn resolve(client: &Client, targets: &Targets) -> Result<Vec<Target>> 
             peer: Peer::Broker(b.addr),
         })
         .collect())
+}
+
+/// The route of `topic`, see [`explain_missing_route`] for a topic without one.
+pub async fn topic_route(client: &Client, topic: &str) -> Result<TopicRouteData> {
+    match client.topic_route(topic).await {
+        Ok(route) => Ok(route),
+        Err(e) => Err(explain_missing_route(client, e.into()).await),
+    }
+}
+
+/// A route lookup that failed without the nameserver being unreachable: when the
+/// nameserver lists no broker at all, the topic is not missing, its brokers are down. The
+/// nameserver forgets a broker as soon as its connection closes (4.9's
+/// `RouteInfoManager.onChannelDestroy`), so with every broker stopped any topic looks
+/// unknown; that is reported as unreachable (exit 3) instead.
+pub async fn explain_missing_route(client: &Client, e: anyhow::Error) -> anyhow::Error {
+    let unreachable = e
+        .chain()
+        .filter_map(|c| c.downcast_ref::<ClientError>())
+        .any(ClientError::is_unreachable);
+    if unreachable {
+        return e;
+    }
+    match client.cluster_info().await {
+        Ok(info) if brokers(&info).is_empty() => Failure::Unreachable(format!(
+            "no broker is reachable: nameserver {} lists no broker (every broker is down or \
+             cannot reach the nameserver), so it knows no topic's route",
+            client.namesrv_addrs().join(";")
+        ))
+        .into(),
+        _ => e,
+    }
 }
 
 /// The master of every broker in `route`.

@@ -46,11 +46,13 @@ pub async fn cluster(client: &Client, cmd: ClusterCmd) -> Result<Report> {
             get("msgPutTotalTodayNow"),
             get("msgGetTotalTodayNow"),
         ]);
+        // Counters as JSON numbers; null when the broker did not answer.
+        let count = |k: &str| get(k).parse::<i64>().ok();
         rows.push(json!({
             "cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id,
             "addr": b.addr, "version": version, "reachable": runtime.is_ok(),
-            "msgPutTotalTodayNow": get("msgPutTotalTodayNow"),
-            "msgGetTotalTodayNow": get("msgGetTotalTodayNow"),
+            "msgPutTotalTodayNow": count("msgPutTotalTodayNow"),
+            "msgGetTotalTodayNow": count("msgGetTotalTodayNow"),
         }));
     }
     Ok(Report::table(table, json!({ "brokers": rows })))
@@ -119,7 +121,7 @@ pub async fn run(client: &Client, cmd: TopicCmd) -> Result<Report> {
             Ok(written("updated", &topic, &targets, &config))
         }
         TopicCmd::Delete { topic, cluster } => {
-            let route = client.topic_route(&topic).await?;
+            let route = crate::targets::topic_route(client, &topic).await?;
             let mut masters = route_masters(&route);
             if let Some(c) = &cluster {
                 let in_cluster: Vec<String> = client
@@ -154,7 +156,7 @@ pub async fn run(client: &Client, cmd: TopicCmd) -> Result<Report> {
             Ok(Report::table(table, json!({ "topics": list.topic_list })))
         }
         TopicCmd::Route { topic } => {
-            let route = client.topic_route(&topic).await?;
+            let route = crate::targets::topic_route(client, &topic).await?;
             let mut table = Table::new(&[
                 "broker",
                 "id",
@@ -183,7 +185,7 @@ pub async fn run(client: &Client, cmd: TopicCmd) -> Result<Report> {
             Ok(Report::table(table, json))
         }
         TopicCmd::Status { topic } => {
-            let route = client.topic_route(&topic).await?;
+            let route = crate::targets::topic_route(client, &topic).await?;
             let mut table = Table::new(&[
                 "broker",
                 "queue",
