@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ACL + TLS cost on the produce path (issue 16): the same release build, one nameserver and
+# ACL + TLS cost on the produce path: the same release build, one nameserver and
 # one broker per configuration, 1 KiB sync sends from 64 senders, rounds alternating
 #   plain   no ACL, no TLS
 #   acl     aclEnable=true only (every send signed and checked)

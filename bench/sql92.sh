@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SQL92 pull throughput end to end (issue 19): one nameserver and one broker
+# SQL92 pull throughput end to end: one nameserver and one broker
 # (enablePropertyFilter=true) hold a backlog of N messages whose property `a` is i mod 10;
 # rounds then alternate two catch-up consumers that read every queue from offset 0 through
 # PULL_MESSAGE, one unfiltered and one with `a = 3 AND region IS NOT NULL` (10% match).

@@ -1,4 +1,4 @@
-//! SQL92 selector evaluation against decoded properties (issue 19 target: at least
+//! SQL92 selector evaluation against decoded properties(target: at least
 //! 5 M evaluations/s on one core for `a > 5 AND b = 'x' OR c IN ('p','q')`):
 //! `evaluate_decoded` on a general decoded property set (names looked up per message),
 //! `evaluate_slots` on the selector's pre-decoded slots (what the pull path evaluates),

@@ -1,5 +1,5 @@
 //! Pull throughput with a SQL92 filter that matches 10% of a backlog against the
-//! unfiltered pull, in messages *scanned* per second, in one run on one store (issue 19
+//! unfiltered pull, in messages *scanned* per second, in one run on one store (the
 //! target: filtered at least 50% of unfiltered). Both read the whole queue through the
 //! broker's store API with 32-message pulls following nextBeginOffset, as a consumer does.
 //!

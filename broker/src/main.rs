@@ -210,8 +210,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     wait_for_signal().await;
     // Leave the routes before closing anything: no registration may follow the
     // unregistration, then clients learn of it on their next route refresh while this
-    // broker still answers them (issue 18: a broker stopped accepting before it
-    // unregistered, so clients kept sending to a closed port for up to 30 s).
+    // broker still answers them (a broker that stopped accepting before it unregistered
+    // left clients sending to a closed port for up to 30 s).
     registration.abort();
     let _ = registration.await;
     registrar.unregister_all(&broker).await;

@@ -1,5 +1,5 @@
 //! Names, permissions and validation rules shared by the handlers (`MixAll`,
-//! `TopicValidator`, `PermName`, reference §10).
+//! `TopicValidator`, `PermName`).
 
 pub const AUTO_CREATE_TOPIC: &str = "TBW102";
 pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";

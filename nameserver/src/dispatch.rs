@@ -1,5 +1,5 @@
 //! The one request-code table of the nameserver (`DefaultRequestProcessor.processRequest`)
-//! and the envelope rules around it (reference §4).
+//! and the envelope rules around it.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -462,7 +462,7 @@ async fn serve_ready(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
 mod tests {
     use super::*;
 
-    /// Issue 18 item 7: a member that stops answering shows no figure (not a frozen one),
+    /// A member that stops answering shows no figure (not a frozen one),
     /// and removed pods or Brokers leave no series behind.
     #[test]
     fn member_gauges_vanish_with_silence_removed_pods_and_deleted_brokers() {

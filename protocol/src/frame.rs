@@ -1,4 +1,4 @@
-//! Frame codec (`NettyDecoder` / `NettyEncoder`, reference §2):
+//! Frame codec (`NettyDecoder` / `NettyEncoder`):
 //!
 //! ```text
 //! | length: i32 | serialize type: u8 | header length: u24 | header | body |

@@ -6,8 +6,8 @@
 //! `message` encodes/decodes stored message records. Every decoder caps lengths
 //! before allocating and never panics on arbitrary input.
 //!
-//! Wire facts come from `shared/reference/remoting-protocol.md`, which names the
-//! RocketMQ source file each one mirrors.
+//! Each wire fact names the RocketMQ 4.9 class it mirrors (`RemotingCommand`,
+//! `NettyDecoder`, the `*RequestHeader` classes), so it can be checked against the source.
 
 pub mod body;
 pub mod code;

@@ -1,4 +1,4 @@
-//! ROCKETMQ binary header (serialize type 1), reference §3.4
+//! ROCKETMQ binary header (serialize type 1)
 //! (`RocketMQSerializable.rocketMQProtocolEncode` / `rocketMQProtocolDecode`).
 //!
 //! Layout: code i16, language u8, version i16, opaque i32, flag i32, remark (i32 length +

@@ -1,5 +1,5 @@
 //! JSON header (serialize type 0), as fastjson writes and reads it
-//! (`RemotingSerializable`, reference §3.3).
+//! (`RemotingSerializable`).
 //!
 //! Reading is deliberately lenient because real clients differ: the C++ client sends
 //! numbers and booleans as extField values, rocketmq-client-rust sends `null` remark and

@@ -1,6 +1,5 @@
-//! Golden frames written out byte by byte from the reference layout
-//! (remoting-protocol.md §2, §3.3, §3.4, §7.2, §7.4, §7.6), decoded with
-//! `RemotingCodec`, checked field by field, and encoded again.
+//! Golden frames written out byte by byte from the 4.9 layout (`RemotingCommand`,
+//! `NettyDecoder`, the send, pull and heartbeat headers), decoded with `RemotingCodec`, checked field by field, and encoded again.
 //!
 //! JSON headers list properties and extFields in alphabetical order, as fastjson writes
 //! them. Binary SEND_MESSAGE_V2 entries follow Java's fast-codes order `a`..`n`

@@ -3,7 +3,7 @@
 //! (the receiver's), with ring, the provider rustls uses. Records of 1 KiB (one message
 //! per record) to 16 KiB (the largest TLS record, many pipelined messages per record). With the `sign` bench this gives the
 //! cryptographic floor of ACL + TLS per message, the part no implementation can remove
-//! (docs/benchmarks.md, issue 16). Run with `cargo bench -p rmq-security --bench
+//! (docs/benchmarks.md). Run with `cargo bench -p rmq-security --bench
 //! record_cipher`.
 
 use std::hint::black_box;

@@ -1,5 +1,5 @@
 //! The request signature of RocketMQ 4.9's ACL 1.0 (`AclClientRPCHook`,
-//! `AclUtils.combineRequestContent`, `AclSigner`; reference acl-tls.md §3).
+//! `AclUtils.combineRequestContent`, `AclSigner`).
 //!
 //! Content = the values (no keys, no separators) of every extField except `Signature`,
 //! in ascending key order, then the raw body. Signature = Base64(HmacSHA1(secretKey,

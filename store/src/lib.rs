@@ -1,7 +1,8 @@
 //! RocketMQ 4.9-compatible storage engine: CommitLog segment files on memory maps,
 //! flush services (async and group-commit sync), checkpoint, abort/lock files, crash
 //! recovery and retention, plus (from the read side) ConsumeQueue, IndexFile and
-//! dispatch. On-disk formats follow `shared/reference/store-format.md`.
+//! dispatch. On-disk formats are RocketMQ 4.9's byte for byte (`CommitLog`, `ConsumeQueue`,
+//! `IndexFile`, `StoreCheckpoint`; `docs/architecture.md` lists them).
 //!
 //! # Failure policy
 //!

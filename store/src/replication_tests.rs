@@ -126,7 +126,7 @@ fn stream(master: &MessageStore, slave: &mut crate::ha::ReplicaWriter, from: Phy
     }
 }
 
-/// Issue 15 defect 1: a slave promoted while its dispatch had not yet indexed the last
+/// A slave promoted while its dispatch had not yet indexed the last
 /// replicated records used to rebuild its next queue offsets from the lagging queues and
 /// hand queue offset 10 out again; reput then dropped the new, acknowledged message as a
 /// duplicate of the replicated one. Promotion must be refused until dispatch caught up.

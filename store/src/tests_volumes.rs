@@ -1,4 +1,4 @@
-//! Issue 14, defect 6: the store checks free space on every volume it writes to. With
+//! The store checks free space on every volume it writes to. With
 //! the CommitLog on its own volume, a full root volume (ConsumeQueues, IndexFiles) must
 //! refuse writes too: an acknowledged message could not get its ConsumeQueue unit.
 

@@ -1,4 +1,4 @@
-//! Crash model (issue 14): a file system that keeps, next to the real files, the image a
+//! Crash model: a file system that keeps, next to the real files, the image a
 //! disk would hold — only bytes that were synced (`msync`/`fsync` through `StoreFs`) or
 //! allocated reach it. A crash kills the file system (every later operation fails, as
 //! for a dead machine), drops the store, and writes the disk images back over the files:

@@ -1,4 +1,4 @@
-//! Fault injection through `StoreFs` (issue 14): after every fault, either the put was
+//! Fault injection through `StoreFs`: after every fault, either the put was
 //! refused or its data is there after recovery, and no ConsumeQueue unit points past the
 //! CommitLog's valid end. EIO and ENOSPC on msync / pwrite go through
 //! `store/src/flush/tests_faults.rs` and `store/src/tests_volumes.rs`; crashes at every

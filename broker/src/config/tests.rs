@@ -79,7 +79,7 @@ fn register_period_is_clamped() {
     assert_eq!(b.register_period(), Duration::from_secs(60));
 }
 
-/// Issue 15 defect 4: GET_BROKER_CONFIG (and `-p`) printed `haSecret`.
+/// GET_BROKER_CONFIG (and `-p`) printed `haSecret`.
 #[test]
 fn the_ha_secret_is_never_rendered_or_debug_printed() {
     let c = Config::from_properties("haSecret=hunter2-topsecret\nbrokerName=b\n").unwrap();

@@ -1,5 +1,5 @@
 //! What each request code needs from the broker's ACL (4.9 `PlainAccessValidator.parse`
-//! plus `Permission.ADMIN_CODE`; reference acl-tls.md §5–6), and the one check in front
+//! plus `Permission.ADMIN_CODE`), and the one check in front
 //! of the dispatch table.
 //!
 //! Three classes, deny by default:

@@ -1,5 +1,5 @@
 //! The broker's one request-code table (`BrokerController.registerProcessor` plus
-//! `AdminBrokerProcessor.processRequest`) and the envelope rules around it (reference §4):
+//! `AdminBrokerProcessor.processRequest`) and the envelope rules around it:
 //! oneway requests get no answer, a handler error becomes SYSTEM_ERROR with the error as
 //! remark, unknown codes get REQUEST_CODE_NOT_SUPPORTED.
 

@@ -1,5 +1,5 @@
-//! ACL management, request codes 50–54 (4.9 `AdminBrokerProcessor`; reference
-//! acl-tls.md §7). Only admin accounts get here (`crate::dispatch::acl`). Differences from 4.9:
+//! ACL management, request codes 50–54 (4.9 `AdminBrokerProcessor`).
+//! Only admin accounts get here (`crate::dispatch::acl`). Differences from 4.9:
 //! edits take effect at once; 53 may only name the broker's own ACL file (4.9's path
 //! check could be bypassed); 54 answers the accounts without their secret keys (4.9.0–
 //! 4.9.7 sent them to any caller, issue #5970). With ACL disabled, every code answers

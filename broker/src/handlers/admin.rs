@@ -1,4 +1,4 @@
-//! Admin requests (`AdminBrokerProcessor`, reference §7.13): topics, subscription groups,
+//! Admin requests (`AdminBrokerProcessor`): topics, subscription groups,
 //! runtime info, configuration, connection and offset statistics.
 //!
 //! A topic or group change answers only once `topics.json` / `subscriptionGroup.json`
@@ -365,7 +365,7 @@ pub fn consumer_connections(broker: &Arc<Broker>, request: &RemotingCommand) -> 
         .into())
 }
 
-/// Writes fastjson's `Map<MessageQueue, V>`: object keys, unquoted (reference §8.6).
+/// Writes fastjson's `Map<MessageQueue, V>`: object keys, unquoted.
 fn object_keyed_map(out: &mut String, entries: impl IntoIterator<Item = (MessageQueue, Vec<u8>)>) {
     out.push('{');
     for (n, (mq, value)) in entries.into_iter().enumerate() {

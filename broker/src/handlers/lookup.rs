@@ -1,4 +1,4 @@
-//! QUERY_MESSAGE and VIEW_MESSAGE_BY_ID (`QueryMessageProcessor`, reference §7.5).
+//! QUERY_MESSAGE and VIEW_MESSAGE_BY_ID (`QueryMessageProcessor`).
 
 use std::sync::Arc;
 

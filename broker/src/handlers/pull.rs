@@ -1,4 +1,4 @@
-//! PULL_MESSAGE with long polling (`PullMessageProcessor`, reference §7.4).
+//! PULL_MESSAGE with long polling (`PullMessageProcessor`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

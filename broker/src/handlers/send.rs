@@ -1,5 +1,5 @@
 //! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (`SendMessageProcessor`,
-//! `AbstractSendMessageProcessor.msgCheck`, reference §7.1–7.3).
+//! `AbstractSendMessageProcessor.msgCheck`).
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! CONSUMER_SEND_MSG_BACK (`SendMessageProcessor.asyncConsumerSendMsgBack`, reference
-//! §7.10 and §11): a consumer hands back a message it failed to consume. The broker
+//! CONSUMER_SEND_MSG_BACK (`SendMessageProcessor.asyncConsumerSendMsgBack`):
+//! a consumer hands back a message it failed to consume. The broker
 //! stores a copy for `%RETRY%<group>` behind a delay level (the store parks it in
 //! `SCHEDULE_TOPIC_XXXX`, the schedule service re-delivers it when due), or, once the
 //! message has been retried `maxReconsumeTimes` times or the consumer asks for it, in

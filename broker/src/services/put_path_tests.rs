@@ -1,4 +1,4 @@
-//! Issue 15 defect 2: every put site honours the fence, flush and replica rules.
+//! Every put site honours the fence, flush and replica rules.
 
 use std::path::Path;
 use std::sync::Arc;

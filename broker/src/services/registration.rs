@@ -122,7 +122,7 @@ impl Registrar {
             broker_id: registered_id(broker),
             compressed: false,
             body_crc32: crc,
-            // The nameserver keeps the master of the highest epoch (issue 15 defect 5).
+            // The nameserver keeps the master of the highest epoch.
             master_epoch: broker
                 .ha
                 .get()

@@ -390,7 +390,7 @@ fn a_candidate_lost_mid_promotion_is_fenced_again_at_a_higher_epoch() {
     assert_eq!(s.trigger, Some(FailoverTrigger::MasterUnavailable));
 }
 
-/// Issue 15 defect 6: a master whose pod is terminating (a drain, a delete) may serve
+/// A master whose pod is terminating (a drain, a delete) may serve
 /// clients until its grace period ends. Cut off from the operator, it used to count as
 /// fenced at once, and a slave was promoted while it still took writes.
 #[test]
@@ -444,7 +444,7 @@ fn a_terminating_master_that_answers_is_fenced_by_role_change() {
     no_violations(&sim);
 }
 
-/// Issue 15 defect 6: under ASYNC_MASTER a failover to an in-sync slave that lacks the
+/// Under ASYNC_MASTER a failover to an in-sync slave that lacks the
 /// master's last bytes was counted clean, yet those bytes may have been acknowledged. It
 /// reports the loss, measured from the master's last observed end (a lower bound: the
 /// master did not answer), and counts as unclean so the alert fires.

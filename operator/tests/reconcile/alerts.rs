@@ -1,4 +1,4 @@
-//! Issue 20 item 7: the alerts (chart PrometheusRule and the per-Broker rule the operator
+//! The alerts (chart PrometheusRule and the per-Broker rule the operator
 //! creates) are the ones operators expect, each links a runbook page that exists, none is
 //! defined twice, and every metric they (and the dashboard) query is one that its component
 //! really exports. An alert on a metric nobody exports never fires, and nothing else

@@ -1,4 +1,4 @@
-//! `rmq-operator crd apply` (issue 18 item 8, what the chart's pre-upgrade hook runs)
+//! `rmq-operator crd apply` (what the chart's pre-upgrade hook runs)
 //! against the fake API server: creation, the upgrade of an older schema owned by another
 //! field manager, idempotence, dry runs, and CRDs that never become Established.
 

@@ -34,7 +34,7 @@ fn crds_carry_printer_columns_short_names_and_status() {
     }
 }
 
-/// Issue 18 item 8: `kubectl scale` works on a NameServer, conditions merge as a map keyed
+/// `kubectl scale` works on a NameServer, conditions merge as a map keyed
 /// by type under server-side apply, and `kubectl get broker` shows the failover columns.
 #[test]
 fn scale_subresource_condition_list_maps_and_failover_columns() {

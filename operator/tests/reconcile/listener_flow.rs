@@ -1,4 +1,4 @@
-//! Issue 20 item 4: the `loadbalancer` listener. Each broker pod gets its own Service;
+//! The `loadbalancer` listener. Each broker pod gets its own Service;
 //! the address its load balancer is given is read back, written as the pod's brokerIP1
 //! (brokerIP2 stays the pod's DNS name for replication) and recorded in status; pods start
 //! only once their address is known and the Broker is not Ready before.

@@ -1,4 +1,4 @@
-//! Issue 18 item 7: the "group has a ready master" gauge behind `RocketMQMasterDown` is set
+//! The "group has a ready master" gauge behind `RocketMQMasterDown` is set
 //! for every group, including single-replica groups and groups whose failover never armed
 //! (no member ever answered GET_BROKER_HA_STATUS), which never leave phase Idle.
 

@@ -1,4 +1,4 @@
-//! Issue 18 item 7: turning the ServiceMonitor / PrometheusRule off deletes them; the
+//! Turning the ServiceMonitor / PrometheusRule off deletes them; the
 //! per-Broker rule links runbooks and does not duplicate the chart's rules.
 
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ async fn turning_monitoring_off_deletes_the_objects() {
     assert!(exists(&c, true).await.is_none());
 }
 
-/// Issue 20 item 7: the configured extra labels (kube-prometheus-stack selects rules and
+/// The configured extra labels (kube-prometheus-stack selects rules and
 /// monitors by label) reach both objects, and cannot replace the operator's own labels.
 #[tokio::test]
 async fn monitoring_objects_carry_the_configured_extra_labels() {

@@ -121,7 +121,7 @@ async fn the_kv_config_moves_from_an_empty_dir_to_a_claim_without_a_stuck_reconc
     assert!(sts.spec.unwrap().volume_claim_templates.is_some());
 }
 
-/// Issue 16 for NameServers: the ACL and TLS Secrets are mounted read-only, namesrv.conf
+/// For NameServers: the ACL and TLS Secrets are mounted read-only, namesrv.conf
 /// names their paths, and no value reaches a ConfigMap, a StatefulSet, the status or an
 /// Event.
 #[tokio::test]

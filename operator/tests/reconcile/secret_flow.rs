@@ -1,4 +1,4 @@
-//! Secrets of a Broker (issue 16, operator part): the generated HA secret and the Secrets
+//! Secrets of a Broker: the generated HA secret and the Secrets
 //! a spec names are referenced from the pods, never copied anywhere the operator writes.
 
 use k8s_openapi::api::apps::v1::StatefulSet;

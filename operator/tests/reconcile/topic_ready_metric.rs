@@ -1,4 +1,4 @@
-//! Issue 20 item 7: `rmq_operator_topic_ready` (behind `RocketMQTopicNotReady`) follows each
+//! `rmq_operator_topic_ready` (behind `RocketMQTopicNotReady`) follows each
 //! managed Topic's Ready condition, and leaves no series for unmanaged or deleted Topics.
 
 use operator::crd::Topic;

@@ -1,4 +1,4 @@
-//! Reading and writing JSON the way fastjson 1.2.69 does (reference §8.1).
+//! Reading and writing JSON the way fastjson 1.2.69 does.
 //!
 //! fastjson writes map keys that are not `String`s without quotes
 //! (`{0:"10.0.0.1:10911"}`), writes object-typed keys as bare JSON objects

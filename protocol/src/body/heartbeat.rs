@@ -1,4 +1,4 @@
-//! `HeartbeatData` and its parts (`common/protocol/heartbeat/*.java`, reference §8.4).
+//! `HeartbeatData` and its parts (`common/protocol/heartbeat/*.java`).
 //!
 //! Java and Go send enums by name; the C++ client sends their ordinals, `subVersion` as a
 //! string, and omits empty sets and several booleans. All of that is accepted.

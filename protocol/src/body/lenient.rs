@@ -1,4 +1,4 @@
-//! Deserialization helpers for what non-Java clients send (reference §8.4): numbers as
+//! Deserialization helpers for what non-Java clients send: numbers as
 //! strings, enums as ordinals, `null` where Java would omit the property.
 
 use serde::de::{self, Deserialize, Deserializer, Visitor};

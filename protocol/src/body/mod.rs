@@ -1,4 +1,4 @@
-//! JSON bodies carried by nameserver and client requests (reference §8), in the shape
+//! JSON bodies carried by nameserver and client requests, in the shape
 //! fastjson 1.2.69 writes them (`RemotingSerializable`).
 //!
 //! Every type decodes with [`fastjson::from_slice`], which accepts both standard JSON

@@ -1,7 +1,7 @@
 //! Bodies keyed by `MessageQueue` with an offset per queue: `ResetOffsetBody` (220, 222)
 //! and `GetConsumerStatusBody` (221, 223). fastjson writes `Map<MessageQueue, Long>` with
 //! the queue objects themselves as keys (`{{"brokerName":"b","queueId":0,"topic":"T"}:5}`,
-//! reference §8.6); that is what Java and `rocketmq-client-rust` clients parse, so it is
+//! as fastjson writes a `Map<MessageQueue, Long>`); that is what Java and `rocketmq-client-rust` clients parse, so it is
 //! what [`QueueOffsetTable::write_json`] writes.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! `RegisterBrokerBody` (`common/protocol/body/RegisterBrokerBody.java`, reference §8.3):
+//! `RegisterBrokerBody` (`common/protocol/body/RegisterBrokerBody.java`):
 //! the REGISTER_BROKER body, as fastjson JSON or in the zlib-compressed binary form a
 //! broker with `compressedRegister=true` sends.
 //!

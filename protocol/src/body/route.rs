@@ -1,5 +1,5 @@
 //! `TopicRouteData`, `QueueData`, `BrokerData` (`common/protocol/route/*.java`), the body
-//! of GET_ROUTEINFO_BY_TOPIC (reference §8.2).
+//! of GET_ROUTEINFO_BY_TOPIC.
 
 use std::collections::BTreeMap;
 

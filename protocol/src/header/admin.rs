@@ -1,4 +1,4 @@
-//! Broker admin headers (reference §7.13). Requests without a header (e.g.
+//! Broker admin headers. Requests without a header (e.g.
 //! GET_ALL_TOPIC_CONFIG) use `()`.
 
 crate::header! {

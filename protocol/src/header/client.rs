@@ -1,4 +1,4 @@
-//! Client registration headers (reference §7.6). HEART_BEAT carries no header, only
+//! Client registration headers. HEART_BEAT carries no header, only
 //! a JSON body.
 
 crate::header! {

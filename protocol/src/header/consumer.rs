@@ -1,4 +1,4 @@
-//! Consumer-side headers (reference §7.7, §7.10, §11).
+//! Consumer-side headers.
 
 use crate::message::PhysicalOffset;
 

@@ -1,5 +1,4 @@
-//! Nameserver request and response headers (`common/protocol/header/namesrv/*.java`,
-//! reference §7.14).
+//! Nameserver request and response headers (`common/protocol/header/namesrv/*.java`).
 
 crate::header! {
     /// REGISTER_BROKER (103).

@@ -1,4 +1,4 @@
-//! Consumer offset and queue offset headers (reference §7.8–7.9).
+//! Consumer offset and queue offset headers.
 
 use crate::message::{ConsumerOffset, QueueOffset};
 

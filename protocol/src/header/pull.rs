@@ -1,4 +1,4 @@
-//! PULL_MESSAGE headers (reference §7.4; `PullMessageRequestHeader`,
+//! PULL_MESSAGE headers (`PullMessageRequestHeader`,
 //! `PullMessageResponseHeader`).
 
 use crate::message::{ConsumerOffset, PullSysFlag, QueueOffset};

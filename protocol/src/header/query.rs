@@ -1,4 +1,4 @@
-//! Message lookup headers (reference §7.5; `QueryMessageRequestHeader`,
+//! Message lookup headers (`QueryMessageRequestHeader`,
 //! `QueryMessageResponseHeader`, `ViewMessageRequestHeader`).
 
 use crate::message::PhysicalOffset;

@@ -1,4 +1,4 @@
-//! Request–reply push (reference §7.15; `ReplyMessageRequestHeader`). Replies are
+//! Request–reply push (`ReplyMessageRequestHeader`). Replies are
 //! sent with the send headers (SEND_REPLY_MESSAGE(_V2)); the broker forwards them to
 //! the requester with PUSH_REPLY_MESSAGE_TO_CLIENT (326) and this header.
 

@@ -1,5 +1,5 @@
 //! Offset reset and consumer status headers (`ResetOffsetRequestHeader`,
-//! `GetConsumerStatusRequestHeader`, reference §7.13): mqadmin's `resetOffsetByTime`,
+//! `GetConsumerStatusRequestHeader`): mqadmin's `resetOffsetByTime`,
 //! `skipAccumulatedMessage` and `getConsumerStatus`, and what the broker pushes to the
 //! group's clients for them.
 

@@ -1,4 +1,4 @@
-//! Send headers (reference §7.1–7.3; `SendMessageRequestHeader`,
+//! Send headers (`SendMessageRequestHeader`,
 //! `SendMessageRequestHeaderV2`, `SendMessageResponseHeader`).
 
 use crate::code::request;
@@ -22,7 +22,7 @@ crate::header! {
         optional properties: SharedStr = "properties",
         optional reconsume_times: i32 = "reconsumeTimes",
         default unit_mode: bool = "unitMode" => false,
-        /// The body is a batch (reference §9.2).
+        /// The body is a batch.
         default batch: bool = "batch" => false,
         optional max_reconsume_times: i32 = "maxReconsumeTimes",
         /// Broker name (`RpcRequestHeader.bname`, 4.9.5+).

@@ -1,4 +1,4 @@
-//! Transaction headers (reference §12; `EndTransactionRequestHeader`,
+//! Transaction headers (`EndTransactionRequestHeader`,
 //! `CheckTransactionStateRequestHeader`).
 
 use crate::message::{MessageSysFlag, PhysicalOffset, QueueOffset, TransactionType};

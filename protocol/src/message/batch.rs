@@ -1,4 +1,4 @@
-//! SEND_BATCH_MESSAGE body (reference §9.2; Java `MessageDecoder.encodeMessages` on the
+//! SEND_BATCH_MESSAGE body (Java `MessageDecoder.encodeMessages` on the
 //! client, `CommitLog.MessageExtEncoder.encode(MessageExtBatch)` on the broker).
 //!
 //! Entries are concatenated without a count prefix:

@@ -1,4 +1,4 @@
-//! Body (de)compression (reference §9.4; `common/compression/ZlibCompressor.java`,
+//! Body (de)compression (`common/compression/ZlibCompressor.java`,
 //! `UtilAll.uncompress`). Java producers compress bodies over 4 KiB with zlib (RFC 1950
 //! framing) at level 5; the broker stores them untouched, so only clients and tools
 //! inflate.

@@ -1,5 +1,5 @@
 //! Message codec: the stored record layout, properties, batch bodies, message ids,
-//! tag hashes, sysFlag bits and body decompression (reference §9, store-format.md §3).
+//! tag hashes, sysFlag bits and body decompression.
 
 pub mod batch;
 pub mod compress;

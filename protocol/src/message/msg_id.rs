@@ -1,4 +1,4 @@
-//! Message ids (reference §9.6): the broker's offset msgId and the client's `UNIQ_KEY`.
+//! Message ids: the broker's offset msgId and the client's `UNIQ_KEY`.
 //!
 //! * Offset msgId (`MessageDecoder.createMessageId` / `decodeMessageId`): uppercase hex
 //!   of the store host (4 or 16 address bytes + i32 port) and the i64 CommitLog offset;

@@ -1,4 +1,4 @@
-//! The message properties string (reference §9.1; Java `MessageDecoder`
+//! The message properties string (Java `MessageDecoder`
 //! `messageProperties2String` / `string2messageProperties`, names from `MessageConst`).
 //!
 //! `name U+0001 value U+0002 name U+0001 value ...`. The parser is as lenient as

@@ -1,7 +1,7 @@
-//! CommitLog message record of RocketMQ 4.9 (store-format.md §3; Java
+//! CommitLog message record of RocketMQ 4.9 (Java
 //! `store/CommitLog.java` `MessageExtEncoder` / `checkMessageAndReturnSize`,
 //! `common/message/MessageDecoder.java`). The same bytes travel in pull, query and
-//! view-by-id bodies (reference §9.3).
+//! view-by-id bodies.
 //!
 //! API:
 //! * [`record_len`] — exact encoded size for a sysFlag (host families) and the three
@@ -621,7 +621,7 @@ impl<'a> RecordView<'a> {
         self.topic
     }
 
-    /// The raw properties string (reference §9.1).
+    /// The raw properties string.
     pub fn properties(&self) -> &'a str {
         self.properties
     }

@@ -33,7 +33,7 @@ fn stamp() -> StoreStamp {
     }
 }
 
-/// The record written out field by field from the store-format.md §3 table.
+/// The record written out field by field from `CommitLog.MessageExtEncoder`'s field order.
 #[test]
 fn layout_matches_reference_table() {
     let rec = sample(b"hi", "T", "K\u{1}V");

@@ -1,5 +1,5 @@
 //! Message and pull sysFlag bits (`common/sysflag/MessageSysFlag.java`,
-//! `common/sysflag/PullSysFlag.java`; reference §9.4 and §7.4).
+//! `common/sysflag/PullSysFlag.java`).
 
 use std::net::SocketAddr;
 

@@ -1,4 +1,4 @@
-//! Tag hash codes (reference §9.5; `MessageExtBrokerInner.tagsString2tagsCode`).
+//! Tag hash codes (`MessageExtBrokerInner.tagsString2tagsCode`).
 
 use super::properties;
 

@@ -1,5 +1,4 @@
-//! The `plain_acl.yml` document (4.9 `PlainPermissionManager.load`, `PlainAccessConfig`;
-//! reference acl-tls.md §1). Unknown keys are ignored; scalars written as YAML numbers
+//! The `plain_acl.yml` document (4.9 `PlainPermissionManager.load`, `PlainAccessConfig`). Unknown keys are ignored; scalars written as YAML numbers
 //! or booleans (`secretKey: 12345678`) are read as their text.
 
 use serde::{Deserialize, Deserializer, Serialize};

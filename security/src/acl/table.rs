@@ -1,5 +1,5 @@
 //! The compiled ACL and the decision for one request (4.9 `PlainPermissionManager.validate`
-//! and `PlainAccessValidator`; reference acl-tls.md §4, with the deviations listed in
+//! and `PlainAccessValidator`, with the deviations listed in
 //! `docs/security.md`).
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! TLS for the remoting ports with rustls (no OpenSSL), in RocketMQ 4.9's three server
-//! modes (`tls.server.mode`; reference acl-tls.md §9):
+//! modes (`tls.server.mode`):
 //!
 //! - `disabled`: plaintext only; a TLS ClientHello is refused (connection closed);
 //! - `permissive`: the first byte decides: 0x16 (a TLS handshake record) gets TLS,
@@ -158,8 +158,8 @@ pub struct ClientTlsSettings {
 
 /// ring's suites, AES-128-GCM first in each protocol version. rustls (and Java) prefer
 /// AES-256-GCM; both are sound, and 128-bit keys take 10 AES rounds instead of 14 per
-/// block, which is measurable on a broker encrypting every message (issue 16's
-/// throughput budget). Servers apply this order over the client's (`ignore_client_order`).
+/// block, which is measurable on a broker encrypting every message (the
+/// produce path's throughput budget). Servers apply this order over the client's (`ignore_client_order`).
 const SUITES: [rustls::SupportedCipherSuite; 9] = {
     use rustls::crypto::ring::cipher_suite::*;
     [

@@ -1,7 +1,7 @@
 //! Abnormal recovery over every host-family combination (sysFlag bits 4 and 5): the
 //! fields after BORNHOST move with an IPv6 born host, and recovery must read them where
-//! the record's own sysFlag puts them (issue 14, defect 1: an IPv6 born host used to
-//! panic every restart).
+//! the record's own sysFlag puts them (an IPv6 born host once
+//! panicked every restart).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! `consumerOffset.json` (`ConsumerOffsetManager`, store-format.md §8.2): committed offsets
+//! `consumerOffset.json` (`ConsumerOffsetManager`): committed offsets
 //! per `"<topic>@<group>"` and queue id. fastjson writes the inner `Map<Integer, Long>` with
 //! unquoted keys; both spellings are read.
 

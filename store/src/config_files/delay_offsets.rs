@@ -1,5 +1,5 @@
-//! `delayOffset.json` (`ScheduleMessageService`, `DelayOffsetSerializeWrapper`,
-//! store-format.md §8.3): delay level (1-based) → next ConsumeQueue offset of
+//! `delayOffset.json` (`ScheduleMessageService`, `DelayOffsetSerializeWrapper`):
+//! delay level (1-based) → next ConsumeQueue offset of
 //! `SCHEDULE_TOPIC_XXXX` queue `level - 1` still to deliver. Keys are unquoted by fastjson.
 
 use std::collections::BTreeMap;

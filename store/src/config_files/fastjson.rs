@@ -1,6 +1,6 @@
 //! Reading and writing the JSON dialect fastjson produces for RocketMQ config files.
 //!
-//! fastjson writes non-String map keys unquoted (`{0:250,1:249}`, remoting-protocol.md §8.1),
+//! fastjson writes non-String map keys unquoted (`{0:250,1:249}`),
 //! which strict JSON parsers reject, and pretty-prints with tab indentation and no space after
 //! the colon. [`parse`] reads that dialect through `protocol::body::fastjson`; [`to_pretty`]
 //! and [`write_int_key_map`] write it.

@@ -1,5 +1,5 @@
-//! Broker config files kept under `<storeRoot>/config/` in RocketMQ's fastjson shapes
-//! (`store-format.md` §8): `topics.json`, `consumerOffset.json`, `delayOffset.json`,
+//! Broker config files kept under `<storeRoot>/config/` in RocketMQ's fastjson shapes:
+//! `topics.json`, `consumerOffset.json`, `delayOffset.json`,
 //! `subscriptionGroup.json`.
 //!
 //! Every file is written through [`ConfigFile::persist`] (temp file + fsync + rename, the

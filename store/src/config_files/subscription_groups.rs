@@ -1,5 +1,4 @@
-//! `subscriptionGroup.json`: `SubscriptionGroupWrapper` (`SubscriptionGroupManager`,
-//! store-format.md §8.4).
+//! `subscriptionGroup.json`: `SubscriptionGroupWrapper` (`SubscriptionGroupManager`).
 
 use std::collections::BTreeMap;
 

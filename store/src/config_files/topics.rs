@@ -1,5 +1,5 @@
-//! `topics.json`: a `TopicConfigSerializeWrapper` (`TopicConfigManager.encode`,
-//! store-format.md §8.1). The types are the protocol crate's, shared with broker
+//! `topics.json`: a `TopicConfigSerializeWrapper` (`TopicConfigManager.encode`).
+//! The types are the protocol crate's, shared with broker
 //! registration bodies.
 
 pub use protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};

@@ -1,5 +1,5 @@
 //! ConsumeQueues: per `topic`/`queueId` indexes of 20-byte units pointing into the
-//! CommitLog (store-format.md §4, RocketMQ `ConsumeQueue.java`), stored under
+//! CommitLog (RocketMQ `ConsumeQueue.java`), stored under
 //! `consumequeue/<topic>/<queueId>/<20-digit start offset>`.
 
 mod file;

@@ -8,7 +8,7 @@ use super::*;
 const FILE_UNITS: usize = 5;
 const FILE_SIZE: usize = FILE_UNITS * 20;
 
-/// Reads a queue directory straight from disk with the layout of store-format.md §4:
+/// Reads a queue directory straight from disk with RocketMQ's layout (`ConsumeQueue.CQ_STORE_UNIT_SIZE`):
 /// 20-digit file names, 20-byte big-endian units (i64 offset, i32 size, i64 tags code),
 /// stopping at the first unit with offset < 0 or size <= 0. Returns (logical offset, unit).
 fn raw_units(dir: &Path) -> Vec<(i64, (i64, i32, i64))> {

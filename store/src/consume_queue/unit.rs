@@ -1,4 +1,4 @@
-//! One 20-byte ConsumeQueue unit (store-format.md §4, `ConsumeQueue.CQ_STORE_UNIT_SIZE`).
+//! One 20-byte ConsumeQueue unit (`ConsumeQueue.CQ_STORE_UNIT_SIZE`).
 
 use protocol::message::PhysicalOffset;
 

@@ -1,5 +1,5 @@
 //! Dispatch (reput): turning CommitLog records into ConsumeQueue units and IndexFile
-//! entries, and waking long-polling pulls (store-format.md §9).
+//! entries, and waking long-polling pulls.
 
 mod commitlog_reader;
 mod dispatcher;

@@ -1,6 +1,6 @@
 //! Shared fixtures for dispatch and lookup tests: a store root with tiny ConsumeQueue and
 //! IndexFile sizes, an in-memory CommitLog of 4 KiB files, and a raw on-disk decoder of
-//! ConsumeQueue files written from store-format.md §4 (independent of the store's reader).
+//! ConsumeQueue files written from RocketMQ's 20-byte unit layout (independent of the store's reader).
 
 use std::fs;
 use std::path::Path;
@@ -134,7 +134,7 @@ pub fn raw_cq_units(dir: &Path) -> Vec<(i64, (i64, i32, i64))> {
     out
 }
 
-/// Java `String.hashCode` written out here from the reference (§5.1).
+/// Java `String.hashCode` written out here as `IndexFile.indexKeyHashMethod` uses it.
 pub fn ref_java_hash(s: &str) -> i64 {
     i64::from(
         s.encode_utf16()

@@ -1,4 +1,4 @@
-//! Issue 14, defect 3: a ConsumeQueue unit that cannot be written is retried, dispatch
+//! A ConsumeQueue unit that cannot be written is retried, dispatch
 //! never moves past it, and the store refuses puts meanwhile (it must not acknowledge
 //! messages consumers would never see); once the write succeeds everything resumes with
 //! every unit in its own slot.

@@ -1,4 +1,4 @@
-//! Issue 14, defect 8: recovery checks ConsumeQueue units against the CommitLog. A
+//! Recovery checks ConsumeQueue units against the CommitLog. A
 //! unit torn by a crash (its bytes half old, half new) can name an offset and size that
 //! pass the old "offset >= 0 && size > 0" test and end inside the CommitLog; it then
 //! took a queue slot for ever (consumers read garbage there, and the next message got

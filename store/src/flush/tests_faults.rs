@@ -1,4 +1,4 @@
-//! Issue 14, defects 4 and 5: a failed CommitLog sync fences writes (waiters are never
+//! A failed CommitLog sync fences writes (waiters are never
 //! told SEND_OK, later puts are refused until a restart), and a stalled sync answers
 //! FLUSH_DISK_TIMEOUT after `syncFlushTimeout` through the watchdog.
 

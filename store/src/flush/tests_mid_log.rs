@@ -1,4 +1,4 @@
-//! Issue 14, defect 2: a store whose first CommitLog file does not start at offset 0 (a
+//! A store whose first CommitLog file does not start at offset 0 (a
 //! fresh slave that starts from its master's last file) must flush, and once promoted
 //! must acknowledge SYNC_FLUSH puts. The flushed position used to stay at 0, which no
 //! file holds, so nothing was ever synced and every waiting put timed out.

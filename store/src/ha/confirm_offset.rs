@@ -90,7 +90,7 @@ mod tests {
         );
     }
 
-    /// Issue 14, defect 9: a failed write must not count as persisted.
+    /// A failed write must not count as persisted.
     #[test]
     fn a_failed_persist_is_retried() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! A slave's proof that its CommitLog is a prefix of its master's (issue 15 defect 3).
+//! A slave's proof that its CommitLog is a prefix of its master's.
 //! RocketMQ 4.9 takes a reconnecting slave's first 8-byte report at face value; a master
 //! that lost unflushed bytes and wrote new ones at the same offsets would then count the
 //! slave's different bytes as replicated. Before its reports count as acks a slave shows

@@ -56,7 +56,7 @@ fn a_true_prefix_is_accepted_at_every_record_boundary_and_across_files() {
     }
 }
 
-/// Issue 15 defect 3: the master streamed up to X, lost its unflushed tail, recovered to
+/// The master streamed up to X, lost its unflushed tail, recovered to
 /// F < X and wrote new records past X in the same epoch. The slave's report X used to
 /// count as an ack of the master's different bytes.
 #[test]

@@ -1,4 +1,4 @@
-//! One IndexFile (`IndexFile.java`, `IndexHeader.java`, store-format.md §5): a 40-byte
+//! One IndexFile (`IndexFile.java`, `IndexHeader.java`): a 40-byte
 //! header, `slot_num` 4-byte hash slots and `index_num` 20-byte entries, all big-endian.
 //! This is only that encoding: the file itself is a [`MappedFile`] of the fixed-layout
 //! kind [`INDEX`], which owns allocation, flushing (and its fence) and deletion.

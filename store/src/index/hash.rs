@@ -1,5 +1,5 @@
 //! Java `String.hashCode()` over UTF-16 code units, and the IndexFile key hash
-//! (`IndexFile.indexKeyHashMethod`, store-format.md §5.1).
+//! (`IndexFile.indexKeyHashMethod`).
 
 /// Continues a Java string hash over `text`: `h = 31·h + u` for every UTF-16 code unit,
 /// wrapping. Hashing `"a"` then `"b"` equals hashing `"ab"`, so `topic#key` needs no

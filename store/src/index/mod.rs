@@ -1,5 +1,5 @@
 //! IndexFiles: a persistent hash index from `topic#key` to CommitLog offsets
-//! (store-format.md §5, RocketMQ `store/index/`), stored under `index/` with files named by
+//! (RocketMQ `store/index/`), stored under `index/` with files named by
 //! their creation time `yyyyMMddHHmmssSSS` (local time, `UtilAll.timeMillisToHumanString`).
 
 mod file;

@@ -43,7 +43,7 @@ struct RawHeader {
     index_count: i32,
 }
 
-/// Decodes an IndexFile from its bytes with the layout of store-format.md §5 and walks the
+/// Decodes an IndexFile from its bytes with RocketMQ's layout (`IndexFile`, `IndexHeader`) and walks the
 /// chain of `key` like `selectPhyOffset` (no time filter). Returns (header, [(phy, time diff)]).
 fn raw_lookup(bytes: &[u8], key: &str) -> (RawHeader, Vec<(i64, i32)>) {
     let i64_at = |p: usize| i64::from_be_bytes(bytes[p..p + 8].try_into().unwrap());

@@ -1,4 +1,4 @@
-//! Issue 14, defect 9: a corrupt IndexFile whose hash chain loops must not hang a query.
+//! A corrupt IndexFile whose hash chain loops must not hang a query.
 
 use std::os::unix::fs::FileExt;
 

@@ -209,7 +209,7 @@ fn absurd_frame_length_closes_only_that_connection() {
 #[test]
 fn parked_pulls_beyond_their_bound_get_system_busy_and_leave_the_in_flight_slots_free() {
     // Each connection may park 1 pull; parked pulls do not hold the in-flight slots that
-    // other requests need (issue 17), so a request behind them is still served.
+    // other requests need, so a request behind them is still served.
     let b = TempBroker::start(
         None,
         &[

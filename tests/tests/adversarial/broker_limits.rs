@@ -100,7 +100,7 @@ async fn locked(c: &Client, request: RemotingCommand) -> bool {
     !body.lock_ok_mq_set.is_empty()
 }
 
-/// Defect 1: 1,000 parked pulls from one client hold no in-flight permits, so another
+/// 1,000 parked pulls from one client hold no in-flight permits, so another
 /// client's sends and heartbeats go through even with `maxInFlightTotal=64`; closing the
 /// parking client frees every parked pull at once.
 #[test]
@@ -155,7 +155,7 @@ fn parked_pulls_do_not_starve_sends_or_heartbeats() {
     });
 }
 
-/// Defect 1: the hold is capped at `maxSuspendTimeoutMillis` whatever the client asks.
+/// The hold is capped at `maxSuspendTimeoutMillis` whatever the client asks.
 #[test]
 fn pull_hold_is_capped() {
     let b = TempBroker::start(None, &[("maxSuspendTimeoutMillis", "300")]);
@@ -277,7 +277,7 @@ fn peer_that_stops_reading_is_disconnected_and_its_locks_released() {
     });
 }
 
-/// Defect 5: over `maxConnections` / `maxConnectionsPerIp` a peer is closed at once,
+/// Over `maxConnections` / `maxConnectionsPerIp` a peer is closed at once,
 /// everyone admitted keeps working, and a freed slot admits again.
 #[test]
 fn connection_caps_close_over_limit_peers() {
@@ -392,7 +392,7 @@ fn idle_http_peers_cannot_hold_the_metrics_port() {
     });
 }
 
-/// Defect 2: a heartbeat naming 10,000 groups is refused before it creates anything; one
+/// A heartbeat naming 10,000 groups is refused before it creates anything; one
 /// naming many new valid groups creates at most `maxAutoCreatePerRequest`; bad names
 /// are refused; other clients are unaffected throughout.
 #[test]
@@ -455,7 +455,7 @@ fn heartbeat_group_bounds() {
     });
 }
 
-/// Defect 3: topics created concurrently from many connections all survive a kill -9
+/// Topics created concurrently from many connections all survive a kill -9
 /// (each was persisted before its answer, and no persist overwrote another's).
 #[test]
 fn concurrent_topic_creations_all_survive_a_crash() {
@@ -496,7 +496,7 @@ fn concurrent_topic_creations_all_survive_a_crash() {
     });
 }
 
-/// Defect 6: queue counts are bounded (`maxQueueNums`).
+/// Queue counts are bounded (`maxQueueNums`).
 #[test]
 fn queue_counts_are_bounded() {
     let b = TempBroker::start(None, &[("maxQueueNums", "64")]);

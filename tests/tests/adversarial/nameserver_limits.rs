@@ -28,7 +28,7 @@ fn update(body: &str) -> RemotingCommand {
         .with_body(body.as_bytes().to_vec())
 }
 
-/// Defect 8: `brokerChannelExpiredMillis=1` over UPDATE_NAMESRV_CONFIG is refused, and
+/// `brokerChannelExpiredMillis=1` over UPDATE_NAMESRV_CONFIG is refused, and
 /// registered brokers survive the following scans.
 #[tokio::test]
 async fn runtime_config_updates_stay_in_safe_ranges() {
@@ -59,7 +59,7 @@ async fn runtime_config_updates_stay_in_safe_ranges() {
     assert_eq!(r.code, response::SUCCESS);
 }
 
-/// Defect 9: a compressed REGISTER_BROKER body inflating past `maxRegisterBodyBytes` is
+/// A compressed REGISTER_BROKER body inflating past `maxRegisterBodyBytes` is
 /// refused (and counted); other brokers register fine.
 #[tokio::test]
 async fn register_bodies_inflate_within_the_cap() {
@@ -83,7 +83,7 @@ async fn register_bodies_inflate_within_the_cap() {
     );
 }
 
-/// Defect 5: over `maxConnections` a peer is closed at once; admitted clients keep
+/// Over `maxConnections` a peer is closed at once; admitted clients keep
 /// working.
 #[tokio::test]
 async fn connection_cap_closes_over_limit_peers() {

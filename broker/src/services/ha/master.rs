@@ -182,7 +182,7 @@ async fn serve_slave(
         Ok(Ok(hello)) => hello,
     };
     // The slave cuts what this master does not have, then proves the rest is a prefix of
-    // this log (issue 15 defect 3); only then do its reports count as acks.
+    // this log; only then do its reports count as acks.
     let proof = match tokio::time::timeout(
         s.housekeeping.max(PROOF_TIMEOUT_MIN),
         handshake::read_proof(&mut stream, s.secret.expose(), &hello.session),

@@ -139,7 +139,7 @@ impl Ha {
     /// unflushed tail (recovered to F below what it had streamed, X) then writes past F
     /// in an epoch its slaves never saw, so a slave holding the old bytes up to X shares
     /// only F with it and is cut there, instead of reading as an identical replica up to
-    /// X (issue 15 defect 3; 5.x gets the same from its controller's elections).
+    /// X (5.x gets the same from its controller's elections).
     pub fn begin_term(&self) -> Result<(), RoleChangeError> {
         if self.is_slave() {
             return Ok(());

@@ -112,7 +112,7 @@ async fn a_cut_started_before_a_promotion_leaves_the_new_master_alone() {
     assert_eq!(ha.store.epochs().current_epoch(), 4);
 }
 
-/// Issue 15 defect 4: a peer answering with an empty history (or any master whose
+/// A peer answering with an empty history (or any master whose
 /// history would cut below the confirm offset) used to get the log truncated at once. Such
 /// a cut waits for the operator's one-shot permission naming the offset it keeps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,7 +26,7 @@ fn a_promoted_slave_takes_the_groups_master_role() {
     assert!(err.contains("haMasterRole=SLAVE"), "{err}");
 }
 
-/// Issue 15 defect 4: replication used to run with an empty secret (the HA port then
+/// Replication used to run with an empty secret (the HA port then
 /// authenticated nothing).
 #[test]
 fn replication_refuses_to_run_without_a_secret() {

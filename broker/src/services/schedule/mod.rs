@@ -1,5 +1,4 @@
-//! The delay-level schedule service (`ScheduleMessageService`, store-format.md §8.3 and
-//! §12). The store parks a message with `DELAY` = n in `SCHEDULE_TOPIC_XXXX` queue n−1
+//! The delay-level schedule service (`ScheduleMessageService`). The store parks a message with `DELAY` = n in `SCHEDULE_TOPIC_XXXX` queue n−1
 //! with its deliver time as the unit's tagsCode. One task per level walks that queue
 //! from the level's offset and, for every unit that is due, stores the message in its
 //! `REAL_TOPIC` / `REAL_QID`; a level's queue is in deliver-time order, so the walk

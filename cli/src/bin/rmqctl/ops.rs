@@ -1,4 +1,4 @@
-//! The day-2 commands (issue 20) except the DLQ re-send (`dlq.rs`): consumer reset and
+//! The day-2 commands except the DLQ re-send (`dlq.rs`): consumer reset and
 //! status, producer connections, a broker's write permission, nameserver configuration.
 
 use anyhow::{Context, Result, bail};

@@ -1,4 +1,4 @@
-//! Syntax of the day-2 commands (issue 20): offset reset and skip, consumer status, DLQ
+//! Syntax of the day-2 commands: offset reset and skip, consumer status, DLQ
 //! re-send, producer connections, a broker's write permission, nameserver configuration.
 //! Each help names the mqadmin command it stands for.
 

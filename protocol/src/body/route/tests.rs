@@ -25,7 +25,7 @@ fn sample() -> TopicRouteData {
     }
 }
 
-/// The standard-JSON route of reference §8.2, byte for byte.
+/// The standard-JSON route a 4.9 nameserver answers, byte for byte.
 const GOLDEN_STANDARD: &str = r#"{"brokerDatas":[{"brokerAddrs":{"0":"192.168.0.10:10911","1":"192.168.0.11:10911"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
 
 #[test]
