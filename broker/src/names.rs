@@ -103,6 +103,9 @@ pub fn java_string_hash(s: &str) -> i32 {
     })
 }
 
+/// `MixAll.DLQ_NUMS_PER_GROUP`: a dead letter queue has one queue.
+pub const DLQ_QUEUE_NUMS: i32 = 1;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,7 +78,7 @@ pub async fn send_message(
             let dlq = names::dlq_topic(group);
             broker.topics.get_or_create_system(
                 &dlq,
-                super::send_back::DLQ_QUEUE_NUMS,
+                names::DLQ_QUEUE_NUMS,
                 perm::READ | perm::WRITE,
                 0,
             );

@@ -29,8 +29,6 @@ use store::commitlog::BrokerMessage;
 
 /// `TopicSysFlag.FLAG_UNIT_SUB`.
 const FLAG_UNIT_SUB: i32 = 0x2;
-/// `MixAll.DLQ_NUMS_PER_GROUP`: a dead letter queue has one queue.
-pub const DLQ_QUEUE_NUMS: i32 = 1;
 
 /// Where a handed-back message goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +161,7 @@ pub async fn consumer_send_msg_back(
                 let dlq = names::dlq_topic(&h.group);
                 broker.topics.get_or_create_system(
                     &dlq,
-                    DLQ_QUEUE_NUMS,
+                    names::DLQ_QUEUE_NUMS,
                     perm::READ | perm::WRITE,
                     0,
                 );

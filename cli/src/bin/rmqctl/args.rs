@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::ops_args::parse_pair;
 use crate::output::Format;
 
 /// The `--help` section of the options every command takes (the ACL and TLS ones have
@@ -475,13 +476,6 @@ fn parse_namesrv(s: &str) -> Result<String, String> {
         }
     }
     Ok(s.to_owned())
-}
-
-pub fn parse_pair(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
-        _ => Err(format!("expected key=value, got {s:?}")),
-    }
 }
 
 #[cfg(test)]

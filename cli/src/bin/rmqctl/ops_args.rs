@@ -135,7 +135,7 @@ pub enum NameserverConfigCmd {
     #[command(after_help = "Example:\n  rmqctl nameserver config update orderMessageEnable=true")]
     Update {
         /// `key=value` pairs.
-        #[arg(required = true, value_parser = crate::args::parse_pair)]
+        #[arg(required = true, value_parser = parse_pair)]
         entries: Vec<(String, String)>,
     },
 }
@@ -150,6 +150,14 @@ fn parse_time(s: &str) -> Result<i64, String> {
         _ => Err(format!(
             "expected a store time in ms since the epoch or `now`, got {s:?}"
         )),
+    }
+}
+
+/// A `key=value` argument (the value may itself hold `=`).
+pub fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err(format!("expected key=value, got {s:?}")),
     }
 }
 
