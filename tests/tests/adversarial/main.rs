@@ -6,6 +6,7 @@
 //! [`coverage`] checks that every one of them is exercised here.
 
 mod admin_bursts;
+mod admin_secret;
 mod bad_input;
 mod batch;
 mod broker_limits;
