@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 /// Key of the generated HA Secret (and the default key of a named one).
 pub const HA_SECRET_KEY: &str = "haSecret";
+/// Key of the generated admin Secret (`<name>-admin-secret`): the brokers' `adminSecret`,
+/// a comma-separated list whose first entry the operator signs with.
+pub const ADMIN_SECRET_KEY: &str = "adminSecret";
 /// Default key of the ACL Secret: the file name RocketMQ 4.9 reads (`plain_acl.yml`).
 pub const ACL_SECRET_KEY: &str = "plain_acl.yml";
 /// Keys of an account Secret (`brokerCredentials`, `adminCredentials`).

@@ -2,6 +2,7 @@
 //! drift, in one test binary (one link instead of several).
 
 mod admin_credentials_flow;
+mod admin_secret_flow;
 mod alerts;
 mod broker_flow;
 mod cel;
