@@ -19,5 +19,6 @@ mod memory;
 mod nameserver;
 mod nameserver_limits;
 mod redteam;
+mod registration;
 mod registries;
 mod sql92;
