@@ -24,6 +24,7 @@ mod scale_flow;
 mod secret_flow;
 mod snapshots;
 mod storage_flow;
+mod tls_mode_flow;
 mod topic_flow;
 mod topic_ready_metric;
 
