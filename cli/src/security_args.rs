@@ -3,7 +3,10 @@
 //! [`AuthArgs`]: `--access-key` /
 //! `--secret-key` (or env `ROCKETMQ_ACCESS_KEY` / `ROCKETMQ_SECRET_KEY`), or
 //! `--credentials-file` (mqadmin's `tools.yml` format: `accessKey: ...`, `secretKey:
-//! ...`). Values are never printed: `--help` hides the environment values, and the
+//! ...`), or `--admin-secret` (env `RMQ_ADMIN_SECRET`): the servers' shared
+//! `adminSecret`, signing as the fixed access key `rmq-admin` (what role changes and
+//! config pushes need on a broker or nameserver with `adminSecret` set and the ACL off;
+//! a comma-separated list signs with its first entry). Values are never printed: `--help` hides the environment values, and the
 //! secret is only kept inside [`Credentials`], whose `Debug` redacts it.
 
 use std::path::PathBuf;
@@ -11,6 +14,15 @@ use std::path::PathBuf;
 use clap::Args;
 use security::sign::Credentials;
 use security::tls::{ClientTlsSettings, TlsClient, TlsError};
+
+/// Why the given credentials cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error(transparent)]
+    Credentials(#[from] security::sign::CredentialsError),
+    #[error(transparent)]
+    AdminSecret(#[from] security::admin_secret::AdminSecretError),
+}
 
 #[derive(Clone, Args)]
 pub struct AuthArgs {
@@ -41,6 +53,15 @@ pub struct AuthArgs {
         help_heading = "ACL options"
     )]
     pub credentials_file: Option<PathBuf>,
+    /// The servers' `adminSecret` (signs as access key `rmq-admin`; prefer the env var).
+    #[arg(
+        long,
+        env = "RMQ_ADMIN_SECRET",
+        hide_env_values = true,
+        conflicts_with_all = ["access_key", "secret_key", "credentials_file"],
+        global = true
+    )]
+    pub admin_secret: Option<String>,
 }
 
 impl std::fmt::Debug for AuthArgs {
@@ -52,17 +73,24 @@ impl std::fmt::Debug for AuthArgs {
                 &self.secret_key.as_ref().map(|_| "<redacted>"),
             )
             .field("credentials_file", &self.credentials_file)
+            .field(
+                "admin_secret",
+                &self.admin_secret.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
 
 impl AuthArgs {
     /// The credentials to sign with, if any were given.
-    pub fn credentials(&self) -> Result<Option<Credentials>, security::sign::CredentialsError> {
-        match &self.credentials_file {
+    pub fn credentials(&self) -> Result<Option<Credentials>, AuthError> {
+        if let Some(secrets) = self.admin_secret.as_deref() {
+            return Ok(security::admin_secret::signer(secrets)?);
+        }
+        Ok(match &self.credentials_file {
             Some(path) => Credentials::from_file(path).map(Some),
             None => Credentials::from_parts(self.access_key.clone(), self.secret_key.clone()),
-        }
+        }?)
     }
 }
 

@@ -89,6 +89,11 @@ pub struct NamesrvConfig {
     /// `~/namesrv/plain_acl.yml` without a home.
     pub acl_file: Option<PathBuf>,
     pub acl_file_check_interval: Duration,
+    /// `adminSecret` (not a RocketMQ key): with `aclEnable=false`, state changes —
+    /// broker (un)registration first of all — must be signed with one of these secrets
+    /// as access key `rmq-admin` (`crate::admin_gate`). Empty: open mode. The
+    /// environment variable `RMQ_ADMIN_SECRET` supplies it when no file sets it.
+    pub admin_secrets: security::admin_secret::AdminSecrets,
     /// TLS on the remoting port (4.9's `tls.server.*` keys).
     pub tls: security::tls::ServerTlsSettings,
     pub tls_file_check_interval: Duration,
@@ -153,6 +158,7 @@ impl Default for NamesrvConfig {
             acl_enable: false,
             acl_file: None,
             acl_file_check_interval: Duration::from_secs(1),
+            admin_secrets: security::admin_secret::AdminSecrets::default(),
             tls: security::tls::ServerTlsSettings::default(),
             tls_file_check_interval: Duration::from_secs(1),
             tls_metrics_enable: false,
@@ -220,6 +226,16 @@ impl NamesrvConfig {
             "aclFile" => self.acl_file = (!value.is_empty()).then(|| PathBuf::from(value)),
             "aclFileCheckIntervalMs" => {
                 self.acl_file_check_interval = millis(value).ok_or_else(invalid)?
+            }
+            "adminSecret" => {
+                // The value is a secret: the error names the rule, never the value.
+                self.admin_secrets =
+                    security::admin_secret::AdminSecrets::parse(value).map_err(|e| {
+                        ConfigError::InvalidValue {
+                            key: key.to_owned(),
+                            value: format!("<hidden>: {e}"),
+                        }
+                    })?
             }
             "maxConnections" => self.max_connections = count(value, 1).ok_or_else(invalid)?,
             "maxConnectionsPerIp" => {
@@ -404,6 +420,14 @@ impl NamesrvConfig {
         ));
         out.push(("tls.metrics.enable", self.tls_metrics_enable.to_string()));
         out.push(("aclEnable", self.acl_enable.to_string()));
+        out.push((
+            "adminSecret",
+            if self.admin_secrets.is_empty() {
+                String::new()
+            } else {
+                "******".to_owned()
+            },
+        ));
         out.push(("aclFile", self.acl_file_path().display().to_string()));
         out.push((
             "aclFileCheckIntervalMs",
@@ -487,6 +511,27 @@ fn millis(v: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_admin_secret_parses_as_a_list_and_never_prints() {
+        let mut c = NamesrvConfig::default();
+        c.set(
+            "adminSecret",
+            "first-secret-0123456789,second-secret-012345",
+        )
+        .unwrap();
+        assert_eq!(c.admin_secrets.len(), 2);
+        let shown: Vec<_> = c
+            .entries()
+            .into_iter()
+            .filter(|(k, _)| *k == "adminSecret")
+            .collect();
+        assert_eq!(shown, vec![("adminSecret", "******".to_owned())]);
+        assert!(!format!("{c:?}").contains("first-secret"));
+        let err = c.set("adminSecret", "short-secret").unwrap_err();
+        assert!(!err.to_string().contains("short-secret"), "{err}");
+        assert!(err.to_string().contains("16 characters"), "{err}");
+    }
 
     #[test]
     fn file_keys_apply_and_unknown_are_reported() {

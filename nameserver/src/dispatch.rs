@@ -66,8 +66,11 @@ pub async fn dispatch(
     let started = Instant::now();
     let code = request.code;
     let oneway = request.is_oneway();
-    // The one ACL check, in front of the table (a no-op unless aclEnable=true).
-    if let Err(refusal) = crate::acl::check(shared, &request) {
+    // The one ACL check, in front of the table (a no-op unless aclEnable=true), and the
+    // admin-secret check that stands in for it when the ACL is off.
+    let checked = crate::acl::check(shared, &request)
+        .and_then(|()| crate::admin_gate::check(shared, &request));
+    if let Err(refusal) = checked {
         shared.metrics.observe_request(code, started.elapsed());
         return refusal.filter(|_| !oneway).map(|answer| *answer);
     }

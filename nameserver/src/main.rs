@@ -5,6 +5,7 @@
 //! flags below override the file.
 
 mod acl;
+mod admin_gate;
 mod config;
 mod connection;
 mod dispatch;
@@ -82,6 +83,14 @@ impl Cli {
             for key in unknown {
                 tracing::warn!(%key, file = %path.display(), "unknown config key ignored");
             }
+        }
+        // The operator passes secrets through the environment, never a ConfigMap.
+        if config.admin_secrets.is_empty()
+            && let Ok(secrets) = std::env::var("RMQ_ADMIN_SECRET")
+        {
+            config
+                .set("adminSecret", &secrets)
+                .context("environment variable RMQ_ADMIN_SECRET")?;
         }
         if let Some(v) = self.listen_port {
             config.listen_port = v;

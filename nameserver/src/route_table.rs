@@ -130,6 +130,9 @@ pub struct RouteTable {
     /// brokerName → the highest `masterEpoch` a brokerId-0 registration carried, kept
     /// for a while after the name's last broker went (see `epochs`).
     epochs: MasterEpochs,
+    /// Whether registrations are authenticated (ACL or `adminSecret`): only then does an
+    /// epoch keep fencing older masters after the broker that registered it is gone.
+    authenticated: bool,
 }
 
 impl RouteTable {
@@ -138,6 +141,13 @@ impl RouteTable {
             limits,
             ..Self::default()
         }
+    }
+
+    /// Registrations are signed (ACL or `adminSecret`), so a registered epoch is trusted
+    /// to fence older masters for its whole retention, its holder live or not.
+    pub fn with_authenticated_registrations(mut self, authenticated: bool) -> Self {
+        self.authenticated = authenticated;
+        self
     }
 
     /// `registerBroker`, all or nothing: a registration refused (a stale master, a
@@ -153,7 +163,8 @@ impl RouteTable {
         if reg.broker_id == MASTER_ID
             && let Some(epoch) = reg.master_epoch
         {
-            self.epochs.record(&reg.broker_name, epoch);
+            self.epochs
+                .record(&reg.broker_name, epoch, &reg.broker_addr);
         } else {
             self.epochs.name_registered(&reg.broker_name);
         }
@@ -252,9 +263,19 @@ impl RouteTable {
     /// Deviation from 4.9, which lets the last brokerId-0 registration win: a master
     /// registering with an epoch below the highest one seen for its group is refused, and
     /// so is one without an epoch (a RocketMQ broker) while a live master of the group
-    /// registered with one. Equal or higher epochs register as before.
+    /// registered with one. Equal or higher epochs register as before. Without
+    /// authenticated registrations the highest epoch counts only while the broker that
+    /// registered it is live.
     fn stale_master(&self, reg: &Registration) -> Option<(Option<i32>, i32)> {
-        let highest = self.epochs.highest(&reg.broker_name);
+        // Unauthenticated, an epoch fences only while its holder is live: anyone may
+        // have registered it, and a peer that is gone must not keep the real master out.
+        let highest = self
+            .epochs
+            .highest_with_holder(&reg.broker_name)
+            .filter(|(_, holder)| {
+                self.authenticated || self.broker_live_table.contains_key(*holder)
+            })
+            .map(|(epoch, _)| epoch);
         match (reg.master_epoch, highest) {
             (Some(theirs), Some(ours)) if theirs < ours => Some((Some(theirs), ours)),
             (Some(_), _) => None,

@@ -33,7 +33,12 @@ impl Shared {
         let heavy = config.max_concurrent_registrations.max(1);
         Self {
             heavy_slots: tokio::sync::Semaphore::new(heavy),
-            routes: RwLock::new(RouteTable::new(config.table_limits.route.clone())),
+            routes: RwLock::new(
+                RouteTable::new(config.table_limits.route.clone())
+                    .with_authenticated_registrations(
+                        config.acl_enable || !config.admin_secrets.is_empty(),
+                    ),
+            ),
             config: RwLock::new(config),
             kv,
             metrics: Metrics::default(),

@@ -142,6 +142,13 @@ impl BrokerNames {
         format!("{}-ha-secret", self.cluster)
     }
 
+    /// The Secret holding the Broker's `adminSecret`, generated when missing: its pods
+    /// take it as `RMQ_ADMIN_SECRET` and the operator signs role changes and config pushes
+    /// with it when the Broker has no `acl`.
+    pub fn admin_secret(&self) -> String {
+        format!("{}-admin-secret", self.cluster)
+    }
+
     pub fn master_pdb(&self, group: i32) -> String {
         format!("{}-master", self.broker_name(group))
     }

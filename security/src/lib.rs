@@ -8,6 +8,9 @@
 //!   file when it changes (keeping the last good one when it does not parse) and applies
 //!   the admin edits of request codes 50–53.
 //!
+//! - [`admin_secret`]: the shared `adminSecret` that signs role changes and broker
+//!   registrations when no ACL is on (a list, so it rotates without downtime).
+//!
 //! - [`tls`]: rustls on the remoting ports in 4.9's disabled / permissive / enforcing
 //!   modes, optional mTLS, certificates reloaded on change; [`tls::MaybeTls`] is the
 //!   stream servers and clients use either way; [`http_stream::HttpStream`] is the
@@ -21,6 +24,7 @@
 //! (`broker/src/acl.rs`, `nameserver/src/acl.rs`); this crate only decides.
 
 pub mod acl;
+pub mod admin_secret;
 pub mod conn_gate;
 mod file_watch;
 pub mod http_stream;

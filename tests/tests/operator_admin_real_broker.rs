@@ -357,3 +357,51 @@ fn a_nameserver_with_acl_takes_route_deletions_only_signed() {
         );
     });
 }
+
+/// A broker with `adminSecret` (what the operator's pods get as `RMQ_ADMIN_SECRET`)
+/// refuses the operator's unsigned role change and config push, and serves both signed
+/// the way the operator signs for a Broker without `acl`: the first secret of the list,
+/// as `rmq-admin`.
+#[test]
+fn a_broker_with_an_admin_secret_takes_role_changes_only_signed_with_it() {
+    let secret = "9f2c4e6a8b0d1f3e5a7c9e1b3d5f7a9c";
+    let b = TempBroker::start(None, &[("adminSecret", secret)]);
+    let broker = b.broker.addr();
+    let unsigned = RemotingAdmin::new(Duration::from_secs(5));
+    let signed = unsigned.scoped(PeerAccess {
+        credentials: security::admin_secret::signer(secret).expect("valid list"),
+        tls: None,
+    });
+    runtime().block_on(async {
+        let status = signed.ha_status(&broker).await.expect("ha status");
+        let keep_master = RoleChange {
+            master_address: broker.clone(),
+            master_epoch: status.epoch + 1,
+            sync_state_set_epoch: status.epoch + 1,
+            master_broker_id: status.broker_id,
+        };
+        let push = BTreeMap::from([("longPollingEnable".to_owned(), "true".to_owned())]);
+        match unsigned.notify_role_changed(&broker, &keep_master).await {
+            Err(AdminError::Refused { code, remark, .. }) => {
+                assert_eq!(code, protocol::code::response::NO_PERMISSION);
+                assert!(remark.contains("adminSecret"), "{remark}");
+            }
+            other => panic!("unsigned role change: {other:?}"),
+        }
+        assert!(matches!(
+            unsigned.update_broker_config(&broker, &push).await,
+            Err(AdminError::Refused { .. })
+        ));
+        signed
+            .notify_role_changed(&broker, &keep_master)
+            .await
+            .expect("signed role change");
+        signed
+            .update_broker_config(&broker, &push)
+            .await
+            .expect("signed config push");
+        let after = signed.ha_status(&broker).await.expect("ha status");
+        assert_eq!(after.epoch, status.epoch + 1, "{after:?}");
+        assert!(after.master, "{after:?}");
+    });
+}

@@ -94,7 +94,7 @@ impl ConfigValue for Option<Secret> {
 
 /// Keys whose values never leave the process: `-p` and GET_BROKER_CONFIG show them as
 /// [`REDACTED`] when set.
-pub const SECRET_KEYS: &[&str] = &["haSecret", "secretKey"];
+pub const SECRET_KEYS: &[&str] = &["haSecret", "secretKey", "adminSecret"];
 pub const REDACTED: &str = "******";
 
 impl ConfigValue for Option<String> {
@@ -377,6 +377,15 @@ broker_config! {
     /// so a Kubernetes Secret need not be written into broker.conf).
     access_key: Option<String> = "accessKey" => std::env::var("ROCKETMQ_BROKER_ACCESS_KEY").ok();
     secret_key: Option<Secret> = "secretKey" => std::env::var("ROCKETMQ_BROKER_SECRET_KEY").ok().map(Secret::new);
+    /// Shared admin secret (not a RocketMQ key): with `aclEnable=false`, role changes and
+    /// config pushes (`crate::dispatch::admin_gate::PROTECTED`) must be signed with it
+    /// under the access key `rmq-admin`, and the broker signs its registrations with it
+    /// when it has no `accessKey`. A comma-separated list (each at least 16 characters,
+    /// at most 4): any listed secret is accepted, the first one signs, so it rotates
+    /// without downtime. Empty: open mode, anyone may send those requests (a local
+    /// broker). The environment variable `RMQ_ADMIN_SECRET` supplies it when the key is
+    /// absent (the operator's Kubernetes Secret). Never printed.
+    admin_secret: Secret = "adminSecret" => Secret::new(std::env::var("RMQ_ADMIN_SECRET").unwrap_or_default());
     /// TLS on the remoting port (4.9 `tls.server.mode`): disabled, permissive (TLS or
     /// plaintext, told apart by the first byte) or enforcing. 4.9 defaults to permissive
     /// with a generated self-signed certificate; here TLS needs real files, so the

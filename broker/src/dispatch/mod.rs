@@ -4,6 +4,7 @@
 //! remark, unknown codes get REQUEST_CODE_NOT_SUPPORTED.
 
 pub mod acl;
+pub mod admin_gate;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,8 +36,11 @@ pub async fn dispatch(
 ) -> Option<Outbound> {
     let started = Instant::now();
     let code = request.code;
-    // The one ACL check, in front of the table (a no-op unless aclEnable=true).
-    if let Err(refusal) = crate::dispatch::acl::check(broker, conn, &request) {
+    // The one ACL check, in front of the table (a no-op unless aclEnable=true), and the
+    // admin-secret check that stands in for it on role changes when the ACL is off.
+    let checked = crate::dispatch::acl::check(broker, conn, &request)
+        .and_then(|()| crate::dispatch::admin_gate::check(broker, conn, &request));
+    if let Err(refusal) = checked {
         broker.metrics.observe_request(code, started.elapsed());
         if is_send(code) {
             broker

@@ -1,7 +1,6 @@
 //! Replication admin requests: GET_BROKER_HA_STATUS (907), GET_BROKER_EPOCH_CACHE (1007),
-//! NOTIFY_BROKER_ROLE_CHANGED (1008). The broker has no admin authentication (no
-//! accessKey/ACL layer exists yet), so like every other admin request these are open to
-//! whoever reaches the remoting port.
+//! NOTIFY_BROKER_ROLE_CHANGED (1008). The role change needs an admin ACL account or the
+//! `adminSecret` signature (`crate::dispatch::admin_gate`), checked before dispatch.
 
 use std::sync::Arc;
 

@@ -63,7 +63,11 @@ pub struct Broker {
     next_conn: AtomicU64,
     /// The ACL when `aclEnable=true` (checked in `crate::dispatch::acl` before dispatch).
     pub acl: Option<Arc<security::acl::AclStore>>,
-    /// The broker's own account, signing what it sends to nameservers and its master.
+    /// `adminSecret`: what role changes and config pushes must be signed with when the
+    /// ACL is off (empty: open mode); see `crate::dispatch::admin_gate`.
+    pub admin_secrets: security::admin_secret::AdminSecrets,
+    /// The broker's own account, signing what it sends to nameservers and its master
+    /// (the `adminSecret` signer when no `accessKey` is configured).
     pub credentials: Option<Arc<security::sign::Credentials>>,
     /// TLS on the remoting port unless `tls.server.mode=disabled`.
     pub tls: Option<Arc<security::tls::TlsServer>>,
@@ -126,13 +130,17 @@ impl Broker {
         } else {
             None
         };
+        let config_error = |reason: String| ConfigFileError::Parse {
+            path: "broker.conf".into(),
+            what: "broker config",
+            reason,
+        };
+        let admin_secrets = security::admin_secret::AdminSecrets::parse(b.admin_secret.expose())
+            .map_err(|e| config_error(e.to_string()))?;
         let credentials = b
             .credentials()
-            .map_err(|e| ConfigFileError::Parse {
-                path: "broker.conf".into(),
-                what: "broker config",
-                reason: e.to_string(),
-            })?
+            .map_err(|e| config_error(e.to_string()))?
+            .or_else(|| admin_secrets.credentials())
             .map(Arc::new);
         let tls_client = security::tls::TlsClient::new(&b.client_tls())
             .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
@@ -176,6 +184,7 @@ impl Broker {
             next_conn: AtomicU64::new(1),
             ha: std::sync::OnceLock::new(),
             acl,
+            admin_secrets,
             credentials,
             tls,
             tls_client,

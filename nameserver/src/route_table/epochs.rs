@@ -9,13 +9,20 @@
 //! next master starts a new term anyway. Entries of names with a registered broker never
 //! expire; `maxMasterEpochs` bounds the whole table, and a name that would need a new
 //! entry is refused while the table is full of entries that cannot expire yet.
+//!
+//! Each entry remembers the address that registered it (its holder). When registrations
+//! are not authenticated (no ACL, no `adminSecret`), an epoch fences only while its
+//! holder is live: otherwise one anonymous registration with `masterEpoch=i32::MAX`
+//! would keep the real master out for the whole retention.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     epoch: i32,
+    /// The broker address whose registration carried `epoch`.
+    holder: String,
     /// When the last broker of the name went; `None` while one is registered.
     gone_since: Option<Instant>,
 }
@@ -26,8 +33,9 @@ pub(super) struct MasterEpochs {
 }
 
 impl MasterEpochs {
-    pub(super) fn highest(&self, name: &str) -> Option<i32> {
-        self.entries.get(name).map(|e| e.epoch)
+    /// The name's newest epoch and the address that registered it.
+    pub(super) fn highest_with_holder(&self, name: &str) -> Option<(i32, &str)> {
+        self.entries.get(name).map(|e| (e.epoch, e.holder.as_str()))
     }
 
     pub(super) fn contains(&self, name: &str) -> bool {
@@ -38,12 +46,14 @@ impl MasterEpochs {
         self.entries.len()
     }
 
-    /// Records `epoch` as the name's newest; the name has a registered broker.
-    pub(super) fn record(&mut self, name: &str, epoch: i32) {
+    /// Records `epoch`, registered by `holder`, as the name's newest; the name has a
+    /// registered broker.
+    pub(super) fn record(&mut self, name: &str, epoch: i32, holder: &str) {
         self.entries.insert(
             name.to_owned(),
             Entry {
                 epoch,
+                holder: holder.to_owned(),
                 gone_since: None,
             },
         );

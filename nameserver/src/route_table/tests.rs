@@ -177,10 +177,11 @@ fn perms_lists_and_delete() {
 }
 
 /// A former master (fenced or partitioned) registering again must not
-/// take brokerId 0 back from the master of a newer epoch.
+/// take brokerId 0 back from the master of a newer epoch (registrations authenticated:
+/// the epoch fences even once its holder is gone).
 #[test]
 fn the_master_of_the_highest_epoch_keeps_the_route() {
-    let mut t = RouteTable::default();
+    let mut t = RouteTable::default().with_authenticated_registrations(true);
     let now = Instant::now();
     let epoch = |mut r: Registration, e: i32| {
         r.master_epoch = Some(e);
@@ -507,7 +508,8 @@ fn master_epochs_expire_after_retention_and_are_bounded() {
     let mut t = limited(|l| {
         l.max_master_epochs = 2;
         l.master_epoch_retention = retention;
-    });
+    })
+    .with_authenticated_registrations(true);
     let t0 = Instant::now();
     let epoch = |mut r: Registration, e: i32| {
         r.master_epoch = Some(e);
@@ -584,4 +586,40 @@ fn master_of_name(t: &RouteTable, name: &str) -> Option<String> {
         .broker_addr_table
         .get(name)
         .and_then(|bd| bd.master_addr().map(str::to_owned))
+}
+
+/// Unauthenticated registrations (no ACL, no `adminSecret`): an anonymous peer that
+/// registered `masterEpoch=i32::MAX` fences the real master only while it is live; once
+/// its connection goes, the real master's next registration takes the route back.
+#[test]
+fn an_unauthenticated_epoch_fences_only_while_its_holder_is_live() {
+    let mut t = RouteTable::default();
+    let now = Instant::now();
+    let epoch = |mut r: Registration, e: i32| {
+        r.master_epoch = Some(e);
+        r
+    };
+    put(
+        &mut t,
+        epoch(reg("a", "real:1", 0, 1, wrapper(1, &[("T", 4)])), 3),
+        now,
+    );
+    put(
+        &mut t,
+        epoch(reg("a", "evil:1", 0, 2, wrapper(1, &[("T", 4)])), i32::MAX),
+        now,
+    );
+    let again = || epoch(reg("a", "real:1", 0, 1, wrapper(2, &[("T", 4)])), 3);
+    assert!(matches!(
+        t.register(again(), now),
+        Err(RegisterRefusal::StaleMaster { .. })
+    ));
+    t.on_connection_closed(2, now);
+    put(&mut t, again(), now);
+    assert_eq!(master_of(&t, "a").as_deref(), Some("real:1"));
+    // The real master's own epoch fences an older one again while it is live.
+    assert!(matches!(
+        t.register(epoch(reg("a", "old:1", 0, 3, wrapper(1, &[])), 2), now),
+        Err(RegisterRefusal::StaleMaster { .. })
+    ));
 }

@@ -410,7 +410,8 @@ pub fn build_group(
 
 /// The downward-API variables plus the secrets the broker reads from its environment:
 /// `RMQ_HA_SECRET` (the group's HA handshake secret; the broker refuses to start a
-/// replicating role without it) and the broker's own account. Each comes from a
+/// replicating role without it), `RMQ_ADMIN_SECRET` (what role changes and config pushes
+/// must be signed with while the ACL is off) and the broker's own account. Each comes from a
 /// `secretKeyRef`, so no value ever passes through the operator or a ConfigMap.
 fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
     let security = &broker.spec.security;
@@ -420,6 +421,11 @@ fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
         None => (names.ha_secret(), HA_SECRET_KEY.to_owned()),
     };
     env.push(secret_env("RMQ_HA_SECRET", &ha_name, &ha_key));
+    env.push(secret_env(
+        "RMQ_ADMIN_SECRET",
+        &names.admin_secret(),
+        crate::crd::ADMIN_SECRET_KEY,
+    ));
     if let Some(creds) = &security.broker_credentials {
         env.push(secret_env(
             "ROCKETMQ_BROKER_ACCESS_KEY",

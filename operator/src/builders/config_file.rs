@@ -192,9 +192,13 @@ pub fn broker_conf(
         .or_insert_with(|| (wait_secs * 1000).to_string());
     // Secrets are mounted; broker.conf names only their paths.
     MountedSecrets::of_broker(broker).insert_server_props(&mut props);
-    if broker.spec.security.tls.is_some() {
-        // Used when `tls.enable=true` (spec.config): slaves to their master and
-        // registrations to TLS nameservers, with the same certificate.
+    if let Some(tls) = &broker.spec.security.tls {
+        // Used when `tls.enable=true` (spec.config, or `enforcing`): slaves to their
+        // master and registrations to TLS nameservers, with the same certificate.
+        if tls.enforcing() {
+            // An enforcing master takes no plaintext slave, so every member dials TLS.
+            props.insert("tls.enable".to_owned(), "true".to_owned());
+        }
         for (k, file) in [
             ("tls.client.trustCertPath", "ca.crt"),
             ("tls.client.certPath", "tls.crt"),

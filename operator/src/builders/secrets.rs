@@ -67,10 +67,11 @@ impl<'a> MountedSecrets<'a> {
             );
         }
         if let Some(tls) = self.tls {
-            // `permissive`: brokers also dial nameservers and masters, and `enforcing`
-            // needs every one of those peers on TLS first (see `TlsSpec`).
+            // `permissive` unless the spec enforces: brokers also dial nameservers and
+            // masters, and `enforcing` needs every one of those peers on TLS first (the
+            // Broker reconcile checks its NameServer, see `TlsSpec`).
             for (k, v) in [
-                ("tls.server.mode", "permissive".to_owned()),
+                ("tls.server.mode", tls.mode.as_str().to_owned()),
                 ("tls.server.certPath", format!("{TLS_DIR}/tls.crt")),
                 ("tls.server.keyPath", format!("{TLS_DIR}/tls.key")),
                 ("tls.server.trustCertPath", format!("{TLS_DIR}/ca.crt")),

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 /// Key of the generated HA Secret (and the default key of a named one).
 pub const HA_SECRET_KEY: &str = "haSecret";
+/// Key of the generated admin Secret (`<name>-admin-secret`): the brokers' `adminSecret`,
+/// a comma-separated list whose first entry the operator signs with.
+pub const ADMIN_SECRET_KEY: &str = "adminSecret";
 /// Default key of the ACL Secret: the file name RocketMQ 4.9 reads (`plain_acl.yml`).
 pub const ACL_SECRET_KEY: &str = "plain_acl.yml";
 /// Keys of an account Secret (`brokerCredentials`, `adminCredentials`).
@@ -81,7 +84,7 @@ pub struct SecretRef {
 }
 
 /// TLS on the remoting port, in 4.9's `permissive` mode (TLS and plaintext both
-/// accepted). The operator's own admin requests to these pods go over TLS: it trusts the
+/// accepted) unless `mode: enforcing`. The operator's own admin requests to these pods go over TLS: it trusts the
 /// Secret's `ca.crt`, presents `tls.crt`/`tls.key` when client certificates are required,
 /// and dials the pods by DNS name, so the certificate must cover
 /// `*.<headless service>.<namespace>.svc.<cluster domain>`. A Secret it cannot use stops
@@ -96,6 +99,41 @@ pub struct TlsSpec {
     /// Require client certificates signed by `ca.crt` on TLS connections (mTLS).
     #[serde(default)]
     pub require_client_certificates: bool,
+    /// `permissive` (default): TLS and plaintext clients. `enforcing`: TLS only
+    /// (`tls.server.mode=enforcing`); a Broker's pods then also dial their nameservers and
+    /// their master over TLS (`tls.enable=true`), trusting this Secret's `ca.crt`. The
+    /// probes stay on the plaintext HTTP port. A Broker and its NameServer must agree: a
+    /// NameServer that enforces needs its Brokers enforcing (they would register in
+    /// plaintext), and an enforcing Broker needs a NameServer serving TLS; otherwise the
+    /// Broker is not reconciled (`Ready=False`, reason `TlsPeerMismatch`).
+    #[serde(default)]
+    pub mode: TlsMode,
+}
+
+/// The remoting port's TLS mode (4.9 `tls.server.mode`, without `disabled`: no `tls`
+/// means no TLS).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TlsMode {
+    #[default]
+    Permissive,
+    Enforcing,
+}
+
+impl TlsMode {
+    /// The `tls.server.mode` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Permissive => "permissive",
+            Self::Enforcing => "enforcing",
+        }
+    }
+}
+
+impl TlsSpec {
+    pub fn enforcing(&self) -> bool {
+        self.mode == TlsMode::Enforcing
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

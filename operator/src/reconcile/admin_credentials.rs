@@ -1,5 +1,7 @@
 //! How the operator reaches a resource's pods with its admin requests: the account it
-//! signs with (a Broker's `spec.security.adminCredentials` for its pods, a NameServer's
+//! signs with (a Broker's `spec.security.adminCredentials` for its pods when it has an
+//! `acl`, else the Broker's generated admin secret, `<name>-admin-secret`, which its
+//! brokers require on role changes and config pushes; a NameServer's `adminCredentials`
 //! for the nameservers) and TLS when the pods serve it (`spec.security.tls`: the Secret's
 //! `ca.crt`, plus `tls.crt`/`tls.key` for mTLS). Read from the Secrets with a GET at
 //! every reconcile of the Broker or of a Topic on it, so a rotated Secret takes effect on
@@ -20,8 +22,10 @@ use super::{Context, Error};
 use crate::admin::{Admin, PeerAccess};
 use crate::conditions::{self, Desired};
 use crate::crd::{
-    Broker, BrokerStatus, CA_KEY, NameServer, SecretRef, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec,
+    ADMIN_SECRET_KEY, Broker, BrokerStatus, CA_KEY, NameServer, SecretRef, TLS_CERT_KEY,
+    TLS_KEY_KEY, TlsSpec,
 };
+use crate::names::BrokerNames;
 
 /// Keys of the Secret, as for `brokerCredentials`.
 pub use crate::crd::{ACCESS_KEY_KEY as ACCESS_KEY, SECRET_KEY_KEY as SECRET_KEY};
@@ -54,6 +58,10 @@ pub enum CredentialsError {
         secret: String,
         key: &'static str,
     },
+    /// The Broker's generated admin secret cannot be used (missing, empty, not a valid
+    /// `adminSecret` list); the reason never quotes the value.
+    #[error("Secret {secret} (the Broker's admin secret, key {ADMIN_SECRET_KEY}): {reason}")]
+    AdminSecret { secret: String, reason: String },
     /// The pods serve TLS and the operator cannot set up its side: the reason names the
     /// Secret and the key, never their content.
     #[error("{kind} spec.security.tls: {reason}")]
@@ -70,18 +78,35 @@ impl CredentialsError {
     }
 }
 
-/// The admin client for `broker`'s pods: signed with its `adminCredentials` when it names
-/// a Secret, over TLS when its pods serve TLS (`spec.security.tls`), the operator's
-/// unsigned plaintext one otherwise.
+/// The admin client for `broker`'s pods, over TLS when its pods serve TLS
+/// (`spec.security.tls`). Signed with its `adminCredentials` when it has an `acl` (the
+/// ACL decides there; unsigned without them), else with its generated admin secret: with
+/// the ACL off the brokers check that secret on role changes and config pushes, and an
+/// ACL account would not pass.
 pub async fn admin_for(ctx: &Context, broker: &Broker) -> Result<Arc<dyn Admin>, Error> {
+    let security = &broker.spec.security;
+    let signer = match (&security.acl, &security.admin_credentials) {
+        (Some(_), Some(account)) => Signer::Account(account),
+        (Some(_), None) => Signer::Unsigned,
+        (None, _) => Signer::AdminSecret(BrokerNames::of(broker).admin_secret()),
+    };
     scoped(
         ctx,
         "Broker",
         broker.metadata.namespace.as_deref(),
-        broker.spec.security.admin_credentials.as_ref(),
-        broker.spec.security.tls.as_ref(),
+        signer,
+        security.tls.as_ref(),
     )
     .await
+}
+
+/// What the operator signs a resource's admin requests with.
+enum Signer<'a> {
+    Unsigned,
+    /// An ACL account: a Secret with `accessKey` and `secretKey`.
+    Account(&'a SecretRef),
+    /// The first secret of the `adminSecret` list in this Secret, as `rmq-admin`.
+    AdminSecret(String),
 }
 
 /// The admin client for `nameserver`'s pods, signed with its own `adminCredentials`
@@ -95,7 +120,12 @@ pub async fn namesrv_admin_for(
         ctx,
         "NameServer",
         nameserver.metadata.namespace.as_deref(),
-        nameserver.spec.security.admin_credentials.as_ref(),
+        nameserver
+            .spec
+            .security
+            .admin_credentials
+            .as_ref()
+            .map_or(Signer::Unsigned, Signer::Account),
         nameserver.spec.security.tls.as_ref(),
     )
     .await
@@ -106,17 +136,20 @@ async fn scoped(
     ctx: &Context,
     kind: &'static str,
     namespace: Option<&str>,
-    credentials: Option<&SecretRef>,
+    signer: Signer<'_>,
     tls: Option<&TlsSpec>,
 ) -> Result<Arc<dyn Admin>, Error> {
-    if credentials.is_none() && tls.is_none() {
+    if matches!(signer, Signer::Unsigned) && tls.is_none() {
         return Ok(ctx.admin.clone());
     }
     let namespace = namespace.ok_or(Error::MissingField("metadata.namespace"))?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let credentials = match credentials {
-        Some(secret_ref) => Some(account(&api, kind, namespace, &secret_ref.secret_name).await?),
-        None => None,
+    let credentials = match signer {
+        Signer::Unsigned => None,
+        Signer::Account(secret_ref) => {
+            Some(account(&api, kind, namespace, &secret_ref.secret_name).await?)
+        }
+        Signer::AdminSecret(name) => admin_secret(&api, &name).await?,
     };
     let tls = match tls {
         Some(spec) => Some(tls_client(&api, kind, namespace, spec).await?),
@@ -142,6 +175,29 @@ async fn account(
     let access_key = value(&secret, kind, name, ACCESS_KEY)?;
     let secret_key = value(&secret, kind, name, SECRET_KEY)?;
     Ok(Credentials::new(access_key, secret_key))
+}
+
+/// Credentials signing with the first secret of the `adminSecret` list in Secret `name`;
+/// `None` while the Secret does not exist: the Broker's reconcile creates it before any
+/// pod, and pods cannot start without it (`secretKeyRef`, not optional), so no broker
+/// of this Broker checks a secret yet (pods from before the operator generated one run
+/// in open mode until they restart).
+async fn admin_secret(api: &Api<Secret>, name: &str) -> Result<Option<Credentials>, Error> {
+    let problem = |reason: &str| CredentialsError::AdminSecret {
+        secret: name.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let Some(secret) = api.get_opt(name).await? else {
+        return Ok(None);
+    };
+    let text = non_empty(&secret, ADMIN_SECRET_KEY)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .ok_or_else(|| problem("missing, empty or not UTF-8 text"))?;
+    match security::admin_secret::signer(text) {
+        Ok(Some(credentials)) => Ok(Some(credentials)),
+        Ok(None) => Err(problem("holds no secret").into()),
+        Err(e) => Err(problem(&e.to_string()).into()),
+    }
 }
 
 /// TLS to pods serving the certificate of `spec`'s Secret: trusting its `ca.crt`, and

@@ -51,11 +51,16 @@ fn account_secret(api: &FakeApi, name: &str, account: &Credentials, keys: &[&str
     crate::secret_flow::insert_secret(api, name, &data);
 }
 
+/// `adminCredentials` sign when the Broker has an `acl` (without one, its brokers check
+/// the generated admin secret instead, which `admin_secret_flow` covers).
 fn use_admin_credentials(api: &FakeApi) {
     api.edit::<Broker>(
         NS,
         "rmq-ha",
-        json!({"spec": {"security": {"adminCredentials": {"secretName": SECRET_NAME}}}}),
+        json!({"spec": {"security": {
+            "acl": {"name": "team-acl"},
+            "adminCredentials": {"secretName": SECRET_NAME},
+        }}}),
     );
 }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod admin_credentials_flow;
+mod admin_secret_flow;
 mod alerts;
 mod broker_flow;
 mod cel;
@@ -24,6 +25,7 @@ mod scale_flow;
 mod secret_flow;
 mod snapshots;
 mod storage_flow;
+mod tls_mode_flow;
 mod topic_flow;
 mod topic_ready_metric;
 

@@ -225,6 +225,7 @@ fn security_changes_restart_the_nameservers() {
     tls.spec.security.tls = Some(operator::crd::TlsSpec {
         secret_name: "ns-tls".to_owned(),
         require_client_certificates: false,
+        mode: operator::crd::TlsMode::Permissive,
     });
     assert_ne!(hash(&plain), hash(&tls));
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod admin_bursts;
+mod admin_secret;
 mod bad_input;
 mod batch;
 mod broker_limits;
@@ -19,5 +20,6 @@ mod memory;
 mod nameserver;
 mod nameserver_limits;
 mod redteam;
+mod registration;
 mod registries;
 mod sql92;

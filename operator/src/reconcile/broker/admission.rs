@@ -99,11 +99,71 @@ pub async fn nameserver_list(
         }
         return Ok(ControlFlow::Break(Action::requeue(PROGRESS_POLL)));
     };
+    if let Some(problem) = tls_mismatch(broker, &nameserver) {
+        let status = not_ready(&rec.stored, TLS_PEER_MISMATCH, &problem, rec);
+        if status != rec.stored {
+            patch_status::<Broker, _>(&ctx.client, &rec.namespace, &rec.name, &status).await?;
+            rec.event(ctx, true, TLS_PEER_MISMATCH, "Reconcile", problem)
+                .await;
+        }
+        return Ok(ControlFlow::Break(Action::requeue(PROGRESS_POLL)));
+    }
     Ok(ControlFlow::Continue(
         NameServerNames::of(&nameserver)
             .addresses(nameserver.spec.replicas, &ctx.settings.cluster_domain)
             .join(";"),
     ))
+}
+
+/// Reason of the `Ready=False` condition when the Broker's and its NameServer's TLS modes
+/// would leave the brokers unable to register.
+pub const TLS_PEER_MISMATCH: &str = "TlsPeerMismatch";
+
+/// Why `broker`'s pods could not reach `nameserver` with these TLS specs, if they could
+/// not: an enforcing NameServer refuses the plaintext registrations of a Broker that does
+/// not enforce (`tls.enable` is only set by `enforcing`), and an enforcing Broker dials
+/// TLS, which a NameServer without `tls` does not speak.
+pub fn tls_mismatch(broker: &Broker, nameserver: &NameServer) -> Option<String> {
+    let ns_name = nameserver.metadata.name.as_deref().unwrap_or_default();
+    let broker_tls = broker.spec.security.tls.as_ref();
+    let ns_tls = nameserver.spec.security.tls.as_ref();
+    let broker_enforces = broker_tls.is_some_and(|t| t.enforcing());
+    let ns_enforces = ns_tls.is_some_and(|t| t.enforcing());
+    if ns_enforces && !broker_enforces {
+        return Some(format!(
+            "NameServer {ns_name} has spec.security.tls.mode=enforcing, so it refuses              plaintext registrations; set spec.security.tls with mode: enforcing on this              Broker so its brokers register over TLS"
+        ));
+    }
+    if broker_enforces && ns_tls.is_none() {
+        return Some(format!(
+            "spec.security.tls.mode=enforcing makes the brokers register over TLS, but              NameServer {ns_name} serves no TLS; give it spec.security.tls (a certificate              from the same CA)"
+        ));
+    }
+    None
+}
+
+/// The stored status with `Ready=False` and `reason` as its condition.
+fn not_ready(
+    stored: &BrokerStatus,
+    reason: &str,
+    message: &str,
+    rec: &Reconciliation,
+) -> BrokerStatus {
+    BrokerStatus {
+        observed_generation: rec.generation,
+        conditions: conditions::merge(
+            &stored.conditions,
+            &[Desired::new(
+                conditions::READY,
+                false,
+                reason,
+                message.to_owned(),
+            )],
+            rec.generation,
+            rec.now,
+        ),
+        ..stored.clone()
+    }
 }
 
 /// The stored status with `Ready=False` `NameServerNotFound` as its only condition.

@@ -14,13 +14,13 @@
 //! | Phase | Module | Produces | Condition |
 //! |---|---|---|---|
 //! | pause | `admission` | stop | `ReconciliationPaused=True` |
+//! | secrets | `secret` | the generated HA and admin Secrets | (Events `HaSecretGenerated`, `AdminSecretGenerated`) |
 //! | admin credentials | `admission` | the admin client | `Ready=False` `AdminCredentialsUnavailable` / `AdminTlsUnavailable` |
 //! | nameserver list | `admission` | `namesrvAddr` | `Ready=False` `NameServerNotFound` |
 //! | scale-down guard | `scale` | the effective Broker | `Progressing=False` `ScaleDownBlocked` |
 //! | switchover request | `switchover` | the accepted target | (Event `SwitchoverRejected`) |
 //! | group starts | `recovery` | each group's failover state | `Progressing=False` `StatusLost` |
 //! | failover | `failover` | a `GroupRun` per group | `FailoverInProgress`, `Degraded` |
-//! | HA secret | `secret` | the generated Secret | (Event `HaSecretGenerated`) |
 //! | external listener | `listener` | advertised addresses | `Ready=False` `AwaitingExternalAddress` |
 //! | owned objects | `objects` | applied StatefulSets | `StorageResized` |
 //! | roles and monitoring | `pods`, `monitoring` | role labels, ServiceMonitor, PrometheusRule | — |
@@ -67,6 +67,8 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
     if let ControlFlow::Break(action) = admission::pause(&ctx, &broker, &rec).await? {
         return Ok(action);
     }
+    // The generated Secrets first: the admin client below signs with the admin secret.
+    secret::ensure(&ctx, &broker, &rec).await?;
     // Every admin call to this Broker's pods below goes through this client.
     let admin = admission::admin_client(&ctx, &broker, &rec).await?;
     let admin = admin.as_ref();
@@ -94,7 +96,6 @@ pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action,
     // Listed after the failover pass, which may have deleted pods.
     let observed = pods::list_pods(&pod_api, &rec.names).await?;
 
-    secret::ensure(&ctx, &broker, &rec).await?;
     let listener = listener::reconcile_listener(&ctx, &broker, &rec.names).await?;
     let applied = objects::apply(
         &ctx,
