@@ -47,6 +47,8 @@ async fn runtime_config_updates_stay_in_safe_ranges() {
         let r = c.request(update(body)).await.unwrap();
         assert_eq!(r.code, response::SYSTEM_ERROR, "{body}");
     }
+    // Time itself: had `brokerChannelExpiredMillis=1` been applied, the expiry scan would
+    // have dropped the broker within this wait; what is checked is that nothing happened.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = c.request(route("Kept")).await.unwrap();
     assert_eq!(r.code, response::SUCCESS, "the broker is still registered");
