@@ -291,7 +291,7 @@ pub async fn report(
     if !conditions::has_reason(&stored.conditions, conditions::READY, reason) {
         ctx.events
             .publish(
-                super::broker::KIND,
+                &Broker::kind(&()),
                 &broker.object_ref(&()),
                 true,
                 reason,
