@@ -30,6 +30,9 @@ pub const OPERATOR_OWNED_KEYS: &[&str] = &[
     "flushDiskType",
 ];
 
+/// The resource's kind, as events and conditions name it.
+pub const BROKER_KIND: &str = "Broker";
+
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "rmq-rs.dev",

@@ -291,7 +291,7 @@ pub async fn report(
     if !conditions::has_reason(&stored.conditions, conditions::READY, reason) {
         ctx.events
             .publish(
-                &Broker::kind(&()),
+                crate::crd::BROKER_KIND,
                 &broker.object_ref(&()),
                 true,
                 reason,

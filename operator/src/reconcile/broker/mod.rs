@@ -60,7 +60,7 @@ use super::{Context, Error};
 use crate::crd::{Broker, BrokerStatus};
 use crate::names::BrokerNames;
 
-pub const KIND: &str = "Broker";
+pub use crate::crd::BROKER_KIND as KIND;
 
 pub async fn reconcile(broker: Arc<Broker>, ctx: Arc<Context>) -> Result<Action, Error> {
     let rec = Reconciliation::of(&broker, &ctx)?;
