@@ -59,7 +59,8 @@ pub struct AuthArgs {
         env = "RMQ_ADMIN_SECRET",
         hide_env_values = true,
         conflicts_with_all = ["access_key", "secret_key", "credentials_file"],
-        global = true
+        global = true,
+        help_heading = "ACL options"
     )]
     pub admin_secret: Option<String>,
 }
