@@ -484,3 +484,72 @@ fn a_connected_anonymous_epoch_does_not_keep_the_real_master_out() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// With the ACL on, the ACL alone decides: the `rmq-admin` access key signed with the
+/// broker's own `adminSecret` is an unknown account, and a non-admin account's valid
+/// signature is not enough for a role change or a config push.
+#[test]
+fn with_the_acl_on_the_admin_secret_account_is_not_an_admin() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl_path = dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl_path,
+        "accounts:\n  - accessKey: adminUser1\n    secretKey: adminSecret1\n    admin: true\n  \
+         - accessKey: producer01\n    secretKey: producerSecret\n    defaultTopicPerm: PUB\n",
+    )
+    .unwrap();
+    let acl = acl_path.display().to_string();
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("aclEnable", "true"),
+            ("aclFile", &acl),
+            ("adminSecret", SECRET),
+        ],
+    );
+    runtime().block_on(async {
+        let attacker = Client::connect_from(ATTACKER, b.broker.port).await.unwrap();
+        let mut by_producer = role_change(1, 9);
+        sign_request(
+            &mut by_producer,
+            &Credentials::new("producer01", "producerSecret"),
+        );
+        let mut push_by_producer = config_update("brokerPermission=4\n");
+        sign_request(
+            &mut push_by_producer,
+            &Credentials::new("producer01", "producerSecret"),
+        );
+        for (what, attempt) in [
+            (
+                "rmq-admin with the adminSecret",
+                signed_as(role_change(1, 9), ADMIN_ACCESS_KEY),
+            ),
+            (
+                "rmq-admin config push",
+                signed_as(config_update("brokerPermission=4\n"), ADMIN_ACCESS_KEY),
+            ),
+            ("non-admin account role change", by_producer),
+            ("non-admin account config push", push_by_producer),
+        ] {
+            let r = attacker.request(attempt).await.expect("answered");
+            assert_ne!(r.code, response::SUCCESS, "{what} was served");
+        }
+        let mut status = RemotingCommand::bare_request(request::GET_BROKER_HA_STATUS);
+        sign_request(&mut status, &Credentials::new("adminUser1", "adminSecret1"));
+        let r = attacker.request(status).await.unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let status: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(status["master"].as_bool(), Some(true), "{status}");
+        assert!(
+            b.broker.running(),
+            "the broker died; log:\n{}",
+            b.broker.log()
+        );
+        // A signed producer is still served.
+        let c = Client::connect(b.broker.port).await.unwrap();
+        let mut send = send_v2("VictimTopic", 0, b"victim", "");
+        sign_request(&mut send, &Credentials::new("producer01", "producerSecret"));
+        let r = c.request(send).await.unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    });
+}
