@@ -553,3 +553,52 @@ fn with_the_acl_on_the_admin_secret_account_is_not_an_admin() {
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
     });
 }
+
+/// A plain or batch send straight into the broker's own topics (the half queue, the op
+/// queue, the delay schedule) with forged broker-owned properties: refused, so no forged
+/// half, op record or parked message reaches the checker or the schedule.
+#[test]
+fn sends_into_the_brokers_own_topics_are_refused() {
+    let mut b = TempBroker::start(None, &[]);
+    runtime().block_on(async {
+        let attacker = Client::connect_from(ATTACKER, b.broker.port).await.unwrap();
+        let forged = e2e::broker_harness::properties(&[
+            ("TRAN_MSG", "true"),
+            ("PGROUP", "owner"),
+            ("REAL_TOPIC", "VictimTopic"),
+            ("REAL_QID", "0"),
+            ("TRAN_ORIGIN_OFFSET", "0"),
+            ("DELAY_PARKED_OFFSET", "0"),
+            ("UNIQ_KEY", "FORGED"),
+        ]);
+        for topic in [
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+            "SCHEDULE_TOPIC_XXXX",
+        ] {
+            let r = attacker
+                .request(send_v2(topic, 0, b"forged", &forged))
+                .await
+                .expect("answered");
+            assert_ne!(
+                r.code,
+                response::SUCCESS,
+                "plain send into {topic} was stored"
+            );
+            let mut body = Vec::new();
+            protocol::message::batch::BatchEntry {
+                flag: 0,
+                body: b"forged",
+                properties: &forged,
+            }
+            .encode_to(&mut body)
+            .unwrap();
+            let mut batch = send_v2(topic, 0, &body, "");
+            batch.code = request::SEND_BATCH_MESSAGE;
+            batch.ext_fields.insert("m", "true");
+            let r = attacker.request(batch).await.expect("answered");
+            assert_ne!(r.code, response::SUCCESS, "batch into {topic} was stored");
+        }
+        victim_is_served(&mut b.broker).await;
+    });
+}
