@@ -8,6 +8,7 @@
 
 mod admin_bursts;
 mod admin_secret;
+mod attack_round3;
 mod bad_input;
 mod batch;
 mod broker_limits;
