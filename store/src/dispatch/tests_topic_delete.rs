@@ -149,16 +149,19 @@ fn concurrent_pulls_during_deletion_get_clean_statuses() {
     deleted.store(true, Ordering::Release);
     reached(&after, 200);
     stop.store(true, Ordering::Release);
-    for p in pullers {
-        let after = p.join().expect("a puller panicked");
-        assert!(!after.is_empty());
-        assert!(
-            after
-                .iter()
-                .all(|s| *s == GetMessageStatus::NoMatchedLogicQueue),
-            "{after:?}"
-        );
-    }
+    // The 200 pulls after the deletion may all be one puller's (the other descheduled),
+    // so the statuses are checked over all pullers together.
+    let after: Vec<_> = pullers
+        .into_iter()
+        .flat_map(|p| p.join().expect("a puller panicked"))
+        .collect();
+    assert!(after.len() >= 200);
+    assert!(
+        after
+            .iter()
+            .all(|s| *s == GetMessageStatus::NoMatchedLogicQueue),
+        "{after:?}"
+    );
 }
 
 #[test]
