@@ -46,7 +46,12 @@ impl QuotaFs {
             };
             for entry in entries {
                 let entry = entry?;
-                let meta = entry.metadata()?;
+                // A file deleted (or renamed) since the listing holds nothing now.
+                let meta = match entry.metadata() {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
                 total += if meta.is_dir() {
                     walk(&entry.path())?
                 } else {
