@@ -27,28 +27,32 @@ pub fn check(
     if shared.acl.is_some() || crate::acl::READS.contains(&request.code) {
         return Ok(());
     }
-    {
+    let refusal = {
         let config = shared.config.read();
-        if config.admin_secrets.is_empty() || config.admin_secrets.verify(request) {
+        if config.admin_secrets.is_empty() {
             return Ok(());
         }
-    }
-    shared.metrics.limit_refused(KEY);
+        match config.admin_secrets.check(request) {
+            Ok(()) => return Ok(()),
+            Err(refusal) => refusal,
+        }
+    };
+    shared.metrics.limit_refused(refusal.limit_key());
     tracing::warn!(
         code = request.code,
         access_key = request
             .ext_fields
             .get(security::sign::ACCESS_KEY)
             .unwrap_or(""),
-        "request refused: not signed with adminSecret"
+        %refusal,
+        "request refused"
     );
     Err(Some(Box::new(RemotingCommand::error_response(
         request,
         response::NO_PERMISSION,
         format!(
-            "request code {} needs a signature with the nameserver's {KEY} (access key {})",
+            "request code {} needs a fresh signature with the nameserver's {KEY}: {refusal}",
             request.code,
-            security::admin_secret::ADMIN_ACCESS_KEY
         ),
     ))))
 }

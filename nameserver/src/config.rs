@@ -94,6 +94,11 @@ pub struct NamesrvConfig {
     /// as access key `rmq-admin` (`crate::admin_gate`). Empty: open mode. The
     /// environment variable `RMQ_ADMIN_SECRET` supplies it when no file sets it.
     pub admin_secrets: security::admin_secret::AdminSecrets,
+    /// `adminSignatureWindowMillis` (not a RocketMQ key): how far a signature's timestamp
+    /// may be from this clock; a nonce is admitted once within it (`security::freshness`).
+    pub admin_signature_window_millis: u64,
+    /// `adminReplayCacheMaxEntries` (not a RocketMQ key): most nonces remembered.
+    pub admin_replay_cache_max_entries: usize,
     /// TLS on the remoting port (4.9's `tls.server.*` keys).
     pub tls: security::tls::ServerTlsSettings,
     pub tls_file_check_interval: Duration,
@@ -159,6 +164,8 @@ impl Default for NamesrvConfig {
             acl_file: None,
             acl_file_check_interval: Duration::from_secs(1),
             admin_secrets: security::admin_secret::AdminSecrets::default(),
+            admin_signature_window_millis: security::freshness::DEFAULT_WINDOW_MILLIS,
+            admin_replay_cache_max_entries: security::freshness::DEFAULT_MAX_ENTRIES,
             tls: security::tls::ServerTlsSettings::default(),
             tls_file_check_interval: Duration::from_secs(1),
             tls_metrics_enable: false,
@@ -229,13 +236,29 @@ impl NamesrvConfig {
             }
             "adminSecret" => {
                 // The value is a secret: the error names the rule, never the value.
-                self.admin_secrets =
-                    security::admin_secret::AdminSecrets::parse(value).map_err(|e| {
-                        ConfigError::InvalidValue {
-                            key: key.to_owned(),
-                            value: format!("<hidden>: {e}"),
-                        }
+                self.admin_secrets = security::admin_secret::AdminSecrets::parse(value)
+                    .map_err(|e| ConfigError::InvalidValue {
+                        key: key.to_owned(),
+                        value: format!("<hidden>: {e}"),
                     })?
+                    .with_guard_of(&self.admin_secrets)
+            }
+            "adminSignatureWindowMillis" | "adminReplayCacheMaxEntries" => {
+                let n: u64 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(invalid)?;
+                if key == "adminSignatureWindowMillis" {
+                    self.admin_signature_window_millis = n;
+                } else {
+                    self.admin_replay_cache_max_entries = usize::try_from(n).unwrap_or(usize::MAX);
+                }
+                self.admin_secrets = self.admin_secrets.clone().with_replay_window(
+                    self.admin_signature_window_millis,
+                    self.admin_replay_cache_max_entries,
+                );
             }
             "maxConnections" => self.max_connections = count(value, 1).ok_or_else(invalid)?,
             "maxConnectionsPerIp" => {
@@ -427,6 +450,14 @@ impl NamesrvConfig {
             } else {
                 "******".to_owned()
             },
+        ));
+        out.push((
+            "adminSignatureWindowMillis",
+            self.admin_signature_window_millis.to_string(),
+        ));
+        out.push((
+            "adminReplayCacheMaxEntries",
+            self.admin_replay_cache_max_entries.to_string(),
         ));
         out.push(("aclFile", self.acl_file_path().display().to_string()));
         out.push((

@@ -7,15 +7,20 @@
 //! the fixed name [`ADMIN_ACCESS_KEY`] and `Signature` is HmacSHA1 over the request
 //! with the secret as key, so any client that signs ACL requests can sign these.
 //!
+//! Replays: the signer stamps a timestamp and a nonce into the signed fields and the
+//! server admits each nonce once within a window ([`crate::freshness`]).
+//!
 //! Rotation: the configured value is a comma-separated list. A server accepts a
 //! signature made with any of them; a signer uses the first. Rolling out a new secret is
 //! `old,new` everywhere (servers accept both, signers still use `old`), then `new,old`
 //! (signers switch), then `new` alone; no request is refused at any step.
 
 use std::fmt;
+use std::sync::Arc;
 
 use protocol::RemotingCommand;
 
+use crate::freshness::{ReplayGuard, Stale};
 use crate::sign::{self, Credentials, SigningKey};
 
 /// The access key an admin-secret signature carries. With ACL off, servers check the
@@ -43,6 +48,27 @@ pub const MIN_LEN: usize = 16;
 pub struct AdminSecrets {
     /// (secret text, its keyed HMAC), in configured order.
     keys: Vec<(sign::Secret, SigningKey)>,
+    /// Nonces admitted within the window; shared by clones.
+    guard: Arc<ReplayGuard>,
+}
+
+/// Why [`AdminSecrets::check`] refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("not signed with the adminSecret (access key {ADMIN_ACCESS_KEY})")]
+    Unsigned,
+    #[error(transparent)]
+    Stale(#[from] Stale),
+}
+
+impl Refusal {
+    /// The config key a refusal is counted under.
+    pub fn limit_key(&self) -> &'static str {
+        match self {
+            Refusal::Unsigned => "adminSecret",
+            Refusal::Stale(s) => s.limit_key(),
+        }
+    }
 }
 
 impl AdminSecrets {
@@ -65,7 +91,27 @@ impl AdminSecrets {
                 .into_iter()
                 .map(|s| (sign::Secret::new(s), SigningKey::new(s)))
                 .collect(),
+            guard: Arc::default(),
         })
+    }
+
+    /// These secrets with a replay window of `window_millis` remembering at most
+    /// `max_entries` nonces (`adminSignatureWindowMillis`, `adminReplayCacheMaxEntries`).
+    pub fn with_replay_window(mut self, window_millis: u64, max_entries: usize) -> Self {
+        self.guard = Arc::new(ReplayGuard::new(window_millis, max_entries));
+        self
+    }
+
+    /// These secrets keeping `other`'s record of admitted nonces: a secret rotated at
+    /// runtime must not re-admit what was seen under the old list.
+    pub fn with_guard_of(mut self, other: &AdminSecrets) -> Self {
+        self.guard = Arc::clone(&other.guard);
+        self
+    }
+
+    /// Nonces remembered now (for a gauge).
+    pub fn replay_entries(&self) -> usize {
+        self.guard.entries()
     }
 
     /// Whether no secret is configured (open mode).
@@ -79,6 +125,7 @@ impl AdminSecrets {
 
     /// Whether `cmd` carries `AccessKey` = [`ADMIN_ACCESS_KEY`] and a signature made with
     /// one of the secrets. Always false in open mode (callers check [`Self::is_empty`]).
+    /// Says nothing about freshness: servers use [`Self::check`].
     pub fn verify(&self, cmd: &RemotingCommand) -> bool {
         if cmd.ext_fields.get(sign::ACCESS_KEY) != Some(ADMIN_ACCESS_KEY) {
             return false;
@@ -86,11 +133,22 @@ impl AdminSecrets {
         self.keys.iter().any(|(_, key)| key.verify(cmd))
     }
 
-    /// What a signer signs with: the first secret under [`ADMIN_ACCESS_KEY`].
+    /// What a server admits: a valid signature ([`Self::verify`]) on a request stamped
+    /// within the window with a nonce not seen before, which is then remembered. Always
+    /// refused in open mode (callers check [`Self::is_empty`]).
+    pub fn check(&self, cmd: &RemotingCommand) -> Result<(), Refusal> {
+        if !self.verify(cmd) {
+            return Err(Refusal::Unsigned);
+        }
+        Ok(self.guard.admit(cmd)?)
+    }
+
+    /// What a signer signs with: the first secret under [`ADMIN_ACCESS_KEY`], stamping
+    /// each request with a timestamp and a nonce.
     pub fn credentials(&self) -> Option<Credentials> {
         self.keys
             .first()
-            .map(|(s, _)| Credentials::new(ADMIN_ACCESS_KEY, s.expose()))
+            .map(|(s, _)| Credentials::new(ADMIN_ACCESS_KEY, s.expose()).stamped())
     }
 }
 
@@ -149,6 +207,29 @@ mod tests {
         let mut old_signed = role_change();
         sign_request(&mut old_signed, &creds);
         assert!(!only_new.verify(&old_signed));
+    }
+
+    #[test]
+    fn a_signed_request_is_admitted_once() {
+        let secrets = AdminSecrets::parse(OLD).unwrap();
+        let mut cmd = role_change();
+        sign_request(&mut cmd, &secrets.credentials().unwrap());
+        assert_eq!(secrets.check(&cmd), Ok(()));
+        assert_eq!(
+            secrets.clone().check(&cmd),
+            Err(Refusal::Stale(Stale::Replayed))
+        );
+        // A signature without the stamp (a 4.9-style signer) verifies but is not admitted.
+        let mut plain = role_change();
+        sign_request(&mut plain, &Credentials::new(ADMIN_ACCESS_KEY, OLD));
+        assert!(secrets.verify(&plain));
+        assert_eq!(secrets.check(&plain), Err(Refusal::Stale(Stale::Unstamped)));
+        // Changing the stamp breaks the signature.
+        let mut moved = cmd.clone();
+        moved
+            .ext_fields
+            .insert_static(crate::freshness::NONCE, "another-nonce");
+        assert_eq!(secrets.check(&moved), Err(Refusal::Unsigned));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   the admin edits of request codes 50–53.
 //!
 //! - [`admin_secret`]: the shared `adminSecret` that signs role changes and broker
-//!   registrations when no ACL is on (a list, so it rotates without downtime).
+//!   registrations when no ACL is on (a list, so it rotates without downtime);
+//!   [`freshness`]: the timestamp and nonce those signatures carry, so a captured one
+//!   cannot be replayed.
 //!
 //! - [`tls`]: rustls on the remoting ports in 4.9's disabled / permissive / enforcing
 //!   modes, optional mTLS, certificates reloaded on change; [`tls::MaybeTls`] is the
@@ -27,6 +29,7 @@ pub mod acl;
 pub mod admin_secret;
 pub mod conn_gate;
 mod file_watch;
+pub mod freshness;
 pub mod http_stream;
 pub mod sign;
 pub mod tls;

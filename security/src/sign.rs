@@ -61,6 +61,9 @@ pub struct Credentials {
     pub security_token: Option<Secret>,
     /// `secret_key` keyed once: a client signs every request it sends.
     key: SigningKey,
+    /// Whether each signed request gets a fresh timestamp and nonce
+    /// ([`crate::freshness::stamp`]): what admin-secret signatures carry.
+    stamped: bool,
 }
 
 impl PartialEq for Credentials {
@@ -92,7 +95,16 @@ impl Credentials {
             key: SigningKey::new(secret_key.expose()),
             secret_key,
             security_token: None,
+            stamped: false,
         }
+    }
+
+    /// These credentials, stamping every request they sign with a timestamp and a nonce
+    /// inside the signed fields, so that a server keeping a [`crate::freshness::ReplayGuard`]
+    /// refuses a replay.
+    pub fn stamped(mut self) -> Self {
+        self.stamped = true;
+        self
     }
 
     /// The secret (fixed at construction: the signing key is derived from it).
@@ -175,6 +187,9 @@ pub fn sign_request(cmd: &mut RemotingCommand, creds: &Credentials) {
     cmd.ext_fields.insert(ACCESS_KEY, creds.access_key.as_str());
     if let Some(token) = &creds.security_token {
         cmd.ext_fields.insert(SECURITY_TOKEN, token.expose());
+    }
+    if creds.stamped {
+        crate::freshness::stamp(cmd);
     }
     let mut mac = creds.key.0.clone();
     update(&mut mac, &cmd.ext_fields, &cmd.body, &[]);

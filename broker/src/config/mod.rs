@@ -386,6 +386,15 @@ broker_config! {
     /// broker). The environment variable `RMQ_ADMIN_SECRET` supplies it when the key is
     /// absent (the operator's Kubernetes Secret). Never printed.
     admin_secret: Secret = "adminSecret" => Secret::new(std::env::var("RMQ_ADMIN_SECRET").unwrap_or_default());
+    /// How far an `adminSecret` signature's timestamp may be from this broker's clock
+    /// (not a RocketMQ key). Signers stamp a timestamp and a nonce into the signed
+    /// fields; a request outside the window, or whose nonce was already admitted, is
+    /// refused, so a captured role change or config push cannot be replayed.
+    admin_signature_window_millis: u64 = "adminSignatureWindowMillis" => security::freshness::DEFAULT_WINDOW_MILLIS;
+    /// Most nonces of admitted `adminSecret` requests remembered within the window (not
+    /// a RocketMQ key). Full: further admin requests are refused until old ones leave
+    /// the window (only holders of the secret can fill it).
+    admin_replay_cache_max_entries: u64 = "adminReplayCacheMaxEntries" => security::freshness::DEFAULT_MAX_ENTRIES as u64;
     /// TLS on the remoting port (4.9 `tls.server.mode`): disabled, permissive (TLS or
     /// plaintext, told apart by the first byte) or enforcing. 4.9 defaults to permissive
     /// with a generated self-signed certificate; here TLS needs real files, so the

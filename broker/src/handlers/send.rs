@@ -146,7 +146,10 @@ pub async fn send_message(
         }
         batch_props.insert(CLUSTER, b.broker_cluster_name.as_str());
         match BatchItem::decode_batch(&request.body, &batch_props.to_string()) {
-            Some(items) => {
+            Some(mut items) => {
+                for item in &mut items {
+                    drop_broker_owned(&mut item.properties);
+                }
                 broker
                     .put(Put::Batch(BatchMessage {
                         topic: topic.to_string(),
@@ -409,6 +412,25 @@ fn store_properties(text: &str, cluster: &str) -> String {
     out
 }
 
+/// Drops what only the broker writes ([`stamps::BROKER_OWNED`]) from one record of a
+/// batch: the inner messages carry properties of their own, which the batch-level
+/// stripping above never sees. Untouched (no allocation) when none is present.
+fn drop_broker_owned(props: &mut String) {
+    if !properties::iter(props).any(|(n, _)| stamps::is_broker_owned(n)) {
+        return;
+    }
+    let mut out = String::with_capacity(props.len());
+    for (name, value) in properties::iter(props).filter(|(n, _)| !stamps::is_broker_owned(n)) {
+        if !out.is_empty() {
+            out.push(properties::PROPERTY_SEPARATOR);
+        }
+        out.push_str(name);
+        out.push(properties::NAME_VALUE_SEPARATOR);
+        out.push_str(value);
+    }
+    *props = out;
+}
+
 /// A uniformly spread index in `0..n` (RocketMQ picks a random queue).
 pub(crate) fn random_index(n: i32) -> i32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -419,6 +441,21 @@ pub(crate) fn random_index(n: i32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_records_lose_broker_owned_properties() {
+        let mut joined = String::new();
+        properties::join_batch_properties(
+            "DELAY_PARKED_OFFSET\u{1}123\u{2}KEYS\u{1}k\u{2}REAL_TOPIC\u{1}T",
+            "CLUSTER\u{1}C1",
+            &mut joined,
+        );
+        drop_broker_owned(&mut joined);
+        assert_eq!(joined, "KEYS\u{1}k\u{2}CLUSTER\u{1}C1");
+        let mut clean = "KEYS\u{1}k\u{2}CLUSTER\u{1}C1".to_owned();
+        drop_broker_owned(&mut clean);
+        assert_eq!(clean, "KEYS\u{1}k\u{2}CLUSTER\u{1}C1");
+    }
 
     #[test]
     fn store_properties_drop_wait_and_set_cluster_last() {

@@ -136,7 +136,11 @@ impl Broker {
             reason,
         };
         let admin_secrets = security::admin_secret::AdminSecrets::parse(b.admin_secret.expose())
-            .map_err(|e| config_error(e.to_string()))?;
+            .map_err(|e| config_error(e.to_string()))?
+            .with_replay_window(
+                b.admin_signature_window_millis,
+                usize::try_from(b.admin_replay_cache_max_entries).unwrap_or(usize::MAX),
+            );
         let credentials = b
             .credentials()
             .map_err(|e| config_error(e.to_string()))?

@@ -31,7 +31,10 @@ fn role_change(master_id: i64, epoch: i32) -> RemotingCommand {
 }
 
 fn signed(mut cmd: RemotingCommand, secret: &str) -> RemotingCommand {
-    sign_request(&mut cmd, &Credentials::new(ADMIN_ACCESS_KEY, secret));
+    sign_request(
+        &mut cmd,
+        &Credentials::new(ADMIN_ACCESS_KEY, secret).stamped(),
+    );
     cmd
 }
 
@@ -105,6 +108,77 @@ fn unsigned_role_changes_are_refused_and_either_rotated_secret_is_accepted() {
         assert_eq!(status["epoch"].as_i64(), Some(3), "{status}");
         assert!(is_master(&admin).await);
         victim_is_served(&mut b.broker).await;
+    });
+}
+
+/// Topic, group and offset administration are protected like role changes: unsigned
+/// from another host, each is refused and nothing changes; signed, each is served.
+#[test]
+fn unsigned_topic_group_and_offset_administration_is_refused() {
+    let mut b = TempBroker::start(None, &[("adminSecret", NEW)]);
+    runtime().block_on(async {
+        let attacker = Client::connect_from(std::net::IpAddr::from([127, 0, 0, 2]), b.broker.port)
+            .await
+            .expect("attacker connects");
+        let admin = Client::connect(b.broker.port)
+            .await
+            .expect("admin connects");
+        // The victim's topic exists (auto-created by its first send).
+        victim_is_served(&mut b.broker).await;
+        let read_only_topic = with_fields(
+            request::UPDATE_AND_CREATE_TOPIC,
+            &[
+                ("topic", "VictimTopic".to_owned()),
+                ("defaultTopic", "TBW102".to_owned()),
+                ("readQueueNums", "4".to_owned()),
+                ("writeQueueNums", "4".to_owned()),
+                ("perm", "4".to_owned()),
+                ("topicFilterType", "SINGLE_TAG".to_owned()),
+                ("topicSysFlag", "0".to_owned()),
+                ("order", "false".to_owned()),
+            ],
+        );
+        let delete_topic = with_fields(
+            request::DELETE_TOPIC_IN_BROKER,
+            &[("topic", "VictimTopic".to_owned())],
+        );
+        let group = RemotingCommand::bare_request(request::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+            .with_body(
+                br#"{"groupName":"victim_group","consumeEnable":false,"retryQueueNums":1}"#
+                    .to_vec(),
+            );
+        let delete_group = with_fields(
+            request::DELETE_SUBSCRIPTIONGROUP,
+            &[("groupName", "victim_group".to_owned())],
+        );
+        let reset = with_fields(
+            request::INVOKE_BROKER_TO_RESET_OFFSET,
+            &[
+                ("topic", "VictimTopic".to_owned()),
+                ("group", "victim_group".to_owned()),
+                ("timestamp", "0".to_owned()),
+                ("isForce", "true".to_owned()),
+            ],
+        );
+        let attempts = [read_only_topic, delete_topic, group, delete_group, reset];
+        for attempt in attempts.iter().cloned() {
+            let r = attacker.request(attempt).await.expect("answered");
+            assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+            assert!(
+                r.remark.as_deref().unwrap_or("").contains("adminSecret"),
+                "{:?}",
+                r.remark
+            );
+        }
+        assert_eq!(refusals(b.broker.http_port, "adminSecret").await, 5.0);
+        // Nothing changed: the victim still writes to its topic.
+        victim_is_served(&mut b.broker).await;
+        // Signed by the administrator, the topic update is served.
+        let r = admin
+            .request(signed(attempts[0].clone(), NEW))
+            .await
+            .expect("answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
     });
 }
 

@@ -71,7 +71,10 @@ async fn nudge_registration(b: &BrokerProcess, topic: &str, secret: Option<&str>
         ],
     );
     if let Some(secret) = secret {
-        sign_request(&mut create, &Credentials::new(ADMIN_ACCESS_KEY, secret));
+        sign_request(
+            &mut create,
+            &Credentials::new(ADMIN_ACCESS_KEY, secret).stamped(),
+        );
     }
     let r = c.request(create).await.expect("create answered");
     assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
@@ -166,6 +169,73 @@ fn with_an_admin_secret_unsigned_registrations_are_refused_and_the_signed_master
             "a signed registration was refused; log:\n{}",
             ns.log()
         );
+        assert!(ns.running(), "the nameserver died; log:\n{}", ns.log());
+        victim_is_served(&mut b.broker).await;
+    });
+}
+
+/// Someone who captured the real master's signed unregistration on the wire sends it
+/// again after the master registered anew: the nonce was already admitted, so the
+/// nameserver refuses it and the master stays routed. A signature stamped outside
+/// `adminSignatureWindowMillis` is refused too.
+#[test]
+fn a_captured_signed_unregistration_cannot_be_replayed() {
+    let rt = e2e::wait::runtime();
+    let mut ns = NameServer::start(Options::default().config("adminSecret", OLD));
+    let mut b = TempBroker::start(Some(ns.port), &[("adminSecret", OLD)]);
+    let real = format!("127.0.0.1:{}", b.broker.port);
+    rt.block_on(async {
+        routed_to(&ns, &real, "the signed master registered").await;
+        let admin = Client::connect(ns.port).await.expect("connects");
+        let mut captured = {
+            let mut fb = FakeBroker::new(CLUSTER, GROUP, "127.0.0.3:10911", 1);
+            fb.master_epoch = None;
+            fb.unregister()
+        };
+        sign_request(
+            &mut captured,
+            &Credentials::new(ADMIN_ACCESS_KEY, OLD).stamped(),
+        );
+        let r = admin.request(captured.clone()).await.expect("answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+
+        let attacker = Client::connect_from(ATTACKER, ns.port)
+            .await
+            .expect("attacker connects");
+        let r = attacker.request(captured).await.expect("answered");
+        assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        assert!(
+            r.remark.as_deref().unwrap_or("").contains("replay"),
+            "{:?}",
+            r.remark
+        );
+        // A stamp an hour old, correctly signed, is outside the window.
+        let mut old = {
+            let mut fb = FakeBroker::new(CLUSTER, GROUP, &real, 0);
+            fb.master_epoch = None;
+            fb.unregister()
+        };
+        let hour_ago = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_millis()
+            - 3_600_000;
+        old.ext_fields
+            .insert_static(security::freshness::TIMESTAMP, hour_ago.to_string());
+        old.ext_fields
+            .insert_static(security::freshness::NONCE, "an-old-capture");
+        sign_request(&mut old, &Credentials::new(ADMIN_ACCESS_KEY, OLD));
+        let r = attacker.request(old).await.expect("answered");
+        assert_eq!(r.code, response::NO_PERMISSION, "{:?}", r.remark);
+        assert_eq!(
+            metric(
+                ns.http_port,
+                "rmq_namesrv_limit_refusals_total{limit=\"adminSignatureWindowMillis\"}",
+            )
+            .await,
+            1.0
+        );
+        assert_eq!(master_of_group(&ns).await.as_deref(), Some(real.as_str()));
         assert!(ns.running(), "the nameserver died; log:\n{}", ns.log());
         victim_is_served(&mut b.broker).await;
     });
