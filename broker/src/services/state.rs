@@ -224,6 +224,34 @@ impl Broker {
         self.role() == store::BrokerRole::Slave
     }
 
+    /// Whether this broker takes writes as master now (its HA role, not only its
+    /// configured one, and not fenced): what the transaction checker and delayed
+    /// delivery run on. A slave promoted at runtime starts them; a demoted or fenced
+    /// master stops them (4.9's `BrokerController.changeToMaster` / `changeToSlave`
+    /// start and stop the same services).
+    pub fn acts_as_master(&self) -> bool {
+        !self.is_slave() && !self.ha.get().is_some_and(|ha| ha.is_fenced())
+    }
+
+    /// Waits until [`Self::acts_as_master`]; `false` when the broker shuts down first.
+    pub async fn until_master(&self) -> bool {
+        /// Role changes are rare; a promoted broker starts its master-only services
+        /// within this.
+        const POLL: std::time::Duration = std::time::Duration::from_millis(200);
+        loop {
+            if self.shutdown.is_cancelled() {
+                return false;
+            }
+            if self.acts_as_master() {
+                return true;
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }

@@ -118,6 +118,22 @@ impl ScheduleService {
         self.levels.max_level()
     }
 
+    /// Replaces the offsets held with `delayOffset.json`'s, where they are further: what
+    /// a slave promoted at runtime starts from (its metadata sync wrote the master's
+    /// offsets to the file, not to this table).
+    pub fn reload(&self) -> Result<(), ConfigFileError> {
+        let table: DelayOffsetTable = self.file.load()?;
+        let mut offsets = self.offsets.lock();
+        for (level, offset) in table.offset_table {
+            let held = offsets.entry(level).or_insert(offset);
+            if offset > *held {
+                *held = offset;
+                self.dirty.store(true, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
     /// The level's delay in milliseconds.
     pub fn delay_ms(&self, level: i32) -> i64 {
         self.levels.deliver_timestamp(level, 0)
@@ -196,9 +212,15 @@ impl ScheduleService {
 /// Runs the schedule service until shutdown: one task per level plus the periodic
 /// persistence of `delayOffset.json`. The caller persists once more after it returns.
 pub async fn run(broker: Arc<Broker>) {
-    if broker.config.store.broker_role == store::BrokerRole::Slave {
-        // As in RocketMQ, only a master delivers; a slave's copies arrive by replication.
+    // As in RocketMQ, only a master delivers; a slave's copies arrive by replication.
+    // A slave promoted at runtime starts delivering from the offsets it synced from
+    // its master (`delayOffset.json`, written by the metadata sync).
+    let began_as_slave = !broker.acts_as_master();
+    if !broker.until_master().await {
         return;
+    }
+    if began_as_slave && let Err(e) = broker.schedule.reload() {
+        tracing::error!(error = %e, "cannot read the synced delayOffset.json; delivering from the offsets held");
     }
     recovery::wait_for_dispatch(&broker).await;
     broker.schedule.correct_offsets(broker.store.as_ref());
@@ -233,6 +255,18 @@ async fn run_level(broker: Arc<Broker>, level: i32) {
     loop {
         if broker.shutdown.is_cancelled() {
             return;
+        }
+        if !broker.acts_as_master() {
+            // Demoted or fenced: the new master delivers. Back as master, skip what was
+            // delivered meanwhile (its copies carry the parked record's offset).
+            if !broker.until_master().await {
+                return;
+            }
+            if let Err(e) = svc.reload() {
+                tracing::warn!(level, error = %e, "cannot read the synced delayOffset.json");
+            }
+            offset = recovery::skip_delivered(store, level, svc.offset(level).max(offset));
+            svc.set_offset(level, offset);
         }
         let units = store.queue_units(SCHEDULE_TOPIC, queue_id, offset, BATCH);
         let mut pause = None;

@@ -55,7 +55,6 @@ use protocol::RemotingCommand;
 use protocol::code::request as rq;
 use protocol::header::CheckTransactionStateRequestHeader;
 use protocol::message::{ConsumerOffset, PhysicalOffset, QueueOffset, offset_msg_id};
-use store::BrokerRole;
 
 use super::bridge::{self, HalfAt, PutOutcome, StoredRecord};
 use super::half::{self, CheckCount};
@@ -72,14 +71,16 @@ const MAX_OPS_PER_ROUND: usize = 1_000_000;
 /// Runs rounds until shutdown. A slave never checks (RocketMQ starts the service on
 /// masters only).
 pub async fn run(broker: Arc<Broker>) {
-    if broker.config.store.broker_role == BrokerRole::Slave {
-        return;
-    }
     let interval = Duration::from_millis(broker.config.broker.transaction_check_interval.max(1));
     loop {
         tokio::select! {
             _ = broker.shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
+        }
+        // Only a master checks (a slave's halves arrive by replication and its master
+        // decides them); a slave promoted at runtime starts here.
+        if !broker.until_master().await {
+            return;
         }
         let stats = check_round(&broker, crate::now_ms()).await;
         broker.metrics.transactions.check_rounds.inc();
