@@ -158,6 +158,7 @@ pub fn subscribe(b: &Broker, group: &str, topic: &str) {
         language: protocol::LanguageCode::Java,
         version: 409,
         last_update: std::time::Instant::now(),
+        access_key: None,
     };
     b.clients
         .register_consumer(&data, b.next_conn_id(), info)

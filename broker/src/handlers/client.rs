@@ -52,6 +52,13 @@ pub fn heartbeat(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -
         language: request.language,
         version: request.version,
         last_update: Instant::now(),
+        // Passed the ACL check in front of dispatch: a known account's name.
+        access_key: broker
+            .acl
+            .is_some()
+            .then(|| request.ext_fields.get(security::sign::ACCESS_KEY))
+            .flatten()
+            .map(str::to_owned),
     };
     let mut parse_failures = Vec::new();
     let mut refusals = Vec::new();

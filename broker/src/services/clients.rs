@@ -48,6 +48,9 @@ pub struct ClientInfo {
     pub language: LanguageCode,
     pub version: i32,
     pub last_update: Instant,
+    /// With the ACL on, the account that signed the heartbeat registering this
+    /// membership (what a broker-originated push to the connection is checked against).
+    pub access_key: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -430,17 +433,22 @@ impl ClientManager {
         out
     }
 
-    /// A live connection of the producer group, the one that heart-beat last
-    /// (`ProducerManager.getAvailableChannel`; the newest is the likeliest to be alive).
-    pub fn producer_channel(&self, group: &str) -> Option<Channel> {
+    /// A live connection of the producer group that `allowed` accepts, the one that
+    /// heart-beat last (`ProducerManager.getAvailableChannel`; the newest is the
+    /// likeliest to be alive).
+    pub fn producer_channel(
+        &self,
+        group: &str,
+        allowed: impl Fn(&Channel, &ClientInfo) -> bool,
+    ) -> Option<Channel> {
         let t = self.tables.read();
         let members = t.producers.get(group)?;
         let mut by_recency: Vec<_> = members.iter().collect();
         by_recency.sort_by_key(|(_, info)| std::cmp::Reverse(info.last_update));
-        by_recency.into_iter().find_map(|(conn, _)| {
+        by_recency.into_iter().find_map(|(conn, info)| {
             t.channels
                 .get(conn)
-                .filter(|c| !c.close.is_cancelled())
+                .filter(|c| !c.close.is_cancelled() && allowed(c, info))
                 .cloned()
         })
     }

@@ -36,6 +36,7 @@ fn info(id: &str, at: Instant) -> ClientInfo {
         language: LanguageCode::Java,
         version: 409,
         last_update: at,
+        access_key: None,
     }
 }
 

@@ -1,9 +1,12 @@
 //! Transactions decided by what the broker stored, not by the client's `UNIQ_KEY`: an
 //! attacker deciding many transactions with 30 KB keys pins no key, and the decisions
-//! kept stay within `transactionDecisionMaxEntries` (a fixed size each).
+//! kept stay within `transactionDecisionMaxEntries` (a fixed size each); check-backs,
+//! which carry a pending half's body, go only to an account allowed its topic.
 
 #[path = "../support/raw_tx.rs"]
 mod raw_tx;
+
+use std::time::Duration;
 
 use e2e::broker_harness::TempBroker;
 use e2e::wait::runtime;
@@ -79,5 +82,74 @@ fn decisions_with_30kb_keys_pin_no_key_and_stay_bounded() {
             "anon RSS grew by {grown} KiB (bound {RSS_GROWTH_BOUND_KIB} KiB)"
         );
         victim_is_served(&mut b.broker).await;
+    });
+}
+
+/// With the ACL on, a check-back (which carries the pending half's body) goes only to a
+/// producer connection whose account may publish to the half's topic. Another account
+/// heart-beating under the same producer group, later (so the most recent member),
+/// never receives it; the owner does, every round.
+#[test]
+fn check_backs_go_only_to_accounts_that_may_publish_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl_path = dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl_path,
+        "accounts:\n  - accessKey: owner01\n    secretKey: ownerSecret1\n    defaultTopicPerm: DENY\n    \
+         defaultGroupPerm: PUB|SUB\n    topicPerms: [TxSecret=PUB|SUB]\n  \
+         - accessKey: snoop001\n    secretKey: snoopSecret1\n    defaultTopicPerm: DENY\n    \
+         defaultGroupPerm: PUB|SUB\n    topicPerms: [Other=PUB|SUB]\n",
+    )
+    .unwrap();
+    let acl = acl_path.display().to_string();
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("aclEnable", "true"),
+            ("aclFile", &acl),
+            ("transactionCheckInterval", "500"),
+            ("transactionTimeOut", "500"),
+        ],
+    );
+    runtime().block_on(async {
+        let mut owner = raw_tx::RawTx::connect(
+            b.broker.port,
+            [127, 0, 0, 1].into(),
+            "PG_SHARED",
+            Some(("owner01", "ownerSecret1")),
+        )
+        .await
+        .unwrap();
+        owner
+            .send_half("TxSecret", "the-secret-body", "K-SECRET")
+            .await
+            .expect("owner's half");
+        let mut snoop = raw_tx::RawTx::connect(
+            b.broker.port,
+            [127, 0, 0, 2].into(),
+            "PG_SHARED",
+            Some(("snoop001", "snoopSecret1")),
+        )
+        .await
+        .unwrap();
+        for round in 0..2 {
+            let asked = owner.check_back(Duration::from_secs(20)).await.unwrap();
+            assert_eq!(
+                asked.map(|c| c.body).as_deref(),
+                Some("the-secret-body"),
+                "round {round}: the owner was not asked; log:\n{}",
+                b.broker.log()
+            );
+            let leaked = snoop.check_back(Duration::from_millis(1)).await.unwrap();
+            assert!(
+                leaked.is_none(),
+                "round {round}: the snoop received the pending half's body"
+            );
+        }
+        assert!(
+            b.broker.running(),
+            "the broker died; log:\n{}",
+            b.broker.log()
+        );
     });
 }

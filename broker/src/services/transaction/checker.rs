@@ -61,6 +61,8 @@ use super::half::{self, CheckCount};
 use super::op_queue::OpState;
 use super::{CHECK_GROUP, HALF_TOPIC, OP_TOPIC, QUEUE_ID};
 use crate::services::Broker;
+use crate::services::clients::{Channel, ClientInfo};
+use security::acl::{Perm, Requirement, Resource};
 use store::PutMessageStatus;
 
 /// A round stops after this long and continues in the next (`MAX_PROCESS_TIME_LIMIT`).
@@ -403,10 +405,28 @@ pub fn send_check(broker: &Broker, copy: &StoredRecord) {
         tracing::warn!("half message without PGROUP; no producer to check");
         return;
     };
-    let Some(channel) = broker.clients.producer_channel(group) else {
+    // The body is the pending half: with the ACL on, only a connection whose account
+    // may publish to the half's real topic is asked (a producer group is a name any
+    // account may heartbeat under; 4.9 asks whichever connection registered it).
+    let real_topic = half::real_destination(props).map(|(topic, _)| topic);
+    let acl = broker.acl.as_ref().map(|acl| acl.table());
+    let allowed = |channel: &Channel, info: &ClientInfo| {
+        let Some(table) = &acl else {
+            return true;
+        };
+        let Some(topic) = real_topic.as_deref() else {
+            return false;
+        };
+        table.permits(
+            Some(channel.peer.ip()),
+            info.access_key.as_deref(),
+            &Requirement::Resources(vec![(Resource::Topic(topic), Perm::PUB)]),
+        )
+    };
+    let Some(channel) = broker.clients.producer_channel(group, allowed) else {
         tracing::warn!(
             group,
-            "no live producer connection of the group; check-back skipped"
+            "no live producer connection of the group allowed to publish to its topic; check-back skipped"
         );
         return;
     };

@@ -71,6 +71,7 @@ fn producer(broker: &Broker) -> (Conn, mpsc::Receiver<RemotingCommand>) {
                 language: LanguageCode::Java,
                 version: 409,
                 last_update: Instant::now(),
+                access_key: None,
             },
         )
         .expect("producer registers");
