@@ -97,6 +97,13 @@ impl NameServerNames {
     pub fn selector(&self) -> BTreeMap<String, String> {
         selector(COMPONENT_NAMESERVER, &self.instance)
     }
+
+    /// The Secret holding the nameservers' `adminSecret` (key `adminSecret`), generated
+    /// when missing: registrations and other state changes must be signed with it, by
+    /// the brokers of every Broker naming this NameServer and by the operator.
+    pub fn admin_secret(&self) -> String {
+        format!("{}-admin-secret", self.statefulset)
+    }
 }
 
 /// Names and addresses of one Broker's objects.

@@ -59,7 +59,8 @@ pub fn render(input: &str, settings: &Settings) -> Result<String, RenderError> {
                 .addresses(ns.spec.replicas, &settings.cluster_domain)
                 .join(";"),
         );
-        let o = nameserver::build(ns, settings);
+        // Rendered as it runs once its Brokers sign registrations.
+        let o = nameserver::build(ns, settings, true);
         docs.push(serde_yaml::to_value(&o.config_map)?);
         docs.push(serde_yaml::to_value(&o.headless_service)?);
         docs.push(serde_yaml::to_value(&o.client_service)?);

@@ -94,7 +94,7 @@ impl ConfigValue for Option<Secret> {
 
 /// Keys whose values never leave the process: `-p` and GET_BROKER_CONFIG show them as
 /// [`REDACTED`] when set.
-pub const SECRET_KEYS: &[&str] = &["haSecret", "secretKey", "adminSecret"];
+pub const SECRET_KEYS: &[&str] = &["haSecret", "secretKey", "adminSecret", "namesrvAdminSecret"];
 pub const REDACTED: &str = "******";
 
 impl ConfigValue for Option<String> {
@@ -390,6 +390,13 @@ broker_config! {
     /// (not a RocketMQ key). Signers stamp a timestamp and a nonce into the signed
     /// fields; a request outside the window, or whose nonce was already admitted, is
     /// refused, so a captured role change or config push cannot be replayed.
+    /// The nameservers' admin secret (not a RocketMQ key), when it differs from this
+    /// broker's own `adminSecret`: registrations are signed with its first secret (as
+    /// access key `rmq-admin`) when the broker has no `accessKey`. Empty: registrations
+    /// are signed with `adminSecret`. The environment variable `RMQ_NAMESRV_ADMIN_SECRET`
+    /// supplies it when the key is absent (the operator passes the NameServer's
+    /// generated Secret). Never printed.
+    namesrv_admin_secret: Secret = "namesrvAdminSecret" => Secret::new(std::env::var("RMQ_NAMESRV_ADMIN_SECRET").unwrap_or_default());
     admin_signature_window_millis: u64 = "adminSignatureWindowMillis" => security::freshness::DEFAULT_WINDOW_MILLIS;
     /// Most nonces of admitted `adminSecret` requests remembered within the window (not
     /// a RocketMQ key). Full: further admin requests are refused until old ones leave

@@ -141,9 +141,15 @@ impl Broker {
                 b.admin_signature_window_millis,
                 usize::try_from(b.admin_replay_cache_max_entries).unwrap_or(usize::MAX),
             );
+        let namesrv_secrets =
+            security::admin_secret::AdminSecrets::parse(b.namesrv_admin_secret.expose())
+                .map_err(|e| config_error(format!("namesrvAdminSecret: {e}")))?;
+        // What registrations (and the other requests this broker originates) are signed
+        // with: its ACL account, else the nameservers' admin secret, else its own.
         let credentials = b
             .credentials()
             .map_err(|e| config_error(e.to_string()))?
+            .or_else(|| namesrv_secrets.credentials())
             .or_else(|| admin_secrets.credentials())
             .map(Arc::new);
         let tls_client = security::tls::TlsClient::new(&b.client_tls())

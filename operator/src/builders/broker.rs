@@ -9,9 +9,9 @@ use k8s_openapi::api::apps::v1::{
     StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, SecretKeySelector, Service,
-    ServicePort, ServiceSpec, Volume, VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec,
+    Volume, VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
@@ -28,7 +28,7 @@ use super::config_file::{
 use super::listener::{Advertised, startable_replicas};
 use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
-    pod_labels, pod_security_context, tcp_port,
+    pod_labels, pod_security_context, secret_env, tcp_port,
 };
 use super::secrets::MountedSecrets;
 use super::volumes::{empty_dir, mount};
@@ -411,7 +411,8 @@ pub fn build_group(
 /// The downward-API variables plus the secrets the broker reads from its environment:
 /// `RMQ_HA_SECRET` (the group's HA handshake secret; the broker refuses to start a
 /// replicating role without it), `RMQ_ADMIN_SECRET` (what role changes and config pushes
-/// must be signed with while the ACL is off) and the broker's own account. Each comes from a
+/// must be signed with while the ACL is off), `RMQ_NAMESRV_ADMIN_SECRET` (what its
+/// registrations are signed with) and the broker's own account. Each comes from a
 /// `secretKeyRef`, so no value ever passes through the operator or a ConfigMap.
 fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
     let security = &broker.spec.security;
@@ -424,6 +425,17 @@ fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
     env.push(secret_env(
         "RMQ_ADMIN_SECRET",
         &names.admin_secret(),
+        crate::crd::ADMIN_SECRET_KEY,
+    ));
+    // The NameServer's generated admin secret: what registrations are signed with (the
+    // NameServer's reconcile creates it; the pod waits for it, as for its own).
+    let namesrv = crate::names::NameServerNames::new(
+        &broker.spec.name_server_ref.name,
+        broker.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    env.push(secret_env(
+        "RMQ_NAMESRV_ADMIN_SECRET",
+        &namesrv.admin_secret(),
         crate::crd::ADMIN_SECRET_KEY,
     ));
     if let Some(creds) = &security.broker_credentials {
@@ -439,21 +451,6 @@ fn broker_env(broker: &Broker, names: &BrokerNames) -> Vec<EnvVar> {
         ));
     }
     env
-}
-
-fn secret_env(var: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: var.to_owned(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.to_owned(),
-                key: key.to_owned(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-    }
 }
 
 fn meta(broker: &Broker, name: &str, labels: &BTreeMap<String, String>) -> ObjectMeta {

@@ -20,7 +20,7 @@ use super::config_file::{
 };
 use super::pod::{
     affinity, container_security_context, downward_env, http_probe, non_empty, non_empty_vec,
-    pod_labels, pod_security_context, tcp_port,
+    pod_labels, pod_security_context, secret_env, tcp_port,
 };
 use super::secrets::MountedSecrets;
 use super::volumes::{empty_dir, mount};
@@ -44,7 +44,14 @@ pub struct NameServerObjects {
     pub pdb: Option<PodDisruptionBudget>,
 }
 
-pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
+/// `enforce_admin_secret`: the pods get `RMQ_ADMIN_SECRET` from the generated Secret and
+/// so refuse unsigned registrations; the reconcile turns it on once every Broker naming
+/// this NameServer runs pods that sign (see `crate::reconcile::nameserver`).
+pub fn build(
+    ns: &NameServer,
+    settings: &Settings,
+    enforce_admin_secret: bool,
+) -> NameServerObjects {
     let names = NameServerNames::of(ns);
     let selector = names.selector();
     let labels = object_labels(&selector);
@@ -134,7 +141,17 @@ pub fn build(ns: &NameServer, settings: &Settings) -> NameServerObjects {
             "-c".to_owned(),
             format!("{CONFIG_DIR}/{NAMESERVER_CONF}"),
         ]),
-        env: Some(downward_env()),
+        env: Some({
+            let mut env = downward_env();
+            if enforce_admin_secret {
+                env.push(secret_env(
+                    "RMQ_ADMIN_SECRET",
+                    &names.admin_secret(),
+                    crate::crd::ADMIN_SECRET_KEY,
+                ));
+            }
+            env
+        }),
         ports: Some(vec![
             tcp_port("remoting", NAMESERVER_PORT),
             tcp_port("http", http_port),

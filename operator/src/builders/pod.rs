@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
     ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, Probe,
-    SeccompProfile, SecurityContext, WeightedPodAffinityTerm,
+    SeccompProfile, SecretKeySelector, SecurityContext, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -164,5 +164,21 @@ pub fn default_resources(
             Quantity(memory_limit.to_owned()),
         )])),
         ..k8s_openapi::api::core::v1::ResourceRequirements::default()
+    }
+}
+
+/// `var` from key `key` of Secret `secret` (not optional: the pod waits for it).
+pub fn secret_env(var: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: var.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
     }
 }

@@ -25,7 +25,7 @@ use crate::crd::{
     ADMIN_SECRET_KEY, Broker, BrokerStatus, CA_KEY, NameServer, SecretRef, TLS_CERT_KEY,
     TLS_KEY_KEY, TlsSpec,
 };
-use crate::names::BrokerNames;
+use crate::names::{BrokerNames, NameServerNames};
 
 /// Keys of the Secret, as for `brokerCredentials`.
 pub use crate::crd::{ACCESS_KEY_KEY as ACCESS_KEY, SECRET_KEY_KEY as SECRET_KEY};
@@ -58,9 +58,9 @@ pub enum CredentialsError {
         secret: String,
         key: &'static str,
     },
-    /// The Broker's generated admin secret cannot be used (missing, empty, not a valid
+    /// A generated admin secret (a Broker's or a NameServer's) cannot be used (missing, empty, not a valid
     /// `adminSecret` list); the reason never quotes the value.
-    #[error("Secret {secret} (the Broker's admin secret, key {ADMIN_SECRET_KEY}): {reason}")]
+    #[error("Secret {secret} (the generated admin secret, key {ADMIN_SECRET_KEY}): {reason}")]
     AdminSecret { secret: String, reason: String },
     /// The pods serve TLS and the operator cannot set up its side: the reason names the
     /// Secret and the key, never their content.
@@ -109,9 +109,10 @@ enum Signer<'a> {
     AdminSecret(String),
 }
 
-/// The admin client for `nameserver`'s pods, signed with its own `adminCredentials`
-/// (the nameserver's ACL file is its own, so a Broker's account need not be in it) and
-/// over TLS with its own certificate's CA.
+/// The admin client for `nameserver`'s pods, signed with its own `adminCredentials` when
+/// it has an `acl` (the nameserver's ACL file is its own, so a Broker's account need not
+/// be in it), else with its generated admin secret; over TLS with its own certificate's
+/// CA.
 pub async fn namesrv_admin_for(
     ctx: &Context,
     nameserver: &NameServer,
@@ -120,12 +121,15 @@ pub async fn namesrv_admin_for(
         ctx,
         "NameServer",
         nameserver.metadata.namespace.as_deref(),
-        nameserver
-            .spec
-            .security
-            .admin_credentials
-            .as_ref()
-            .map_or(Signer::Unsigned, Signer::Account),
+        match (
+            &nameserver.spec.security.acl,
+            &nameserver.spec.security.admin_credentials,
+        ) {
+            (Some(_), Some(account)) => Signer::Account(account),
+            (Some(_), None) => Signer::Unsigned,
+            // With the ACL off the nameservers check their generated admin secret.
+            (None, _) => Signer::AdminSecret(NameServerNames::of(nameserver).admin_secret()),
+        },
         nameserver.spec.security.tls.as_ref(),
     )
     .await

@@ -6,7 +6,9 @@ pub mod admin_credentials;
 pub mod apply;
 pub mod broker;
 pub mod context;
+mod generated_secret;
 pub mod nameserver;
+mod nameserver_secret;
 mod storage;
 pub mod topic;
 

@@ -1,5 +1,5 @@
 //! NameServer reconciler, in phases like the Broker's: pause (`ReconciliationPaused`),
-//! owned objects (Events `VolumesExpanded` / `ResizeRefused` for the KV volumes),
+//! the admin secret (`super::nameserver_secret`), owned objects (Events `VolumesExpanded` / `ResizeRefused` for the KV volumes),
 //! monitoring, and status from the applied StatefulSet ([`desired_status`], pure:
 //! `Ready`, `Progressing`, `ReconciliationPaused=False`).
 
@@ -51,7 +51,8 @@ pub async fn reconcile(ns: Arc<NameServer>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::requeue(RESYNC));
     }
 
-    let sts = apply_objects(&ctx, &ns, &names, namespace).await?;
+    let enforce_admin_secret = super::nameserver_secret::ensure(&ctx, &ns, &names).await?;
+    let sts = apply_objects(&ctx, &ns, &names, namespace, enforce_admin_secret).await?;
     apply_service_monitor(&ctx, &ns, &names, namespace).await?;
 
     let status = desired_status(&ns, &sts, &previous, &ctx.settings.cluster_domain, now);
@@ -89,8 +90,9 @@ async fn apply_objects(
     ns: &NameServer,
     names: &NameServerNames,
     namespace: &str,
+    enforce_admin_secret: bool,
 ) -> Result<StatefulSet, Error> {
-    let mut objects = build(ns, &ctx.settings);
+    let mut objects = build(ns, &ctx.settings, enforce_admin_secret);
     apply(&ctx.client, &objects.config_map).await?;
     apply(&ctx.client, &objects.headless_service).await?;
     apply(&ctx.client, &objects.client_service).await?;

@@ -277,7 +277,10 @@ async fn a_topic_signs_its_calls_to_the_nameservers_with_the_nameservers_credent
     api.edit::<NameServer>(
         NS,
         "rmq-ha",
-        json!({"spec": {"security": {"adminCredentials": {"secretName": NS_SECRET_NAME}}}}),
+        json!({"spec": {"security": {
+            "acl": {"name": "ns-acl"},
+            "adminCredentials": {"secretName": NS_SECRET_NAME},
+        }}}),
     );
     let topic = seed(&api, &example::<Topic>("topics.yaml", "Topic", "payments"));
     let namesrv_calls = |admin: &FakeAdmin| -> Vec<(String, Option<Credentials>)> {

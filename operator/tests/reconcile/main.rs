@@ -18,6 +18,7 @@ mod leader_flow;
 mod listener_flow;
 mod master_ready_flow;
 mod monitoring_flow;
+mod nameserver_admin_secret_flow;
 mod nameserver_flow;
 mod recovery_flow;
 mod replay_flow;

@@ -209,7 +209,7 @@ async fn acl_and_tls_secrets_are_mounted_and_their_values_copied_nowhere() {
 fn security_changes_restart_the_nameservers() {
     use operator::builders::{Settings, nameserver};
     let hash = |ns: &NameServer| {
-        nameserver::build(ns, &Settings::default())
+        nameserver::build(ns, &Settings::default(), true)
             .statefulset
             .spec
             .unwrap()

@@ -10,22 +10,13 @@
 //! reconcile; the value is never logged and never leaves the Secret (pods take it via
 //! `secretKeyRef`).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{Api, PostParams};
-use ring::rand::{SecureRandom, SystemRandom};
 
 use super::Reconciliation;
 use crate::crd::{ADMIN_SECRET_KEY, Broker, HA_SECRET_KEY};
 use crate::names::{BrokerNames, object_labels};
+use crate::reconcile::generated_secret::{self, Generated};
 use crate::reconcile::{Context, Error};
-
-/// Random bytes in a generated HA secret (hex-encoded into the Secret: 64 characters).
-pub const HA_SECRET_BYTES: usize = 32;
 
 /// Makes sure the generated Secrets exist, and says so with a `HaSecretGenerated` or
 /// `AdminSecretGenerated` Event when this reconcile created one.
@@ -72,7 +63,7 @@ async fn ensure_ha_secret(
     create(ctx, broker, names, &names.ha_secret(), HA_SECRET_KEY, true).await
 }
 
-/// POSTs Secret `name` with a generated value under `key` unless it exists. Returns
+/// Generates Secret `name` (key `key`) owned by the Broker unless it exists. Returns
 /// whether this call created it.
 async fn create(
     ctx: &Context,
@@ -82,51 +73,16 @@ async fn create(
     key: &str,
     immutable: bool,
 ) -> Result<bool, Error> {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(names.namespace.clone()),
-            labels: Some(object_labels(&names.selector())),
-            owner_references: broker.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
+    generated_secret::ensure(
+        ctx,
+        Generated {
+            namespace: &names.namespace,
+            name,
+            key,
+            labels: object_labels(&names.selector()),
+            owner: broker.controller_owner_ref(&()),
+            immutable,
         },
-        immutable: immutable.then_some(true),
-        type_: Some("Opaque".to_owned()),
-        data: Some(BTreeMap::from([(
-            key.to_owned(),
-            ByteString(generate()?.into_bytes()),
-        )])),
-        ..Secret::default()
-    };
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &names.namespace);
-    match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(true),
-        // Already there (created by an earlier reconcile): left exactly as it is.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// 32 bytes from the OS generator, hex-encoded (the broker takes the secret as text; 64
-/// characters, above `adminSecret`'s minimum).
-fn generate() -> Result<String, Error> {
-    let mut bytes = [0u8; HA_SECRET_BYTES];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| Error::Random)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generated_secrets_are_long_and_distinct() {
-        let a = generate().unwrap();
-        let b = generate().unwrap();
-        assert_eq!(a.len(), 2 * HA_SECRET_BYTES);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
-    }
+    )
+    .await
 }
