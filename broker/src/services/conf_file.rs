@@ -299,7 +299,80 @@ fn continues(line: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
+    use store::fs::{Fault, FaultFs, FaultOp, OsFs};
+
     use super::*;
+    use crate::config::BrokerConfig;
+
+    fn update(key: &str, value: &str) -> Update {
+        LiveConfig::validate(&[(key.to_owned(), value.to_owned())]).unwrap()
+    }
+
+    fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn polling(live: &LiveConfig) -> u64 {
+        live.short_polling_time_mills.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_failed_rewrite_changes_neither_the_file_nor_the_live_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        std::fs::write(&path, "# mine\nbrokerName=a\n").unwrap();
+        let live = Arc::new(LiveConfig::new(&BrokerConfig::default()));
+        let fault = Arc::new(FaultFs::new());
+        let file = ConfFile::open(Some(&path), Arc::clone(&live), fault.clone()).unwrap();
+        fault.inject(FaultOp::WriteFile, dir.path(), Fault::Io);
+
+        let err = block_on(file.apply(&live, update("shortPollingTimeMills", "1500")));
+        assert!(matches!(err, Err(WriteError::Failed(_))), "{err:?}");
+        assert_eq!(polling(&live), 1000);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# mine\nbrokerName=a\n"
+        );
+
+        fault.heal();
+        let done = block_on(file.apply(&live, update("shortPollingTimeMills", "1500"))).unwrap();
+        assert!(done.kept && done.remark.contains("written to"), "{done:?}");
+        assert_eq!(polling(&live), 1500);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# mine\nbrokerName=a\nshortPollingTimeMills=1500\n"
+        );
+    }
+
+    #[test]
+    fn without_a_writable_file_the_change_applies_at_once_and_says_so() {
+        let live = Arc::new(LiveConfig::new(&BrokerConfig::default()));
+        let none = ConfFile::open(None, Arc::clone(&live), Arc::new(OsFs)).unwrap();
+        let done = block_on(none.apply(&live, update("shortPollingTimeMills", "1200"))).unwrap();
+        assert!(!done.kept && done.remark.contains("without a config file (-c)"));
+        assert_eq!(polling(&live), 1200);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        std::fs::write(&path, "brokerName=a\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let ro = ConfFile::open(Some(&path), Arc::clone(&live), Arc::new(OsFs)).unwrap();
+        let done = block_on(ro.apply(&live, update("namesrvAddr", "ns:9876"))).unwrap();
+        assert!(!done.kept, "{done:?}");
+        assert!(
+            done.remark.contains("until the broker restarts")
+                && done.remark.contains("spec.nameServerRef"),
+            "{}",
+            done.remark
+        );
+        assert_eq!(live.namesrv_addrs(), vec!["ns:9876"]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "brokerName=a\n");
+    }
 
     fn set(text: &str, pairs: &[(&'static str, &str)]) -> String {
         let pairs: Vec<(&str, String)> = pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
