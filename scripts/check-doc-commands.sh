@@ -74,6 +74,11 @@ trap cleanup EXIT
 CLONE="$WORK/rmq-rs"
 mkdir -p "$CLONE"
 git ls-files -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$CLONE" -xf -
+# Without CARGO_TARGET_DIR the README finds the binaries in ./target/debug, where the test
+# command built them: the clone's target/ is that build.
+if [[ -z "${CARGO_TARGET_DIR:-}" ]]; then
+  ln -s "$(cd "$BIN_DIR/.." && pwd)" "$CLONE/target"
+fi
 
 # Splits a page into its blocks: one file per ```sh block, named NNN.<mode>, with the
 # page's line number on the first line (a comment), and prints "<file> <mode> <line>".
