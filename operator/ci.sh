@@ -8,7 +8,10 @@
 #      only when that file changes;
 #  (c) operator/ci/validate.py lints and renders the chart with Helm v4's SDK and validates
 #      every rendered object, every object in manifests/ and the builders' output for the
-#      examples against the Kubernetes OpenAPI schemas and the generated CRD schemas.
+#      examples against the Kubernetes OpenAPI schemas and the generated CRD schemas, and
+#      checks that NOTES.txt agrees with the docs on CRD upgrades;
+#  (d) operator/ci/build_images_check.sh tests scripts/build-images.sh's prerequisite check
+#      (the cluster-less steps of docs/kubernetes-quickstart.md: (c) and (d)).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,6 +71,9 @@ done
     --install-out "$work/install.yaml" \
     --rendered "${rendered[@]}"
 check "$work/install.yaml" manifests/install.yaml
+
+echo "== (d) image build script: prerequisite check"
+operator/ci/build_images_check.sh || drift=1
 
 if [[ $drift == 1 ]]; then
     exit 1

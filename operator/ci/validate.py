@@ -351,6 +351,46 @@ def check_chart(chart_dir, crd_schemas, value_sets, crd_names):
         pass
 
 
+def notes_of(rendered):
+    return next((text for path, text in rendered.items() if path.endswith("NOTES.txt")), "")
+
+
+def check_notes(chart_dir):
+    """NOTES.txt must say what the docs say about CRD upgrades: with the hook (the
+    default) nothing is applied by hand; without it, the chart README's command."""
+    chart = helm.Chart.load(chart_dir)
+    with open(os.path.join(chart_dir, "README.md")) as f:
+        readme = f.read()
+    for hook in (True, False):
+        values = {"crds": {"upgradeHook": hook}}
+        for upgrade in (False, True):
+            where = f"NOTES.txt (upgradeHook={hook}, {'upgrade' if upgrade else 'install'})"
+            try:
+                notes = notes_of(chart.render(values, name="rmq", namespace="rmq-system",
+                                              is_install=not upgrade, is_upgrade=upgrade))
+            except helm.HelmError as e:
+                fail(where, str(e))
+                continue
+            if not notes:
+                fail(where, "renders no NOTES.txt")
+                continue
+            if "Helm does not upgrade CRDs" in notes and hook:
+                fail(where, "tells the user to apply CRDs by hand although the hook upgrades them")
+            if "docs/kubernetes-quickstart.md" not in notes:
+                fail(where, "does not point to docs/kubernetes-quickstart.md")
+            commands = [l.strip() for l in notes.splitlines() if l.strip().startswith("kubectl apply")]
+            crd_commands = [c for c in commands if "crds" in c]
+            if hook and upgrade and "pre-upgrade hook" not in notes:
+                fail(where, "does not say the hook upgraded the CRDs")
+            if hook and crd_commands:
+                fail(where, f"shows a CRD command although the hook applies them: {crd_commands}")
+            if not hook and not crd_commands:
+                fail(where, "does not say how to apply the CRDs without the hook")
+            for c in crd_commands:
+                if c not in readme:
+                    fail(where, f"CRD command not the chart README's: {c}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--chart", required=True)
@@ -378,6 +418,7 @@ def main():
         },
     }
     check_chart(args.chart, crd_schemas, value_sets, CRD_NAMES)
+    check_notes(args.chart)
 
     if args.install_out:
         chart = helm.Chart.load(args.chart)

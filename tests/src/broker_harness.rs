@@ -110,8 +110,18 @@ impl BrokerProcess {
             .iter()
             .map(|(k, v)| format!("{k}={v}\n"))
             .collect();
-        let conf_path = self.dir.join("broker.conf");
-        fs::write(&conf_path, text).expect("write broker.conf");
+        fs::write(self.conf_path(), text).expect("write broker.conf");
+        self.launch();
+    }
+
+    /// The broker.conf the process is started with (`-c`).
+    pub fn conf_path(&self) -> PathBuf {
+        self.dir.join("broker.conf")
+    }
+
+    /// Starts the process on the broker.conf as it is on disk.
+    fn launch(&mut self) {
+        let conf_path = self.conf_path();
         let log = File::options()
             .create(true)
             .append(true)
@@ -281,6 +291,13 @@ impl BrokerProcess {
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop the broker first");
         self.spawn();
+    }
+
+    /// Starts the broker again on the same ports and data with broker.conf as it is on
+    /// disk (what the broker or the test wrote into it kept), not rendered anew.
+    pub fn restart_with_conf_as_is(&mut self) {
+        assert!(self.child.is_none(), "stop the broker first");
+        self.launch();
     }
 }
 

@@ -494,15 +494,21 @@ fn broker_and_kv_family() {
         .ok()
         .json();
     assert_eq!(v["value"], "broker-e2e");
-    c.ctl(&[
-        "broker",
-        "config",
-        "update",
-        "-b",
-        &c.addr(),
-        "longPollingEnable=false",
-    ])
-    .ok();
+    let updated = c
+        .ctl(&[
+            "broker",
+            "config",
+            "update",
+            "-b",
+            &c.addr(),
+            "longPollingEnable=false",
+        ])
+        .ok();
+    // The broker's answer says where the change was kept.
+    assert!(
+        updated.stdout.contains("written to") && updated.stdout.contains("broker.conf"),
+        "{updated:?}"
+    );
     let v = c
         .ctl(&[
             "broker",

@@ -553,6 +553,8 @@ pub struct Config {
     pub store: MessageStoreConfig,
     /// Keys neither the broker nor the store knows; logged at startup.
     pub unknown_keys: Vec<String>,
+    /// The file this was loaded from (`-c`), where runtime updates are kept.
+    pub source: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -561,7 +563,9 @@ impl Config {
             path: path.display().to_string(),
             source,
         })?;
-        Self::from_properties(&text)
+        let mut config = Self::from_properties(&text)?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
     }
 
     pub fn from_properties(text: &str) -> Result<Self, ConfigError> {

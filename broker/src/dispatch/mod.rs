@@ -14,8 +14,8 @@ use protocol::code::{request as rq, response};
 
 use crate::handlers::outbound::Outbound;
 use crate::handlers::{
-    HandlerError, Reply, acl_admin, admin, client, delay_offset, lookup, offset, offset_reset,
-    producer, pull, send, send_back,
+    HandlerError, Reply, acl_admin, admin, broker_config, client, delay_offset, lookup, offset,
+    offset_reset, producer, pull, send, send_back,
 };
 use crate::services::Broker;
 use crate::services::clients::Conn;
@@ -79,7 +79,7 @@ pub async fn dispatch(
         rq::DELETE_SUBSCRIPTIONGROUP => admin::delete_group(broker, &request).await,
         rq::GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         rq::GET_BROKER_CONFIG => admin::broker_config(broker, &request),
-        rq::UPDATE_BROKER_CONFIG => admin::update_broker_config(broker, &request),
+        rq::UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
         rq::GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         rq::GET_PRODUCER_CONNECTION_LIST => producer::producer_connections(broker, &request),
         rq::INVOKE_BROKER_TO_RESET_OFFSET => offset_reset::reset_offset(broker, &request).await,

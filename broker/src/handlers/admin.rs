@@ -311,29 +311,6 @@ pub fn broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
         .into())
 }
 
-/// UPDATE_BROKER_CONFIG: the body is `key=value` lines (`MixAll.properties2String`);
-/// only [`crate::services::live_config::UPDATABLE`] keys are accepted (see that module for why).
-pub fn update_broker_config(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let text = String::from_utf8_lossy(&request.body);
-    let pairs = crate::config::properties::parse(&text);
-    if pairs.is_empty() {
-        return error(request, response::SYSTEM_ERROR, "string2Properties error");
-    }
-    match broker.live.update(&pairs) {
-        Ok(applied) => {
-            tracing::info!(?pairs, "broker config updated");
-            if applied.permission {
-                broker.topics.touch();
-            }
-            Ok(success(request).into())
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "broker config update refused");
-            error(request, response::NO_PERMISSION, e.to_string())
-        }
-    }
-}
-
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ConsumerConnection {

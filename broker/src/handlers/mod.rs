@@ -3,6 +3,7 @@
 
 pub mod acl_admin;
 pub mod admin;
+pub mod broker_config;
 pub mod client;
 pub mod delay_offset;
 pub mod end_transaction;

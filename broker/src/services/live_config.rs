@@ -9,8 +9,10 @@
 //! None names a path, a listening port or anything executable. A request that holds any
 //! other key, or a bad value, is refused as a whole and changes nothing.
 //!
-//! Updates last until the process stops; the config file (on Kubernetes, the operator's
-//! ConfigMap) stays the source of truth at the next start.
+//! An accepted update is also written into the broker.conf the broker started with, when
+//! that file is writable (see [`crate::services::conf_file`]), as 4.9's
+//! `Configuration.persist` does; otherwise (on Kubernetes, the operator's read-only
+//! ConfigMap) it lasts until the process stops.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
@@ -36,6 +38,16 @@ pub const UPDATABLE: &[&str] = &[
 pub enum UpdateError {
     #[error("Can not update config: {0} cannot be changed at runtime (allowed: {allowed})", allowed = UPDATABLE.join(", "))]
     NotUpdatable(String),
+    /// A key no broker.conf honours (a typo, or a key of another RocketMQ version).
+    #[error(
+        "Can not update config: unknown key {key}{hint} (keys that can change at runtime: {allowed})",
+        hint = suggestion.as_deref().map(|s| format!(", did you mean {s}?")).unwrap_or_default(),
+        allowed = UPDATABLE.join(", ")
+    )]
+    Unknown {
+        key: String,
+        suggestion: Option<String>,
+    },
     #[error("bad value {value:?} for {key}")]
     BadValue { key: String, value: String },
 }
@@ -61,7 +73,8 @@ pub struct Applied {
     pub namesrv: bool,
 }
 
-/// One validated update, parsed before anything is applied.
+/// One validated setting, parsed before anything is applied.
+#[derive(Debug, Clone)]
 enum Setting {
     BrokerPermission(i32),
     LongPollingEnable(bool),
@@ -110,7 +123,39 @@ fn is_host_port(addr: &str) -> bool {
         })
 }
 
+/// A validated UPDATE_BROKER_CONFIG request: every pair parsed, nothing applied yet.
+#[derive(Debug, Clone)]
+pub struct Update {
+    settings: Vec<Setting>,
+}
+
+impl Update {
+    /// `(key, value)` as broker.conf holds them, in request order.
+    pub fn lines(&self) -> Vec<(&'static str, String)> {
+        self.settings.iter().map(Setting::line).collect()
+    }
+
+    /// Whether the update sets `key`.
+    pub fn sets(&self, key: &str) -> bool {
+        self.settings.iter().any(|s| s.line().0 == key)
+    }
+}
+
 impl Setting {
+    /// The key and its value rendered as broker.conf holds it.
+    fn line(&self) -> (&'static str, String) {
+        match self {
+            Self::BrokerPermission(p) => ("brokerPermission", p.to_string()),
+            Self::LongPollingEnable(f) => ("longPollingEnable", f.to_string()),
+            Self::ShortPollingTimeMills(ms) => ("shortPollingTimeMills", ms.to_string()),
+            Self::NotifyConsumerIdsChangedEnable(f) => {
+                ("notifyConsumerIdsChangedEnable", f.to_string())
+            }
+            Self::AutoCreateSubscriptionGroup(f) => ("autoCreateSubscriptionGroup", f.to_string()),
+            Self::NamesrvAddr(addrs) => ("namesrvAddr", addrs.join(";")),
+        }
+    }
+
     fn parse(key: &str, value: &str) -> Result<Self, UpdateError> {
         let bad = || UpdateError::BadValue {
             key: key.to_owned(),
@@ -163,12 +208,22 @@ impl LiveConfig {
 
     /// Validates every pair, then applies them all, and says what changed.
     pub fn update(&self, pairs: &[(String, String)]) -> Result<Applied, UpdateError> {
+        Ok(self.apply(Self::validate(pairs)?))
+    }
+
+    /// Parses every pair; the first bad one refuses the whole request.
+    pub fn validate(pairs: &[(String, String)]) -> Result<Update, UpdateError> {
         let settings = pairs
             .iter()
             .map(|(k, v)| Setting::parse(k, v))
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(Update { settings })
+    }
+
+    /// Applies a validated update, and says what changed.
+    pub fn apply(&self, update: Update) -> Applied {
         let mut applied = Applied::default();
-        for setting in settings {
+        for setting in update.settings {
             match setting {
                 Setting::BrokerPermission(p) => {
                     applied.permission |= self.broker_permission.swap(p, Ordering::Relaxed) != p;
@@ -197,7 +252,7 @@ impl LiveConfig {
         if applied.namesrv {
             self.namesrv_changed.notify_one();
         }
-        Ok(applied)
+        applied
     }
 
     /// The live value of an updatable key, rendered as in broker.conf.

@@ -6,6 +6,7 @@
 
 pub(crate) mod client_requests;
 pub mod clients;
+pub(crate) mod conf_file;
 pub(crate) mod consume_rate;
 pub mod filter;
 pub(crate) mod groups;

@@ -13,6 +13,7 @@ use crate::metrics::Metrics;
 use crate::metrics::limits::Listener;
 use crate::services::client_requests::ClientRequests;
 use crate::services::clients::{ClientLimits, ClientManager, ConnId};
+use crate::services::conf_file::ConfFile;
 use crate::services::consume_rate::ConsumeRate;
 use crate::services::filter::registry::FilterRegistry;
 use crate::services::filter::sql92::Sql92Limits;
@@ -30,7 +31,9 @@ use security::conn_gate::ConnGate;
 pub struct Broker {
     pub config: Config,
     /// The settings UPDATE_BROKER_CONFIG may change; read these, not `config`, for them.
-    pub live: LiveConfig,
+    pub live: Arc<LiveConfig>,
+    /// Where those changes are kept: the `-c` file when it is writable.
+    pub conf_file: ConfFile,
     /// Messages pulled per group and topic over the last minute (consumeTps).
     pub consume_rate: ConsumeRate,
     pub topics: TopicManager,
@@ -106,7 +109,9 @@ impl Broker {
             b.max_subscription_groups as usize,
             metrics.limits.refusals.clone(),
         );
-        let live = LiveConfig::new(b);
+        let live = Arc::new(LiveConfig::new(b));
+        let conf_file =
+            ConfFile::open(config.source.as_deref(), Arc::clone(&live), Arc::clone(&fs))?;
         let offsets = OffsetManager::open_with_fs(&root, fs)?;
         let levels = config
             .store
@@ -199,6 +204,7 @@ impl Broker {
             tls,
             tls_client,
             live,
+            conf_file,
             consume_rate: ConsumeRate::new(config.broker.max_consume_rate_entries as usize),
             config,
         }))

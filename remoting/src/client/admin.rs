@@ -142,9 +142,12 @@ impl Client {
         &self,
         broker: &Peer,
         entries: &[(String, String)],
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         let body: String = entries.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-        self.update_broker_config_text(broker, body).await
+        let cmd = RemotingCommand::bare_request(request::UPDATE_BROKER_CONFIG)
+            .with_body(body.into_bytes());
+        // The remark says whether the change was kept in the broker's config file.
+        Ok(self.call_ok(broker, cmd).await?.remark)
     }
 
     /// UPDATE_BROKER_CONFIG with a properties text the caller rendered (the operator

@@ -137,12 +137,20 @@ impl ConfigFile {
             .write_file_synced(&tmp, bytes)
             .map_err(io_err(&tmp))?;
 
+        // The new file and the copy keep the current file's mode: a file kept private
+        // (a broker.conf holding secrets) must not become readable by a rewrite.
         let bak = self.backup_path();
         match fs::read(&self.path) {
-            Ok(previous) => self
-                .fs
-                .write_file_synced(&bak, &previous)
-                .map_err(io_err(&bak))?,
+            Ok(previous) => {
+                self.fs
+                    .write_file_synced(&bak, &previous)
+                    .map_err(io_err(&bak))?;
+                let mode = fs::metadata(&self.path)
+                    .map_err(io_err(&self.path))?
+                    .permissions();
+                fs::set_permissions(&bak, mode.clone()).map_err(io_err(&bak))?;
+                fs::set_permissions(&tmp, mode).map_err(io_err(&tmp))?;
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&self.path)(e)),
         }

@@ -402,6 +402,11 @@ pub enum BrokerConfigCmd {
         key: Option<String>,
     },
     /// Change runtime-updatable keys, the broker refuses any other with NO_PERMISSION (mqadmin updateBrokerConfig).
+    ///
+    /// Each broker writes the change into its config file (`-c`) when that file is
+    /// writable, so it survives a restart; otherwise (a read-only file, a Kubernetes
+    /// ConfigMap) it lasts until the broker restarts, and the broker's answer, printed
+    /// here, says so and names the Broker resource field to set.
     #[command(
         after_help = "Example:\n  rmqctl broker config update -c DefaultCluster brokerPermission=4"
     )]

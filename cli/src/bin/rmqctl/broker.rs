@@ -52,19 +52,30 @@ pub async fn run(client: &Client, cmd: BrokerCmd) -> Result<Report> {
         BrokerCmd::Ops(c) => crate::ops::broker(client, c).await,
         BrokerCmd::Config(BrokerConfigCmd::Update { targets, entries }) => {
             let targets = targets::resolve(client, &targets).await?;
+            let mut remarks = Vec::new();
             for t in &targets {
-                client
+                let remark = client
                     .update_broker_config(&t.peer, &entries)
                     .await
                     .with_context(|| {
                         format!("updating the configuration of broker {}", t.addr())
                     })?;
+                remarks.push((t.addr(), remark.unwrap_or_default()));
             }
             let addrs: Vec<&str> = targets.iter().map(|t| t.addr()).collect();
             let keys: Vec<String> = entries.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            // Each broker says whether it kept the change in its config file.
+            let mut text = format!("updated {} on {}", keys.join(", "), addrs.join(", "));
+            for (addr, remark) in remarks.iter().filter(|(_, r)| !r.is_empty()) {
+                text.push_str(&format!("\n  {addr}: {remark}"));
+            }
             Ok(Report::text(
-                format!("updated {} on {}", keys.join(", "), addrs.join(", ")),
-                json!({ "brokers": addrs, "updated": entries.iter().cloned().collect::<std::collections::BTreeMap<_, _>>() }),
+                text,
+                json!({
+                    "brokers": addrs,
+                    "updated": entries.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                    "remarks": remarks.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                }),
             ))
         }
     }
