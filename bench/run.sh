@@ -2,7 +2,7 @@
 # Benchmarks a local standalone cluster (one rmq-nameserver, one rmq-broker, data under a
 # fresh temp dir) with rmq-bench and writes a JSON and a Markdown report.
 #
-#   bench/run.sh                                  # release build, every scenario, 15 s each
+#   bench/run.sh                                  # release build, the default scenarios, 15 s each
 #   bench/run.sh --duration 10 --scenarios async-max,batch
 #   BIN_DIR=target/release bench/run.sh --no-build
 #
@@ -50,7 +50,7 @@ while [[ $# -gt 0 ]]; do
     --scenarios) SCENARIOS="$2"; shift 2 ;;
     --out) OUT_DIR="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
