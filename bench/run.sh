@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Benchmarks a local standalone cluster (one rmq-nameserver, one rmq-broker, data under a
-# fresh temp dir) with rmq-bench and writes a JSON and a Markdown report.
+# Benchmarks a local cluster (one rmq-nameserver, one rmq-broker, or a master and a slave for the HA
+# scenarios; data under a fresh temp dir) with rmq-bench and writes a JSON and a Markdown report.
 #
 #   bench/run.sh                                  # release build, the default scenarios, 15 s each
 #   bench/run.sh --duration 10 --scenarios async-max,batch
