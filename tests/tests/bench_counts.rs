@@ -174,6 +174,36 @@ fn reported_counts_match_what_the_broker_stored() {
     assert_eq!(counts(&s), (1203 + ok, 0), "{s}");
     assert_eq!(s["latencyMs"]["samples"].as_u64(), Some(1203 + ok));
 
+    // Three groups at once, each subscribed to tag "bench" (only the first 600 carry it),
+    // with the latency histogram: every group reads those 600, and the histogram holds
+    // exactly the timed samples.
+    let s = bench(
+        ns.port,
+        &[
+            "--latency",
+            "-d",
+            "30",
+            "consumer",
+            "-t",
+            TOPIC,
+            "-g",
+            "bench_groups",
+            "--groups",
+            "3",
+            "--tags",
+            "bench",
+            "--from",
+            "earliest",
+            "--until-caught-up",
+        ],
+    );
+    assert_eq!(counts(&s), (1800, 0), "{s}");
+    let buckets = s["latencyHistogram"].as_array().expect("latencyHistogram");
+    let in_buckets: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert_eq!(in_buckets, 1800, "{s}");
+    let last = buckets.last().expect("a bucket");
+    assert_eq!(last["cumulativePct"].as_f64(), Some(100.0), "{s}");
+
     // Handing back every 4th message: the broker counts exactly the send-backs the bench made.
     let total = 1203 + ok;
     let out = run(

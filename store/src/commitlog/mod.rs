@@ -109,6 +109,8 @@ impl CommitLog {
             // Pre-faulting dirties pages through the mapping, which is what
             // write-through avoids (see `MappedFile::append_with`).
             prefault_ahead: !write_through,
+            // Group commits then sync data blocks only, no extent conversions.
+            write_ahead: write_through,
         };
         let queue = MappedFileQueue::open(
             &config.commit_log_dir(),

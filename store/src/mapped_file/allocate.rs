@@ -2,7 +2,8 @@
 //! queue starts using file N it asks for N+1, so the append that rolls over finds it
 //! ready and never waits for allocation (or for pre-faulting when warm-up is on). The
 //! same thread keeps the pages just ahead of the write position pre-faulted
-//! ([`PREFAULT_WINDOW`]), so appends do not take the page faults themselves.
+//! ([`PREFAULT_WINDOW`]), so appends do not take the page faults themselves, or, for
+//! write-through appends, the blocks ahead written ([`WRITE_AHEAD_WINDOW`]).
 
 use std::io;
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ struct Shared {
     dir: PathBuf,
     size: u32,
     warm: bool,
+    /// Write zeros ahead instead of pre-faulting (write-through appends).
+    write_ahead: bool,
     fs: Arc<dyn StoreFs>,
     state: Mutex<State>,
     changed: Condvar,
@@ -33,6 +36,11 @@ struct Shared {
 /// Bytes past the write position kept pre-faulted; a new round is asked for when less
 /// than half of it is left.
 pub(super) const PREFAULT_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// Bytes past the write position kept written with zeros under write-through
+/// (`write_ahead.rs`); smaller than [`PREFAULT_WINDOW`] because each round is disk
+/// writes that group commits' syncs queue behind.
+pub(super) const WRITE_AHEAD_WINDOW: u32 = 4 * 1024 * 1024;
 
 #[derive(Debug, Default)]
 struct State {
@@ -48,12 +56,14 @@ impl Allocator {
         dir: PathBuf,
         size: u32,
         warm: bool,
+        write_ahead: bool,
         fs: Arc<dyn StoreFs>,
     ) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             dir,
             size,
             warm,
+            write_ahead,
             fs,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -160,7 +170,11 @@ impl Shared {
             let Some(from) = state.requested.take() else {
                 if let Some(file) = state.prefault.clone() {
                     drop(state);
-                    file.prefault_ahead(PREFAULT_WINDOW);
+                    if self.write_ahead {
+                        file.write_zeros_ahead(WRITE_AHEAD_WINDOW);
+                    } else {
+                        file.prefault_ahead(PREFAULT_WINDOW);
+                    }
                     state = self.state.lock();
                     // Cleared only now, so appends do not ask again while it runs.
                     state.prefault = None;

@@ -20,6 +20,7 @@ mod kind;
 mod prefault;
 mod queue;
 mod truncate;
+mod write_ahead;
 
 pub use file::{MappedFile, MappedSlice, WriteThrough};
 pub use kind::{COMMIT_LOG, CONSUME_QUEUE, FileKind, INDEX, Layout, Naming, OpenError};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use super::allocate::{Allocator, PREFAULT_WINDOW};
+use super::allocate::{Allocator, PREFAULT_WINDOW, WRITE_AHEAD_WINDOW};
 use super::{COMMIT_LOG, MappedFile, parse_file_name};
 use crate::error::{IoContext, StoreError};
 use crate::fence::WriteFence;
@@ -21,6 +21,10 @@ pub struct QueueOptions {
     /// Keep the pages just ahead of the write position pre-faulted (only with
     /// `preallocate`): for appends that store through the mapping.
     pub prefault_ahead: bool,
+    /// Keep the blocks just ahead of the write position written with zeros and written
+    /// back (only with `preallocate`): for write-through appends, whose syncs then
+    /// convert no unwritten extents (see `write_ahead.rs`).
+    pub write_ahead: bool,
 }
 
 /// Result of a flush: how far the stream is durable, and the store time of the last
@@ -42,6 +46,7 @@ pub struct MappedFileQueue {
     allocator: Option<Allocator>,
     warm: bool,
     prefault_ahead: bool,
+    write_ahead: bool,
     flushed_where: AtomicU64,
     /// Tripped by the first failed flush or write; see [`crate::fence`].
     fence: WriteFence,
@@ -109,8 +114,14 @@ impl MappedFileQueue {
         let flushed = files.last().map_or(0, |f| f.end_offset());
         let allocator = if options.preallocate {
             Some(
-                Allocator::start(dir.to_owned(), file_size, options.warm, Arc::clone(&fs))
-                    .ctx(|| "start the file allocator".to_owned())?,
+                Allocator::start(
+                    dir.to_owned(),
+                    file_size,
+                    options.warm,
+                    options.write_ahead,
+                    Arc::clone(&fs),
+                )
+                .ctx(|| "start the file allocator".to_owned())?,
             )
         } else {
             None
@@ -123,6 +134,7 @@ impl MappedFileQueue {
             allocator,
             warm: options.warm,
             prefault_ahead: options.prefault_ahead,
+            write_ahead: options.write_ahead,
             flushed_where: AtomicU64::new(flushed),
             fence: WriteFence::default(),
         })
@@ -247,9 +259,14 @@ impl MappedFileQueue {
     /// less than half of [`PREFAULT_WINDOW`] is left (two atomic loads otherwise). The
     /// writer calls it after appending.
     pub fn keep_prefaulted(&self, file: &Arc<MappedFile>) {
+        let window = if self.write_ahead {
+            WRITE_AHEAD_WINDOW
+        } else {
+            PREFAULT_WINDOW
+        };
         if let Some(allocator) = &self.allocator
-            && self.prefault_ahead
-            && file.prefault_due(PREFAULT_WINDOW)
+            && (self.prefault_ahead || self.write_ahead)
+            && file.prefault_due(window)
         {
             allocator.request_prefault(file);
         }

@@ -30,6 +30,7 @@ fn append_read_flush_and_views_outlive_deletion() {
             preallocate: true,
             warm: true,
             prefault_ahead: true,
+            write_ahead: false,
         },
     )
     .unwrap();
@@ -189,6 +190,7 @@ fn appends_through_a_queue_get_their_pages_prefaulted() {
             preallocate: true,
             warm: false,
             prefault_ahead: true,
+            write_ahead: false,
         },
     )
     .unwrap();
@@ -203,5 +205,68 @@ fn appends_through_a_queue_get_their_pages_prefaulted() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert_eq!(file.bytes(0, 100).unwrap(), &[3u8; 100][..]);
+    q.shutdown();
+}
+
+/// Write-through appends (pwrite) racing the allocator thread's zeros ahead: every
+/// appended byte survives, on disk as well as through the mapping, and the blocks ahead
+/// of the write position end up written.
+#[test]
+fn zeros_written_ahead_never_overwrite_write_through_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = super::allocate::WRITE_AHEAD_WINDOW;
+    let q = MappedFileQueue::open(
+        dir.path(),
+        window * 4,
+        fs(),
+        QueueOptions {
+            preallocate: true,
+            warm: false,
+            prefault_ahead: false,
+            write_ahead: true,
+        },
+    )
+    .unwrap();
+    let os = OsFs;
+    let mut scratch = Vec::new();
+    let mut expected = Vec::new();
+    let file = q.last_or_create(0).unwrap();
+    // Odd-sized records (never page-aligned) until the file is nearly full: appends cross
+    // the pages the allocator thread is zeroing while it runs.
+    let mut i = 0u32;
+    loop {
+        let file = q.last_or_create(0).unwrap();
+        let record = vec![(i % 251) as u8 + 1; 1000 + (i % 97) as usize];
+        let len = record.len() as u32;
+        if file.wrote_position() + len > file.size() - window {
+            break;
+        }
+        let through = WriteThrough {
+            buffer: &mut scratch,
+            fs: &os,
+        };
+        file.append_with(len, 0, Some(through), |dst| {
+            dst.copy_from_slice(&record);
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+        .unwrap();
+        expected.extend_from_slice(&record);
+        i += 1;
+    }
+    let wrote = file.wrote_position();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while file.prefault_due(window) {
+        assert!(std::time::Instant::now() < deadline, "never written ahead");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        q.last_or_create(0).unwrap();
+    }
+    assert_eq!(file.bytes(0, wrote).unwrap(), &expected[..]);
+    let on_disk = std::fs::read(file.path()).unwrap();
+    assert_eq!(&on_disk[..wrote as usize], &expected[..]);
+    assert!(
+        on_disk[wrote as usize..].iter().all(|b| *b == 0),
+        "only zeros past the write position"
+    );
     q.shutdown();
 }

@@ -376,10 +376,10 @@ impl Ha {
         if !slave_ok {
             return PutMessageStatus::SlaveNotAvailable;
         }
-        let mut rx = self.acks.subscribe();
-        match tokio::time::timeout(self.settings.sync_timeout, rx.wait_for(|v| *v >= end)).await {
-            Ok(Ok(_)) => PutMessageStatus::PutOk,
-            _ => PutMessageStatus::FlushSlaveTimeout,
+        let mut wait = self.acks.wait_for(end);
+        match tokio::time::timeout(self.settings.sync_timeout, wait.acked()).await {
+            Ok(()) => PutMessageStatus::PutOk,
+            Err(_) => PutMessageStatus::FlushSlaveTimeout,
         }
     }
 

@@ -22,6 +22,11 @@ pub struct Cli {
     /// Print the final summary as JSON on stdout (progress lines still go to stderr).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Add a latency histogram (log-spaced buckets, 50 µs to 100 s) to the summary: in
+    /// the text summary, and with --json as `summary.latencyHistogram` plus the same
+    /// table on stderr.
+    #[arg(long, global = true)]
+    pub latency: bool,
     #[command(flatten)]
     pub run: RunArgs,
     #[command(flatten)]
@@ -239,8 +244,16 @@ pub struct ConsumerArgs {
     pub send_back_every: u64,
     /// Subscribe with this SQL92 selector over message properties (the broker filters;
     /// it needs enablePropertyFilter=true) instead of all messages.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tags")]
     pub sql: Option<String>,
+    /// Subscribe with this tag expression (`TagA || TagB`; the broker filters by tag
+    /// hash code) instead of all messages.
+    #[arg(long)]
+    pub tags: Option<String>,
+    /// Pull as this many groups at once (`GROUP-0` .. `GROUP-<N-1>`), each reading every
+    /// queue: with --hold-ms long, that many idle groups parked in long polls.
+    #[arg(long, default_value_t = 1)]
+    pub groups: usize,
 }
 
 #[cfg(test)]

@@ -36,25 +36,26 @@ impl Ctx {
     }
 }
 
-async fn pull_queue(ctx: Arc<Ctx>, peer: Peer, queue_id: i32) -> Result<()> {
+async fn pull_queue(ctx: Arc<Ctx>, group: String, peer: Peer, queue_id: i32) -> Result<()> {
     let a = &ctx.args;
+    let (subscription, expression_type) = match (&a.sql, &a.tags) {
+        (Some(sql), _) => (sql.as_str(), ExpressionType::Sql92),
+        (None, Some(tags)) => (tags.as_str(), ExpressionType::Tag),
+        (None, None) => ("*", ExpressionType::Tag),
+    };
     let mut offset = match a.from {
         StartFrom::Earliest => ctx.client.min_offset(&peer, &a.topic, queue_id).await?,
         StartFrom::Latest => ctx.client.max_offset(&peer, &a.topic, queue_id).await?,
     };
     while !ctx.done() {
         let req = PullRequest {
-            group: &a.group,
+            group: &group,
             topic: &a.topic,
             queue_id,
             offset,
             max_messages: a.pull_batch,
-            subscription: a.sql.as_deref().unwrap_or("*"),
-            expression_type: if a.sql.is_some() {
-                ExpressionType::Sql92
-            } else {
-                ExpressionType::Tag
-            },
+            subscription,
+            expression_type,
             suspend_ms: (!a.until_caught_up).then_some(a.hold_ms),
             commit_offset: a.commit.then_some(ConsumerOffset(offset.get())),
         };
@@ -117,6 +118,12 @@ pub async fn run(
     if args.pull_batch <= 0 {
         bail!("--pull-batch must be positive");
     }
+    if args.groups == 0 {
+        bail!("--groups must be at least 1");
+    }
+    if args.groups > 1 && args.send_back_every > 0 {
+        bail!("--send-back-every hands messages back for one group; use it with --groups 1");
+    }
     if run.duration_s == 0 && args.messages == 0 && !args.until_caught_up {
         bail!("give --duration-s, --messages or --until-caught-up, or the run never ends");
     }
@@ -164,9 +171,21 @@ pub async fn run(
         sending_back: AtomicU64::new(0),
         stats,
     });
-    let tasks: Vec<_> = queues
-        .into_iter()
-        .map(|(peer, q)| tokio::spawn(pull_queue(ctx.clone(), peer, q)))
+    let groups: Vec<String> = if ctx.args.groups == 1 {
+        vec![ctx.args.group.clone()]
+    } else {
+        (0..ctx.args.groups)
+            .map(|i| format!("{}-{i}", ctx.args.group))
+            .collect()
+    };
+    let tasks: Vec<_> = groups
+        .iter()
+        .flat_map(|g| {
+            queues
+                .iter()
+                .map(move |(peer, q)| (g.clone(), peer.clone(), *q))
+        })
+        .map(|(g, peer, q)| tokio::spawn(pull_queue(ctx.clone(), g, peer, q)))
         .collect();
     for t in tasks {
         t.await.context("a puller task failed")??;

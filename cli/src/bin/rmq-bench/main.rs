@@ -101,6 +101,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = json!({
                 "topic": c.topic, "group": c.group, "from": format!("{:?}", c.from).to_lowercase(),
                 "pullBatch": c.pull_batch, "messages": c.messages, "untilCaughtUp": c.until_caught_up,
+                "sql": c.sql, "tags": c.tags, "groups": c.groups, "holdMs": c.hold_ms,
             });
             let outcome = consumer::run(client, c, &cli.run, stats.clone()).await;
             ("consumer", config, outcome)
@@ -110,7 +111,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let elapsed = started.elapsed();
     reporter.abort();
     outcome?;
-    let summary = stats.summary(elapsed);
+    let mut summary = stats.summary(elapsed);
+    if cli.latency {
+        let buckets = stats.latency_histogram();
+        if cli.json {
+            eprint!("{}", stats::render_histogram(&buckets));
+        }
+        summary.latency_histogram = Some(buckets);
+    }
     if cli.json {
         let doc = json!({
             "mode": title,

@@ -1,5 +1,5 @@
-//! The bench message body: a marker, the time the message was due (µs since the epoch),
-//! then filler. The consumer mode computes end-to-end latency from it; bodies without
+//! The bench message body: a marker, the wall-clock time the message was sent (µs since
+//! the epoch), then filler. The consumer mode computes end-to-end latency from it; bodies without
 //! the marker (other producers' messages) are counted but not timed.
 
 const MAGIC: &[u8; 4] = b"RMQB";
@@ -12,11 +12,11 @@ pub fn now_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// A body of `size` bytes (at least [`HEADER_LEN`]) stamped with `due_us`.
-pub fn body(size: usize, due_us: u64) -> Vec<u8> {
+/// A body of `size` bytes (at least [`HEADER_LEN`]) stamped with `sent_us`.
+pub fn body(size: usize, sent_us: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(size.max(HEADER_LEN));
     b.extend_from_slice(MAGIC);
-    b.extend_from_slice(&due_us.to_be_bytes());
+    b.extend_from_slice(&sent_us.to_be_bytes());
     b.resize(size.max(HEADER_LEN), b'x');
     b
 }

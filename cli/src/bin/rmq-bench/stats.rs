@@ -146,8 +146,103 @@ impl Stats {
             }),
             errors_by_code: self.errors_by_code.lock().clone(),
             outcomes: self.outcomes.lock().clone(),
+            latency_histogram: None,
         }
     }
+
+    /// The measured latencies in log-spaced buckets (see [`latency_buckets`]).
+    pub fn latency_histogram(&self) -> Vec<Bucket> {
+        latency_buckets(&self.total.lock())
+    }
+}
+
+/// Upper bounds of the histogram buckets, in µs: a 1-2-5 series from 50 µs to 100 s, so
+/// that every bucket is 2 to 2.5 times as wide as the one before (log-spaced, as an HDR
+/// histogram's log iterator) and a latency regression shows as mass moving down a row.
+const BUCKET_BOUNDS_US: &[u64] = &[
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// One row of the latency histogram: samples in `(previous bound, le_ms]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bucket {
+    pub le_ms: f64,
+    pub count: u64,
+    /// Share of all samples at or below `le_ms`, in percent.
+    pub cumulative_pct: f64,
+}
+
+/// Buckets from the first that holds a sample to the last that does; everything above
+/// the last bound falls in a final bucket bounded by the maximum.
+fn latency_buckets(h: &Histogram<u64>) -> Vec<Bucket> {
+    let total = h.len();
+    let mut out = Vec::new();
+    let mut seen = 0u64;
+    let bounds = BUCKET_BOUNDS_US
+        .iter()
+        .copied()
+        .chain(std::iter::once(u64::MAX));
+    for high in bounds {
+        if seen >= total {
+            break;
+        }
+        // Cumulative counts, so a value is never counted in two rows; `count_between`
+        // is inclusive and works on the histogram's equivalent-value ranges.
+        let upto = if high >= h.max() {
+            total
+        } else {
+            h.count_between(0, high)
+        };
+        let count = upto.saturating_sub(seen);
+        seen += count;
+        // Rows below the first sample are left out.
+        if seen > 0 {
+            out.push(Bucket {
+                le_ms: high.min(h.max()) as f64 / 1000.0,
+                count,
+                cumulative_pct: seen as f64 * 100.0 / total as f64,
+            });
+        }
+    }
+    out
+}
+
+/// The histogram as text rows: bound, count, share, cumulative share and a bar scaled to
+/// the fullest bucket.
+pub fn render_histogram(buckets: &[Bucket]) -> String {
+    const WIDTH: u64 = 40;
+    let total: u64 = buckets.iter().map(|b| b.count).sum();
+    let fullest = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    let mut out = String::from("  latency histogram (ms, upper bound of each bucket):\n");
+    for b in buckets {
+        let bar = "#".repeat(usize::try_from(b.count * WIDTH / fullest).unwrap_or(0));
+        out.push_str(&format!(
+            "  <= {:>10.3}  {:>10}  {:>6.2}%  cum {:>7.3}%  {bar}\n",
+            b.le_ms,
+            b.count,
+            b.count as f64 * 100.0 / total.max(1) as f64,
+            b.cumulative_pct,
+        ));
+    }
+    out
 }
 
 fn quantile_ms(h: &Histogram<u64>, q: f64) -> f64 {
@@ -201,6 +296,9 @@ pub struct Summary {
     pub errors_by_code: BTreeMap<String, u64>,
     /// Successful messages by the broker's verdict (SEND_OK, FLUSH_DISK_TIMEOUT, ...).
     pub outcomes: BTreeMap<String, u64>,
+    /// With `--latency`: the measured latencies in log-spaced buckets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_histogram: Option<Vec<Bucket>>,
 }
 
 impl Summary {
@@ -220,6 +318,9 @@ impl Summary {
                 "  latency ms: p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  (mean {:.3}, {} samples)\n",
                 l.p50, l.p90, l.p99, l.p999, l.max, l.mean, l.samples
             ));
+        }
+        if let Some(h) = &self.latency_histogram {
+            out.push_str(&render_histogram(h));
         }
         for (k, v) in &self.outcomes {
             out.push_str(&format!("  {k}: {v}\n"));
@@ -265,5 +366,31 @@ mod tests {
         );
         assert_eq!(sum.errors_by_code.get("SYSTEM_BUSY (2)"), Some(&2));
         assert_eq!(sum.outcomes.get("SEND_OK"), Some(&105));
+    }
+
+    #[test]
+    fn histogram_buckets_are_log_spaced_and_cumulative() {
+        let s = Stats::new(Duration::ZERO);
+        // 70 at 0.3 ms, 25 at 1.5 ms, 4 at 8 ms, 1 at 250 ms.
+        for (n, us) in [(70, 300), (25, 1_500), (4, 8_000), (1, 250_000)] {
+            for _ in 0..n {
+                s.success(1, 1, Some(Duration::from_micros(us)), "SEND_OK");
+            }
+        }
+        let b = s.latency_histogram();
+        let rows: Vec<(f64, u64)> = b.iter().map(|b| (b.le_ms, b.count)).collect();
+        // Empty rows below the first sample are left out; empty rows between are kept.
+        assert_eq!(rows[0], (0.5, 70));
+        assert_eq!(rows[1], (1.0, 0));
+        assert_eq!(rows[2], (2.0, 25));
+        assert_eq!(rows[4], (10.0, 4));
+        let last = b.last().unwrap();
+        assert_eq!(last.count, 1);
+        assert!((last.le_ms - 250.0).abs() < 0.5, "{last:?}");
+        assert!((last.cumulative_pct - 100.0).abs() < 1e-9);
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 100);
+        let text = render_histogram(&b);
+        assert!(text.contains("70.00%"), "{text}");
+        assert_eq!(text.lines().count(), b.len() + 1);
     }
 }
