@@ -107,7 +107,8 @@ impl Broker {
             metrics.limits.refusals.clone(),
         );
         let live = LiveConfig::new(b);
-        let offsets = OffsetManager::open_with_fs(&root, fs)?;
+        let offsets = OffsetManager::open_with_fs(&root, fs)?
+            .with_reset_capacity(config.broker.max_pending_offset_resets as usize);
         let levels = config
             .store
             .delay_levels()
