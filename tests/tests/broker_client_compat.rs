@@ -186,7 +186,7 @@ async fn commit(c: &Client, group: &str, topic: &str, offset: i64) {
 /// A client that ignores RESET_CONSUMER_CLIENT_OFFSET (the C++ client cannot decode it)
 /// keeps pulling and committing where it was. The broker moves its next pull to the
 /// reset offset (PULL_OFFSET_MOVED, `nextBeginOffset`) and ignores its commits of the
-/// queue until it has pulled past what the reset delivered again.
+/// queue until it has pulled past where the queue ended when it was reset.
 #[test]
 fn a_reset_is_enforced_on_a_client_that_ignores_the_notice() {
     let b = TempBroker::start(None, &[]);

@@ -107,10 +107,13 @@ pub async fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
         // Enforced on the group's next pulls too (see `services::pending_resets`): a
         // client that ignores the notice below is moved by its next pull answer, and
         // its commits cannot restore the old offset meanwhile.
-        let forgotten = broker
-            .offsets
-            .resets()
-            .assign(&h.group, &h.topic, mq.queue_id, offset);
+        let forgotten = broker.offsets.resets().assign(
+            &h.group,
+            &h.topic,
+            mq.queue_id,
+            offset,
+            broker.store.max_offset_in_queue(&h.topic, mq.queue_id),
+        );
         for _ in 0..forgotten {
             broker
                 .metrics

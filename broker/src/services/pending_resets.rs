@@ -11,10 +11,11 @@
 //!    PULL_OFFSET_MOVED with `nextBeginOffset` = the reset offset. Every client moves
 //!    its pull position there (the C++ client's `OFFSET_ILLEGAL` case; the Java and Rust
 //!    clients' `OFFSET_ILLEGAL` also store it as their offset).
-//! 2. `Delivered`: a pull at the reset offset has been served; the group must still
-//!    pull past what that answer delivered before the reset is done. A client whose
-//!    notice was ignored still holds its old offset in memory until it has consumed what
-//!    was re-delivered, and sends it with its next pull and its periodic commit.
+//! 2. `Delivered`: a pull at the reset offset has been served; the reset is done once
+//!    the group pulls past both what that answer delivered and the queue's end at the
+//!    time of the reset. A client whose notice was ignored holds its old offset in
+//!    memory (at most that end) until it has consumed what was delivered again, and
+//!    sends it with its next pulls and its periodic commits.
 //!
 //! Until the reset is done the group's commits of that queue (UPDATE_CONSUMER_OFFSET and
 //! the commit carried by a pull) are ignored, so none of them can move the committed
@@ -41,6 +42,8 @@ enum Phase {
 #[derive(Debug)]
 struct Pending {
     offset: ConsumerOffset,
+    /// The queue's max offset when the reset was made.
+    until: QueueOffset,
     phase: Phase,
     seq: u64,
 }
@@ -77,9 +80,17 @@ impl PendingResets {
         }
     }
 
-    /// Remembers that `group` was reset to `offset` on the queue, replacing an earlier
-    /// reset of it. Answers how many older resets were forgotten to stay in bounds.
-    pub fn assign(&self, group: &str, topic: &str, queue_id: i32, offset: ConsumerOffset) -> u64 {
+    /// Remembers that `group` was reset to `offset` on the queue, whose max offset is
+    /// `until` now, replacing an earlier reset of it. Answers how many older resets were
+    /// forgotten to stay in bounds.
+    pub fn assign(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: ConsumerOffset,
+        until: QueueOffset,
+    ) -> u64 {
         let mut t = self.table.lock();
         let key = (group.to_owned(), topic.to_owned(), queue_id);
         let seq = t.next_seq;
@@ -100,6 +111,7 @@ impl PendingResets {
             key,
             Pending {
                 offset,
+                until,
                 phase: Phase::Redirect,
                 seq,
             },
@@ -123,11 +135,12 @@ impl PendingResets {
             return PullVerdict::Serve;
         };
         let reset = QueueOffset::from(p.offset);
+        let until = p.until;
         match p.phase {
             Phase::Redirect if at != reset => PullVerdict::Redirect(reset),
             // Served by the caller, which reports where the answer ends (`delivered`).
             Phase::Redirect => PullVerdict::ServeIgnoringCommit,
-            Phase::Delivered { next } if at >= next && at != reset => {
+            Phase::Delivered { next } if at > reset && at >= next.max(until) => {
                 if let Some(done) = t.entries.remove(&key) {
                     t.order.remove(&done.seq);
                 }
@@ -186,7 +199,7 @@ mod tests {
     fn redirect_then_deliver_then_done() {
         let r = PendingResets::new(16);
         assert_eq!(r.on_pull(G, T, 0, QueueOffset(8)), PullVerdict::Serve);
-        r.assign(G, T, 0, ConsumerOffset(0));
+        r.assign(G, T, 0, ConsumerOffset(0), QueueOffset(8));
         assert!(r.holds(G, T, 0));
         assert!(!r.holds(G, T, 1));
         // Any pull elsewhere is sent to the reset offset, again and again.
@@ -221,20 +234,66 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_lasts_until_the_group_is_past_the_old_end() {
+        let r = PendingResets::new(16);
+        // The queue held 100 messages; a pull delivers 32 at a time.
+        r.assign(G, T, 0, ConsumerOffset(0), QueueOffset(100));
+        assert_eq!(
+            r.on_pull(G, T, 0, QueueOffset(0)),
+            PullVerdict::ServeIgnoringCommit
+        );
+        r.delivered(G, T, 0, QueueOffset(0), QueueOffset(32));
+        for at in [32, 64, 96] {
+            assert_eq!(
+                r.on_pull(G, T, 0, QueueOffset(at)),
+                PullVerdict::ServeIgnoringCommit
+            );
+            assert!(r.holds(G, T, 0), "still re-reading at {at}");
+        }
+        assert_eq!(
+            r.on_pull(G, T, 0, QueueOffset(100)),
+            PullVerdict::ServeIgnoringCommit
+        );
+        assert!(!r.holds(G, T, 0));
+        // A skip to the end: done only once the group pulls past the reset offset.
+        r.assign(G, T, 1, ConsumerOffset(100), QueueOffset(100));
+        assert_eq!(
+            r.on_pull(G, T, 1, QueueOffset(40)),
+            PullVerdict::Redirect(QueueOffset(100))
+        );
+        assert_eq!(
+            r.on_pull(G, T, 1, QueueOffset(100)),
+            PullVerdict::ServeIgnoringCommit
+        );
+        r.delivered(G, T, 1, QueueOffset(100), QueueOffset(100));
+        assert_eq!(
+            r.on_pull(G, T, 1, QueueOffset(100)),
+            PullVerdict::ServeIgnoringCommit
+        );
+        r.delivered(G, T, 1, QueueOffset(100), QueueOffset(103));
+        assert!(r.holds(G, T, 1));
+        assert_eq!(
+            r.on_pull(G, T, 1, QueueOffset(103)),
+            PullVerdict::ServeIgnoringCommit
+        );
+        assert!(!r.holds(G, T, 1));
+    }
+
+    #[test]
     fn oldest_is_forgotten_past_the_bound_and_removal_by_group_or_topic() {
         let r = PendingResets::new(2);
-        assert_eq!(r.assign(G, T, 0, ConsumerOffset(0)), 0);
-        assert_eq!(r.assign(G, T, 1, ConsumerOffset(0)), 0);
+        assert_eq!(r.assign(G, T, 0, ConsumerOffset(0), QueueOffset(8)), 0);
+        assert_eq!(r.assign(G, T, 1, ConsumerOffset(0), QueueOffset(8)), 0);
         // Re-assigning an existing reset does not evict.
-        assert_eq!(r.assign(G, T, 0, ConsumerOffset(5)), 0);
-        assert_eq!(r.assign(G, T, 2, ConsumerOffset(0)), 1);
+        assert_eq!(r.assign(G, T, 0, ConsumerOffset(5), QueueOffset(8)), 0);
+        assert_eq!(r.assign(G, T, 2, ConsumerOffset(0), QueueOffset(8)), 1);
         assert!(!r.holds(G, T, 1), "queue 1 was the oldest");
         assert!(r.holds(G, T, 0) && r.holds(G, T, 2));
         assert_eq!(
             r.on_pull(G, T, 0, QueueOffset(9)),
             PullVerdict::Redirect(QueueOffset(5))
         );
-        r.assign("h", "U", 0, ConsumerOffset(0));
+        r.assign("h", "U", 0, ConsumerOffset(0), QueueOffset(8));
         r.remove_group(G);
         assert_eq!(r.len(), 1);
         r.remove_topic("U");
