@@ -8,6 +8,7 @@ use protocol::RemotingCommand;
 use protocol::body::MessageModel;
 use protocol::code::response;
 use protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
+use protocol::message::QueueOffset;
 
 use super::{HandlerResult, Reply};
 use crate::handlers::outbound::Outbound;
@@ -16,7 +17,6 @@ use crate::services::Broker;
 use crate::services::clients::Conn;
 use crate::services::filter::MessageFilter;
 use crate::services::pending_resets::PullVerdict;
-use protocol::message::QueueOffset;
 use store::lookup::GetMessageStatus;
 
 /// Outcome of one pass over the store.
@@ -227,7 +227,8 @@ fn process(
             .resets()
             .on_pull(&h.consumer_group, &h.topic, h.queue_id, h.queue_offset)
     } else {
-        PullVerdict::ServeIgnoringCommit
+        // The second pass and slaves apply no commit and advance no reset.
+        PullVerdict::Serve
     };
     if let PullVerdict::Redirect(reset) = verdict {
         return redirect(broker, request, h, reset);
