@@ -134,13 +134,17 @@ fn write_perm_producers_consumers_and_nameserver_config() {
         let none = c.ctl(&["producer", "connections", "-g", "NobodyProduces"]);
         assert_eq!(none.code, 1, "{none:?}");
 
-        // This client does not answer GET_CONSUMER_STATUS_FROM_CLIENT: the status is
-        // empty after the broker's wait, not an error or a hang.
-        let status = c
-            .ctl(&["--timeout-ms", "15000", "consumer", "status", "-g", "OpsConsumers", "-t", "PermTopic"])
-            .ok()
-        .json();
+        // This client does not answer GET_CONSUMER_STATUS_FROM_CLIENT: after the broker's
+        // bounded wait the report names it and why (exit 1, not a hang or "unreachable").
+        let out = c.ctl(&["--timeout-ms", "15000", "consumer", "status", "-g", "OpsConsumers", "-t", "PermTopic"]);
+        assert_eq!(out.code, 1, "{out:?}");
+        let status = out.json();
         assert_eq!(status["clients"], serde_json::json!({}), "{status}");
+        let why = status["unanswered"]["127.0.0.1@ops"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("127.0.0.1@ops") && why.contains("consumerStatusAnswerTimeoutMillis"),
+            "{status}"
+        );
         drop(client);
     });
     let offline = c.ctl(&[

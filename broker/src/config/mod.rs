@@ -339,6 +339,15 @@ broker_config! {
     /// a new pair past it is not rated, a pair idle for a minute is dropped (not a
     /// RocketMQ key).
     max_consume_rate_entries: u32 = "maxConsumeRateEntries" => 65_536;
+    /// How long INVOKE_BROKER_TO_GET_CONSUMER_STATUS waits for each client's
+    /// GET_CONSUMER_STATUS_FROM_CLIENT answer; clients are asked at once, so the request
+    /// answers within about this long whatever the group's size (not a RocketMQ key; 4.9
+    /// waits 5 s per client, one after another).
+    consumer_status_answer_timeout_millis: u64 = "consumerStatusAnswerTimeoutMillis" => 2_000;
+    /// (group, topic, queue) offset resets remembered until the group's next pull of the
+    /// queue is redirected to them (5.x's server-side reset); past it the oldest is
+    /// forgotten (not a RocketMQ key).
+    max_pending_offset_resets: u32 = "maxPendingOffsetResets" => 100_000;
     /// Bytes the consumer groups' subscriptions (as their heartbeats last sent them) may
     /// hold in all (not a RocketMQ key).
     max_client_subscription_bytes: u64 = "maxClientSubscriptionBytes" => 128 * 1024 * 1024;
@@ -538,6 +547,11 @@ impl BrokerConfig {
     /// `writeTimeoutMillis`, at least 100 ms.
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_millis.max(100))
+    }
+
+    /// `consumerStatusAnswerTimeoutMillis`: the wait for one client's status answer.
+    pub fn consumer_status_answer_timeout(&self) -> Duration {
+        Duration::from_millis(self.consumer_status_answer_timeout_millis)
     }
 
     /// `maxSuspendTimeoutMillis`: the hold a parked pull gets at most.

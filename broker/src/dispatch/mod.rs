@@ -14,8 +14,8 @@ use protocol::code::{request as rq, response};
 
 use crate::handlers::outbound::Outbound;
 use crate::handlers::{
-    HandlerError, Reply, acl_admin, admin, broker_config, client, delay_offset, lookup, offset,
-    offset_reset, producer, pull, send, send_back,
+    HandlerError, Reply, acl_admin, admin, broker_config, client, consumer_status, delay_offset,
+    lookup, offset, offset_reset, producer, pull, send, send_back,
 };
 use crate::services::Broker;
 use crate::services::clients::Conn;
@@ -84,7 +84,7 @@ pub async fn dispatch(
         rq::GET_PRODUCER_CONNECTION_LIST => producer::producer_connections(broker, &request),
         rq::INVOKE_BROKER_TO_RESET_OFFSET => offset_reset::reset_offset(broker, &request).await,
         rq::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => {
-            offset_reset::consumer_status(broker, &request).await
+            consumer_status::consumer_status(broker, &request).await
         }
         rq::GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request),
         rq::GET_CONSUME_STATS => admin::consume_stats(broker, &request),

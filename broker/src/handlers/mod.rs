@@ -5,6 +5,7 @@ pub mod acl_admin;
 pub mod admin;
 pub mod broker_config;
 pub mod client;
+pub mod consumer_status;
 pub mod delay_offset;
 pub mod end_transaction;
 pub mod ha_admin;

@@ -80,6 +80,17 @@ pub fn update_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) -
             ),
         );
     }
+    // `ConsumerManageProcessor.updateConsumerOffset` on 5.x: while a reset of the queue
+    // is still to reach the group's pulls, a commit is an offset from before the reset.
+    if broker
+        .offsets
+        .resets()
+        .holds(&h.consumer_group, &h.topic, h.queue_id)
+    {
+        return Ok(success(request)
+            .with_remark("Offset has been previously reset")
+            .into());
+    }
     broker
         .offsets
         .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);

@@ -1,33 +1,31 @@
-//! INVOKE_BROKER_TO_RESET_OFFSET (222) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223),
-//! as 4.9's `Broker2Client.resetOffset` / `getConsumeStatus` serve mqadmin's
-//! `resetOffsetByTime`, `skipAccumulatedMessage` and `getConsumerStatus`.
+//! INVOKE_BROKER_TO_RESET_OFFSET (222), as 4.9's `Broker2Client.resetOffset` serves
+//! mqadmin's `resetOffsetByTime` and `skipAccumulatedMessage`.
 //!
 //! Reset: for each write queue of the topic the new offset is the queue offset of the
 //! timestamp (`getOffsetInQueueByTime`, 4.9's nearest-neighbour rule) or, for timestamp
 //! -1, the max offset. Without `isForce` a queue only moves backwards: its committed
 //! offset stays when the target is not below it. Connected members of the group get
 //! RESET_CONSUMER_CLIENT_OFFSET (220) with the table and rewind their in-memory
-//! position. Unlike 4.9, which answers CONSUMER_NOT_ONLINE when no member is connected
+//! position. As on 5.x brokers the reset is also remembered per queue and enforced on
+//! the group's next pull (`services::pending_resets`), for clients that ignore 220 (the
+//! C++ client cannot decode it). Unlike 4.9, which answers CONSUMER_NOT_ONLINE when no member is connected
 //! (mqadmin then writes the offsets itself), the committed offsets are written here in
 //! every case, so a group that is offline, or a client that ignores 220, restarts from
 //! the new position too.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use protocol::RemotingCommand;
-use protocol::body::{GetConsumerStatusBody, MessageQueue, QueueOffsetTable, ResetOffsetBody};
+use protocol::body::{MessageQueue, QueueOffsetTable, ResetOffsetBody};
 use protocol::code::{request as rq, response};
-use protocol::header::{GetConsumerStatusRequestHeader, ResetOffsetRequestHeader};
+use protocol::header::ResetOffsetRequestHeader;
 use protocol::message::ConsumerOffset;
 
 use super::{HandlerResult, error, success};
 use crate::services::Broker;
 
 /// `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: older clients cannot take 220/221.
-const MIN_CLIENT_VERSION: i32 = 28;
-/// How long the broker waits for a client's GET_CONSUMER_STATUS_FROM_CLIENT answer (4.9: 5 s).
-const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const MIN_CLIENT_VERSION: i32 = 28;
 
 /// The offsets a reset moves `group` to on `topic`, per write queue.
 fn reset_table(
@@ -102,10 +100,31 @@ pub async fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
     }
     let table = reset_table(broker, &h.group, &h.topic, topic.write_queue_nums, &h);
     for (mq, offset) in &table.0 {
+        let offset = ConsumerOffset(*offset);
         broker
             .offsets
-            .commit(&h.group, &h.topic, mq.queue_id, ConsumerOffset(*offset));
+            .commit(&h.group, &h.topic, mq.queue_id, offset);
+        // Enforced on the group's next pulls too (see `services::pending_resets`): a
+        // client that ignores the notice below is moved by its next pull answer, and
+        // its commits cannot restore the old offset meanwhile.
+        let forgotten = broker.offsets.resets().assign(
+            &h.group,
+            &h.topic,
+            mq.queue_id,
+            offset,
+            broker.store.max_offset_in_queue(&h.topic, mq.queue_id),
+        );
+        for _ in 0..forgotten {
+            broker
+                .metrics
+                .limits
+                .refusals
+                .count("maxPendingOffsetResets");
+        }
     }
+    // Pulls parked on the topic are answered now, so the group's next pull, the one the
+    // reset redirects, does not wait for a long-polling hold to expire.
+    broker.pull_hold.wake_where(|topic, _, _| topic == h.topic);
     // Answered once the reset offsets are on disk: a rewrite on the offsets file's writer
     // thread, shared with other resets in flight.
     if let Err(e) = broker.offsets.durable().await {
@@ -146,70 +165,5 @@ pub async fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
         offsets = ?body.offset_table.0.iter().map(|(q, o)| (q.queue_id, *o)).collect::<Vec<_>>(),
         "consumer offsets reset"
     );
-    Ok(success(request).with_body(body.encode()).into())
-}
-
-pub async fn consumer_status(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
-    let h: GetConsumerStatusRequestHeader = request.header()?;
-    let members = broker.clients.consumer_members(&h.group);
-    if members.is_empty() {
-        return error(
-            request,
-            response::SYSTEM_ERROR,
-            format!(
-                "No Any Consumer online in the consumer group: [{}]",
-                h.group
-            ),
-        );
-    }
-    let only = h.client_addr.as_deref().filter(|c| !c.trim().is_empty());
-    let ask = GetConsumerStatusRequestHeader {
-        topic: h.topic.clone(),
-        group: h.group.clone(),
-        client_addr: None,
-    };
-    let mut body = GetConsumerStatusBody::default();
-    for (client, channel) in members
-        .iter()
-        .filter(|(c, _)| only.is_none_or(|o| o == c.client_id))
-    {
-        if client.version < MIN_CLIENT_VERSION {
-            return error(
-                request,
-                response::SYSTEM_ERROR,
-                format!(
-                    "the client does not support this feature. version={}",
-                    client.version
-                ),
-            );
-        }
-        let cmd = RemotingCommand::request(rq::GET_CONSUMER_STATUS_FROM_CLIENT, &ask);
-        match broker
-            .client_requests
-            .invoke(channel, cmd, CLIENT_ANSWER_TIMEOUT)
-            .await
-        {
-            Ok(answer) if answer.code == response::SUCCESS => {
-                match GetConsumerStatusBody::decode(&answer.body) {
-                    Ok(status) => {
-                        body.consumer_table
-                            .insert(client.client_id.clone(), status.message_queue_table);
-                    }
-                    Err(e) => {
-                        tracing::warn!(client = %client.client_id, error = %e, "bad consumer status body")
-                    }
-                }
-            }
-            Ok(answer) => tracing::warn!(
-                client = %client.client_id,
-                code = answer.code,
-                remark = ?answer.remark,
-                "client refused GET_CONSUMER_STATUS_FROM_CLIENT"
-            ),
-            Err(e) => {
-                tracing::warn!(client = %client.client_id, error = %e, "consumer status not read")
-            }
-        }
-    }
     Ok(success(request).with_body(body.encode()).into())
 }

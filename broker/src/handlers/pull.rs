@@ -8,6 +8,7 @@ use protocol::RemotingCommand;
 use protocol::body::MessageModel;
 use protocol::code::response;
 use protocol::header::{PullMessageRequestHeader, PullMessageResponseHeader};
+use protocol::message::QueueOffset;
 
 use super::{HandlerResult, Reply};
 use crate::handlers::outbound::Outbound;
@@ -15,6 +16,7 @@ use crate::names::perm;
 use crate::services::Broker;
 use crate::services::clients::Conn;
 use crate::services::filter::MessageFilter;
+use crate::services::pending_resets::PullVerdict;
 use store::lookup::GetMessageStatus;
 
 /// Outcome of one pass over the store.
@@ -69,6 +71,38 @@ pub async fn pull_message(
 fn unreachable_suspend(request: &RemotingCommand) -> HandlerResult {
     Ok(
         RemotingCommand::error_response(request, response::PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
+            .into(),
+    )
+}
+
+/// 5.x's answer to the first pull after a reset (`GetMessageStatus.OFFSET_RESET`):
+/// PULL_OFFSET_MOVED with `nextBeginOffset` at the reset offset. The 4.x Java and Rust
+/// clients treat it as OFFSET_ILLEGAL and store the offset; the C++ client moves its
+/// pull position there.
+fn redirect(
+    broker: &Broker,
+    request: &RemotingCommand,
+    h: &PullMessageRequestHeader,
+    reset: QueueOffset,
+) -> Pass {
+    tracing::info!(
+        group = %h.consumer_group,
+        topic = %h.topic,
+        queue_id = h.queue_id,
+        pulled_at = %h.queue_offset,
+        %reset,
+        "pull moved to the group's reset offset"
+    );
+    let header = PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset: reset,
+        min_offset: broker.store.min_offset_in_queue(&h.topic, h.queue_id),
+        max_offset: broker.store.max_offset_in_queue(&h.topic, h.queue_id),
+    };
+    Pass::Done(
+        RemotingCommand::response_to(request, response::PULL_OFFSET_MOVED)
+            .with_header(&header)
+            .with_remark("OFFSET_RESET")
             .into(),
     )
 }
@@ -185,6 +219,21 @@ fn process(
         }
     };
 
+    // A pending reset of the queue (`services::pending_resets`): decided on the first
+    // pass only, so a parked pull does not advance it twice.
+    let verdict = if allow_suspend && !broker.is_slave() {
+        broker
+            .offsets
+            .resets()
+            .on_pull(&h.consumer_group, &h.topic, h.queue_id, h.queue_offset)
+    } else {
+        // The second pass and slaves apply no commit and advance no reset.
+        PullVerdict::Serve
+    };
+    if let PullVerdict::Redirect(reset) = verdict {
+        return redirect(broker, request, h, reset);
+    }
+
     let result = broker.store.get_message(
         &h.topic,
         h.queue_id,
@@ -213,11 +262,22 @@ fn process(
         }
     };
 
-    // The piggy-backed commit is applied once, on the first pass (`brokerAllowSuspend`).
-    if allow_suspend && flag.has_commit_offset() && !broker.is_slave() {
-        broker
-            .offsets
-            .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    // The piggy-backed commit is applied once, on the first pass (`brokerAllowSuspend`),
+    // unless a reset of the queue is pending.
+    if allow_suspend && !broker.is_slave() {
+        if verdict == PullVerdict::Serve && flag.has_commit_offset() {
+            broker
+                .offsets
+                .commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+        } else if verdict == PullVerdict::ServeIgnoringCommit {
+            broker.offsets.resets().delivered(
+                &h.consumer_group,
+                &h.topic,
+                h.queue_id,
+                h.queue_offset,
+                result.next_begin_offset,
+            );
+        }
     }
     if code == response::PULL_NOT_FOUND && allow_suspend && flag.has_suspend() {
         return Pass::Suspend(filter);

@@ -11,6 +11,7 @@ use protocol::header::{
     SEND_RESPONSE_MSG_REGION, SEND_RESPONSE_TRACE_ON, SendMessageRequestHeader,
     SendMessageResponseHeader,
 };
+use protocol::message::compress::{self, DecompressError};
 use protocol::message::properties::{self, CLUSTER, WAIT};
 use protocol::message::{MessageSysFlag, PhysicalOffset, Properties};
 use store::commitlog::{BatchItem, BatchMessage, BrokerMessage};
@@ -113,9 +114,33 @@ pub async fn send_message(
         return error(request, response::MESSAGE_ILLEGAL, ILLEGAL_REMARK);
     }
 
+    // The C++ client compresses a whole batch body over its `compressMsgBodyOverHowmuch`
+    // and flags the request COMPRESSED; Java producers never compress a batch. The body is
+    // inflated (at most `maxMessageSize` bytes) and its messages are stored plain with
+    // the flag cleared, as 4.9 stores the entries of an uncompressed batch, so every
+    // consumer reads them as sent.
+    let mut sys_flag = h.sys_flag;
+    let mut batch_body = request.body.clone();
+    if batch && sys_flag.is_compressed() {
+        match inflate_batch(sys_flag, &request.body, max_body) {
+            Ok(plain) => {
+                batch_body = plain.into();
+                sys_flag =
+                    sys_flag.without(MessageSysFlag::COMPRESSED | MessageSysFlag::COMPRESSION_MASK);
+            }
+            Err((too_large, remark)) => {
+                broker.metrics.rejected_illegal();
+                if too_large {
+                    broker.metrics.limits.refusals.count("maxMessageSize");
+                }
+                return error(request, response::MESSAGE_ILLEGAL, remark);
+            }
+        }
+    }
+
     // A batch (SEND_BATCH_MESSAGE, or batch="true"/"1" as the C++ client sends it) must
     // decode as one; otherwise nothing is stored.
-    if batch && let Err(e) = protocol::message::batch::validate(&request.body) {
+    if batch && let Err(e) = protocol::message::batch::validate(&batch_body) {
         broker.metrics.rejected_illegal();
         return error(
             request,
@@ -129,7 +154,6 @@ pub async fn send_message(
         return error(request, response::MESSAGE_ILLEGAL, remark);
     }
 
-    let mut sys_flag = h.sys_flag;
     if topic_config.topic_filter_type == TopicFilterType::MultiTag {
         sys_flag = sys_flag.with(MessageSysFlag::MULTI_TAGS);
     }
@@ -145,7 +169,7 @@ pub async fn send_message(
             batch_props.remove(name);
         }
         batch_props.insert(CLUSTER, b.broker_cluster_name.as_str());
-        match BatchItem::decode_batch(&request.body, &batch_props.to_string()) {
+        match BatchItem::decode_batch(&batch_body, &batch_props.to_string()) {
             Some(mut items) => {
                 for item in &mut items {
                     drop_broker_owned(&mut item.properties);
@@ -191,6 +215,28 @@ pub async fn send_message(
         result
     };
     Ok(answer(broker, request, &topic, queue_id, body_len, result).into())
+}
+
+/// The plain body of a compressed batch, or `(whether a limit refused it, remark)`.
+fn inflate_batch(
+    sys_flag: MessageSysFlag,
+    body: &[u8],
+    max_body: usize,
+) -> Result<Vec<u8>, (bool, String)> {
+    match compress::plain_body(sys_flag, body, max_body) {
+        Ok(plain) => Ok(plain.into_owned()),
+        Err(DecompressError::TooLarge(cap)) => Err((
+            true,
+            format!(
+                "the compressed batch inflates to more than maxMessageSize ({cap} bytes); \
+                 send smaller batches or raise maxMessageSize"
+            ),
+        )),
+        Err(e) => Err((
+            false,
+            format!("the compressed batch body cannot be inflated: {e}"),
+        )),
+    }
 }
 
 /// `CommitLog.asyncPutMessages`' refusals of a batch: no transaction flag (nothing would

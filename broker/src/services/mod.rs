@@ -16,6 +16,7 @@ pub(crate) mod locks;
 pub(crate) mod long_polling;
 pub mod membership;
 pub(crate) mod offsets;
+pub(crate) mod pending_resets;
 pub mod put_path;
 pub mod record_owner;
 pub mod registration;

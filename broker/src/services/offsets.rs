@@ -23,6 +23,11 @@ use store::config_files::{
 };
 use store::fs::{OsFs, StoreFs};
 
+use crate::services::pending_resets::PendingResets;
+
+/// `maxPendingOffsetResets`' default, for managers opened without the broker config.
+const DEFAULT_PENDING_RESETS: usize = 100_000;
+
 type Table = BTreeMap<String, BTreeMap<i32, ConsumerOffset>>;
 
 pub struct OffsetManager {
@@ -32,6 +37,8 @@ pub struct OffsetManager {
     writer: ConfigWriter<OffsetTable>,
     /// Set by commits, cleared by a persist: the periodic flush skips clean tables.
     dirty: AtomicBool,
+    /// Resets the broker still enforces on pulls (5.x's `resetOffsetTable`).
+    resets: PendingResets,
 }
 
 /// The live table, shared with the writer thread.
@@ -91,7 +98,19 @@ impl OffsetManager {
             file,
             writer,
             dirty: AtomicBool::new(false),
+            resets: PendingResets::new(DEFAULT_PENDING_RESETS),
         })
+    }
+
+    /// Bounds the pending resets (`maxPendingOffsetResets`).
+    pub fn with_reset_capacity(mut self, capacity: usize) -> Self {
+        self.resets = PendingResets::new(capacity);
+        self
+    }
+
+    /// The resets still enforced on the groups' pulls and commits.
+    pub fn resets(&self) -> &PendingResets {
+        &self.resets
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Table> {
@@ -141,12 +160,14 @@ impl OffsetManager {
     pub fn remove_group(&self, group: &str) {
         let suffix = format!("@{group}");
         self.write().retain(|k, _| !k.ends_with(&suffix));
+        self.resets.remove_group(group);
         self.dirty.store(true, Ordering::Release);
     }
 
     pub fn remove_topic(&self, topic: &str) {
         let prefix = format!("{topic}@");
         self.write().retain(|k, _| !k.starts_with(&prefix));
+        self.resets.remove_topic(topic);
         self.dirty.store(true, Ordering::Release);
     }
 

@@ -112,7 +112,8 @@ impl Broker {
         let live = Arc::new(LiveConfig::new(b));
         let conf_file =
             ConfFile::open(config.source.as_deref(), Arc::clone(&live), Arc::clone(&fs))?;
-        let offsets = OffsetManager::open_with_fs(&root, fs)?;
+        let offsets = OffsetManager::open_with_fs(&root, fs)?
+            .with_reset_capacity(config.broker.max_pending_offset_resets as usize);
         let levels = config
             .store
             .delay_levels()

@@ -71,14 +71,19 @@ impl ResetOffsetBody {
 struct RawStatus {
     message_queue_table: BTreeMap<String, i64>,
     consumer_table: BTreeMap<String, BTreeMap<String, i64>>,
+    unanswered_table: BTreeMap<String, String>,
 }
 
 /// `GetConsumerStatusBody`: a client's consume offsets (`messageQueueTable`, its answer
 /// to 221), or every client's by client id (`consumerTable`, the broker's answer to 223).
+/// `unansweredTable` (client id → why) is ours: the members the broker asked, or could
+/// not ask, without getting offsets back. fastjson readers (mqadmin) skip the unknown
+/// field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GetConsumerStatusBody {
     pub message_queue_table: QueueOffsetTable,
     pub consumer_table: BTreeMap<String, QueueOffsetTable>,
+    pub unanswered_table: BTreeMap<String, String>,
 }
 
 impl GetConsumerStatusBody {
@@ -94,6 +99,10 @@ impl GetConsumerStatusBody {
         }
         out.push_str("},\"messageQueueTable\":");
         self.message_queue_table.write_json(&mut out);
+        if !self.unanswered_table.is_empty() {
+            out.push_str(",\"unansweredTable\":");
+            out.push_str(&serde_json::to_string(&self.unanswered_table).unwrap_or_default());
+        }
         out.push('}');
         out.into_bytes()
     }
@@ -107,6 +116,7 @@ impl GetConsumerStatusBody {
                 .into_iter()
                 .map(|(c, t)| Ok((c, QueueOffsetTable::from_keys(t)?)))
                 .collect::<Result<_, BodyError>>()?,
+            unanswered_table: raw.unanswered_table,
         })
     }
 }
@@ -145,6 +155,10 @@ mod tests {
             consumer_table: BTreeMap::from([(
                 "127.0.0.1@\"x\"".to_owned(),
                 QueueOffsetTable(BTreeMap::from([(mq(0), 3)])),
+            )]),
+            unanswered_table: BTreeMap::from([(
+                "127.0.0.1@cpp".to_owned(),
+                "does not implement it".to_owned(),
             )]),
         };
         assert_eq!(GetConsumerStatusBody::decode(&body.encode()).unwrap(), body);

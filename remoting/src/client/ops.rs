@@ -20,6 +20,15 @@ use super::admin::parse_properties;
 use super::bodies::ClientConnection;
 use super::{Client, Peer, Result, bad_body, json_body};
 
+/// A group's consume offsets as its connected members reported them.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerStatus {
+    /// Client id → its offsets.
+    pub answered: BTreeMap<String, Vec<(MessageQueue, i64)>>,
+    /// Client id → why the broker has no offsets of it (not asked, timed out, refused).
+    pub unanswered: BTreeMap<String, String>,
+}
+
 /// Where a consumer group's offsets are reset to (the `timestamp` of the request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetTo {
@@ -88,7 +97,7 @@ impl Client {
         group: &str,
         topic: &str,
         client: Option<&str>,
-    ) -> Result<BTreeMap<String, Vec<(MessageQueue, i64)>>> {
+    ) -> Result<ConsumerStatus> {
         let code = request::INVOKE_BROKER_TO_GET_CONSUMER_STATUS;
         let header = GetConsumerStatusRequestHeader {
             topic: topic.to_owned(),
@@ -100,11 +109,14 @@ impl Client {
             .await?;
         let body = GetConsumerStatusBody::decode(&reply.body)
             .map_err(|e| bad_body(broker, code, "GetConsumerStatusBody", e))?;
-        Ok(body
-            .consumer_table
-            .into_iter()
-            .map(|(c, t)| (c, t.0.into_iter().collect()))
-            .collect())
+        Ok(ConsumerStatus {
+            answered: body
+                .consumer_table
+                .into_iter()
+                .map(|(c, t)| (c, t.0.into_iter().collect()))
+                .collect(),
+            unanswered: body.unanswered_table,
+        })
     }
 
     /// GET_PRODUCER_CONNECTION_LIST.

@@ -14,6 +14,7 @@ mod batch;
 mod broker_limits;
 mod checker;
 mod common;
+mod compressed_batch;
 mod coverage;
 mod identity;
 mod listeners;

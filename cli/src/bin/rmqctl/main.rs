@@ -75,7 +75,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(&client, cli.command)) {
         Ok(report) => {
             print!("{}", report.render(cli.output));
-            ExitCode::SUCCESS
+            ExitCode::from(report.exit_code)
         }
         Err(e) => fail(cli.output, &format!("{e:#}"), exit_code(&e)),
     }

@@ -73,6 +73,7 @@ pub async fn consumer(client: &Client, cmd: ConsumerOpsCmd) -> Result<Report> {
             let mut out = serde_json::Map::new();
             let mut last_refusal = None;
             let mut answered = false;
+            let mut unanswered = std::collections::BTreeMap::new();
             for t in brokers_for(client, Some(&topic)).await? {
                 let status = match client
                     .consumer_status(&t.peer, &group, &topic, only.as_deref())
@@ -86,7 +87,8 @@ pub async fn consumer(client: &Client, cmd: ConsumerOpsCmd) -> Result<Report> {
                     Err(e) => return Err(e.into()),
                 };
                 answered = true;
-                for (client_id, offsets) in status {
+                unanswered = status.unanswered;
+                for (client_id, offsets) in status.answered {
                     let entry = out.entry(client_id.clone()).or_insert_with(|| json!([]));
                     for (mq, offset) in offsets {
                         table.row(vec![
@@ -110,10 +112,20 @@ pub async fn consumer(client: &Client, cmd: ConsumerOpsCmd) -> Result<Report> {
                     None => bail!(ClientError::Invalid("no broker to ask".into())),
                 };
             }
-            Ok(Report::table(
+            // A member that gave no offsets (its client does not implement the request,
+            // or did not answer in time) is listed with the reason; the report is still
+            // printed, and the exit code says it is partial.
+            let mut report = Report::table(
                 table,
-                json!({ "group": group, "topic": topic, "clients": out }),
-            ))
+                json!({ "group": group, "topic": topic, "clients": out, "unanswered": unanswered }),
+            );
+            for (client_id, why) in &unanswered {
+                report = report.with_line(format!("no offsets from {client_id}: {why}"));
+            }
+            if !unanswered.is_empty() {
+                report = report.with_exit_code(1);
+            }
+            Ok(report)
         }
     }
 }

@@ -69,6 +69,9 @@ pub struct Report {
     pub tables: Vec<Table>,
     /// Free text printed after the tables in table mode.
     pub lines: Vec<String>,
+    /// The exit code after printing: 0, or 1 for a report of a partial answer (e.g.
+    /// `consumer status` when a client gave no offsets).
+    pub exit_code: u8,
 }
 
 impl Report {
@@ -77,6 +80,7 @@ impl Report {
             json,
             tables: vec![table],
             lines: Vec::new(),
+            exit_code: 0,
         }
     }
 
@@ -85,7 +89,13 @@ impl Report {
             json,
             tables: Vec::new(),
             lines: vec![line.into()],
+            exit_code: 0,
         }
+    }
+
+    pub fn with_exit_code(mut self, code: u8) -> Self {
+        self.exit_code = code;
+        self
     }
 
     pub fn with_line(mut self, line: impl Into<String>) -> Self {
