@@ -367,3 +367,161 @@ fn a_broker_with_its_own_account_and_the_namesrv_secret_is_routed() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// The other state-changing requests an anonymous client can send a broker that has an
+/// `adminSecret` and no ACL: each administration code outside
+/// `admin_gate::PROTECTED` is either not served at all (4.9's file cleaners, offset
+/// cloning, half-message resumption, filter servers) or, for the ACL administration,
+/// refused because no ACL is on. Nothing changes: the victim's topic keeps its data and
+/// its group's committed offset.
+#[test]
+fn anonymous_administration_outside_the_gate_changes_nothing() {
+    let mut b = TempBroker::start(None, &[("adminSecret", SECRET)]);
+    runtime().block_on(async {
+        victim_is_served(&mut b.broker).await;
+        let admin = Client::connect(b.broker.port)
+            .await
+            .expect("admin connects");
+        let commit = with_fields(
+            request::UPDATE_CONSUMER_OFFSET,
+            &[
+                ("consumerGroup", "victim_group".to_owned()),
+                ("topic", "VictimTopic".to_owned()),
+                ("queueId", "0".to_owned()),
+                ("commitOffset", "1".to_owned()),
+            ],
+        );
+        let r = admin.request(commit).await.expect("answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let attacker = Client::connect_from(ATTACKER, b.broker.port)
+            .await
+            .expect("attacker connects");
+        let group = |code| with_fields(code, &[("groupName", "victim_group".to_owned())]);
+        let attempts = [
+            with_fields(
+                request::CLONE_GROUP_OFFSET,
+                &[
+                    ("srcGroup", "attacker_group".to_owned()),
+                    ("destGroup", "victim_group".to_owned()),
+                    ("topic", "VictimTopic".to_owned()),
+                    ("offline", "true".to_owned()),
+                ],
+            ),
+            with_fields(
+                request::RESET_CONSUMER_OFFSET_IN_BROKER,
+                &[
+                    ("topic", "VictimTopic".to_owned()),
+                    ("group", "victim_group".to_owned()),
+                    ("timestamp", "0".to_owned()),
+                    ("isForce", "true".to_owned()),
+                ],
+            ),
+            with_fields(
+                request::CLEAN_EXPIRED_CONSUMEQUEUE,
+                &[("topic", "VictimTopic".to_owned())],
+            ),
+            with_fields(request::CLEAN_UNUSED_TOPIC, &[]),
+            with_fields(request::DELETE_EXPIRED_COMMITLOG, &[]),
+            with_fields(request::TRIGGER_DELETE_FILES, &[]),
+            with_fields(
+                request::RESUME_CHECK_HALF_MESSAGE,
+                &[("msgId", "0".repeat(32))],
+            ),
+            with_fields(request::REGISTER_FILTER_SERVER, &[]),
+            group(request::DELETE_ACL_CONFIG),
+            with_fields(
+                request::UPDATE_AND_CREATE_ACL_CONFIG,
+                &[
+                    ("accessKey", "attacker".to_owned()),
+                    ("secretKey", "attacker-secret-01234".to_owned()),
+                    ("admin", "true".to_owned()),
+                ],
+            ),
+            with_fields(
+                request::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                &[("globalWhiteAddrs", "127.0.0.2".to_owned())],
+            ),
+        ];
+        for attempt in attempts {
+            let code = attempt.code;
+            let r = attacker.request(attempt).await.expect("answered");
+            assert_ne!(r.code, response::SUCCESS, "code {code}: {:?}", r.remark);
+        }
+        let query = with_fields(
+            request::QUERY_CONSUMER_OFFSET,
+            &[
+                ("consumerGroup", "victim_group".to_owned()),
+                ("topic", "VictimTopic".to_owned()),
+                ("queueId", "0".to_owned()),
+            ],
+        );
+        let r = admin.request(query).await.expect("answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        assert_eq!(r.ext_fields.get("offset"), Some("1"));
+        assert!(topic_exists(&admin, "VictimTopic").await);
+        victim_is_served(&mut b.broker).await;
+    });
+}
+
+fn lock_body(client_id: &str) -> Vec<u8> {
+    let mq = protocol::body::MessageQueue {
+        topic: "VictimTopic".to_owned(),
+        broker_name: "broker-e2e".to_owned(),
+        queue_id: 0,
+    };
+    let body = protocol::body::LockBatchRequestBody {
+        consumer_group: "victim_group".to_owned(),
+        client_id: client_id.to_owned(),
+        only_this_broker: true,
+        mq_set: [mq].into_iter().collect(),
+    };
+    protocol::body::encode(&body)
+}
+
+async fn locked(c: &Client, client_id: &str) -> bool {
+    let r = c
+        .request(
+            RemotingCommand::bare_request(request::LOCK_BATCH_MQ).with_body(lock_body(client_id)),
+        )
+        .await
+        .expect("lock answered");
+    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    let body: protocol::body::LockBatchResponseBody =
+        protocol::body::decode(&r.body).expect("lock answer decodes");
+    !body.lock_ok_mq_set.is_empty()
+}
+
+/// An orderly consumer's queue lock is keyed by the `clientId` in the request body
+/// (`RebalanceLockManager`), which nothing ties to the connection: an anonymous client
+/// naming the victim's clientId unlocks the victim's queue and locks it for itself, and
+/// the victim's next lock renewal fails, so it stops consuming that queue.
+/// LOCK/UNLOCK_BATCH_MQ are data-path calls 4.9 clients send unsigned; the fix is to
+/// accept a clientId only from the connection that heartbeated with it.
+#[test]
+#[ignore = "defect: LOCK/UNLOCK_BATCH_MQ trust the body's clientId; another connection can release and steal an orderly consumer's queue lock"]
+fn an_orderly_consumers_queue_lock_cannot_be_released_by_another_connection() {
+    let mut b = TempBroker::start(None, &[("adminSecret", SECRET)]);
+    runtime().block_on(async {
+        victim_is_served(&mut b.broker).await;
+        let victim = Client::connect(b.broker.port)
+            .await
+            .expect("victim connects");
+        let hb = crate::common::heartbeat("victim-client@1", "victim_group", Vec::new());
+        let r = victim.request(hb).await.expect("heartbeat answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        assert!(locked(&victim, "victim-client@1").await);
+        let attacker = Client::connect_from(ATTACKER, b.broker.port)
+            .await
+            .expect("attacker connects");
+        let unlock = RemotingCommand::bare_request(request::UNLOCK_BATCH_MQ)
+            .with_body(lock_body("victim-client@1"));
+        let _ = attacker.request(unlock).await.expect("unlock answered");
+        let _ = locked(&attacker, "attacker-client@2").await;
+        let kept = locked(&victim, "victim-client@1").await;
+        victim_is_served(&mut b.broker).await;
+        assert!(
+            kept,
+            "the victim's queue lock was released and taken by another connection"
+        );
+    });
+}
