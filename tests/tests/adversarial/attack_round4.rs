@@ -525,3 +525,51 @@ fn an_orderly_consumers_queue_lock_cannot_be_released_by_another_connection() {
         );
     });
 }
+
+/// UPDATE_BROKER_CONFIG is written into the `-c` file. Values carrying an escaped line
+/// break, keys naming paths, a unicode key and a huge value are refused as a whole; the
+/// accepted update is written as its validated rendering, so the file gains no line
+/// the request smuggled in.
+#[test]
+fn config_pushes_cannot_smuggle_lines_into_broker_conf() {
+    let mut b = TempBroker::start(None, &[("adminSecret", SECRET)]);
+    runtime().block_on(async {
+        let admin = Client::connect(b.broker.port)
+            .await
+            .expect("admin connects");
+        let push = |text: String| {
+            signed(
+                RemotingCommand::bare_request(request::UPDATE_BROKER_CONFIG)
+                    .with_body(text.into_bytes()),
+            )
+        };
+        for text in [
+            "namesrvAddr=127.0.0.1:9876\\nstorePathRootDir=/tmp/evil\n".to_owned(),
+            "namesrvAddr=127.0.0.1:9876\\u000aaclFile=/tmp/evil\n".to_owned(),
+            "brokerPermission=6\nstorePathRootDir=/tmp/evil\n".to_owned(),
+            "brokerPermission=6\\\n\nstorePathRootDir=/tmp/evil\n".to_owned(),
+            "br\u{f8}kerPermission=2\n".to_owned(),
+            format!("namesrvAddr={}\n", "a".repeat(1 << 20)),
+        ] {
+            let r = admin.request(push(text.clone())).await.expect("answered");
+            assert_ne!(r.code, response::SUCCESS, "{text:.80?}: {:?}", r.remark);
+        }
+        let r = admin
+            .request(push(
+                "brokerPermission = 6\r\nbrokerPermission:6\nlongPollingEnable=true\n".to_owned(),
+            ))
+            .await
+            .expect("answered");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let conf = std::fs::read_to_string(b.broker.conf_path()).expect("broker.conf");
+        assert!(!conf.contains("evil"), "{conf}");
+        assert_eq!(
+            conf.lines()
+                .filter(|l| l.starts_with("brokerPermission"))
+                .collect::<Vec<_>>(),
+            ["brokerPermission=6"],
+            "{conf}"
+        );
+        victim_is_served(&mut b.broker).await;
+    });
+}
