@@ -4,6 +4,8 @@
 //! correctly signed must leave nothing in the bounded nonce record; odd timestamps and
 //! nonces are refused; two copies raced on two connections are admitted once.
 
+mod acl_revoke;
+
 use std::net::IpAddr;
 
 use e2e::Client;
