@@ -2,9 +2,6 @@
 //! by editing `plain_acl.yml` (hot reload) stops receiving the pending half's body,
 //! though its connection stays registered under the producer group.
 
-#[path = "../../support/raw_tx.rs"]
-mod raw_tx;
-
 use std::time::Duration;
 
 use e2e::Client;
@@ -12,6 +9,8 @@ use e2e::broker_harness::{TempBroker, send_v2};
 use e2e::wait::{eventually, runtime};
 use protocol::code::response;
 use security::sign::{Credentials, sign_request};
+
+use crate::identity::raw_tx;
 
 const GRANTED: &str = "accounts:\n  - accessKey: owner01\n    secretKey: ownerSecret1\n    \
     defaultTopicPerm: DENY\n    defaultGroupPerm: PUB|SUB\n    topicPerms: [TxSecret=PUB|SUB, Probe=PUB]\n\
