@@ -5,6 +5,7 @@
 //! nonces are refused; two copies raced on two connections are admitted once.
 
 mod acl_revoke;
+mod flapping;
 
 use std::net::IpAddr;
 
