@@ -9,6 +9,12 @@
 //! the signature; the server accepts a request only while its timestamp is within the
 //! window of its own clock, and only once per nonce. A nonce is remembered until its
 //! timestamp leaves the window, after which the timestamp alone refuses it.
+//!
+//! The ACL 1.0 signature does not cover the request code either, so a captured signed
+//! UPDATE_AND_CREATE_TOPIC (whose `topic` field is all DELETE_TOPIC_IN_BROKER reads)
+//! would pass as a deletion at any server whose record has not seen its nonce. The
+//! stamp therefore also carries [`REQUEST_CODE`], and the server admits a request only
+//! under the code that was signed.
 
 use std::collections::{BTreeSet, HashSet};
 use std::hash::{BuildHasher as _, Hasher as _};
@@ -23,6 +29,9 @@ use protocol::RemotingCommand;
 pub const TIMESTAMP: &str = "adminTimestamp";
 /// Signed extField: unique per signed request.
 pub const NONCE: &str = "adminNonce";
+/// Signed extField: the request code the signer meant (the signature covers extFields
+/// and body only).
+pub const REQUEST_CODE: &str = "adminRequestCode";
 /// Longest nonce accepted (the signer's are 32 hex digits).
 pub const MAX_NONCE_LEN: usize = 64;
 
@@ -49,6 +58,8 @@ pub enum Stale {
         skew_millis: u64,
         window_millis: u64,
     },
+    #[error("{REQUEST_CODE} {signed:?} was signed but the request code is {sent}")]
+    WrongCode { signed: Option<String>, sent: i32 },
     #[error("this {NONCE} was already used: the request is a replay")]
     Replayed,
     #[error("{entries} admin requests inside the window; adminReplayCacheMaxEntries is full")]
@@ -61,7 +72,7 @@ impl Stale {
         match self {
             Stale::Full { .. } => "adminReplayCacheMaxEntries",
             Stale::OutsideWindow { .. } => "adminSignatureWindowMillis",
-            Stale::Unstamped | Stale::Replayed => "adminSecret",
+            Stale::Unstamped | Stale::WrongCode { .. } | Stale::Replayed => "adminSecret",
         }
     }
 }
@@ -136,6 +147,13 @@ impl ReplayGuard {
                 window_millis: self.window_millis,
             });
         }
+        let signed_code = cmd.ext_fields.get(REQUEST_CODE);
+        if signed_code.and_then(|c| c.trim().parse::<i32>().ok()) != Some(cmd.code) {
+            return Err(Stale::WrongCode {
+                signed: signed_code.map(str::to_owned),
+                sent: cmd.code,
+            });
+        }
         if seen.nonces.contains(nonce) {
             return Err(Stale::Replayed);
         }
@@ -152,8 +170,11 @@ impl ReplayGuard {
     }
 }
 
-/// Adds [`TIMESTAMP`] and a fresh [`NONCE`] to a request about to be signed.
+/// Adds [`TIMESTAMP`], a fresh [`NONCE`] and the [`REQUEST_CODE`] to a request about
+/// to be signed.
 pub fn stamp(cmd: &mut RemotingCommand) {
+    cmd.ext_fields
+        .insert_static(REQUEST_CODE, cmd.code.to_string());
     cmd.ext_fields
         .insert_static(TIMESTAMP, now_millis().to_string());
     cmd.ext_fields.insert_static(NONCE, next_nonce());
@@ -207,6 +228,30 @@ mod tests {
         ));
         assert_eq!(guard.entries(), 0);
         assert_ne!(stamped().ext_fields.get(NONCE), cmd.ext_fields.get(NONCE));
+    }
+
+    #[test]
+    fn admits_a_request_only_under_the_code_that_was_signed() {
+        let guard = ReplayGuard::new(1_000, 16);
+        let mut cmd = RemotingCommand::bare_request(17);
+        stamp(&mut cmd);
+        let ts: u64 = cmd.ext_fields.get(TIMESTAMP).unwrap().parse().unwrap();
+        let mut swapped = cmd.clone();
+        swapped.code = 215;
+        assert!(matches!(
+            guard.admit_at(&swapped, ts),
+            Err(Stale::WrongCode { sent: 215, .. })
+        ));
+        // The refused copy left no nonce behind: the original is still admitted once.
+        assert_eq!(guard.entries(), 0);
+        assert_eq!(guard.admit_at(&cmd, ts), Ok(()));
+        let mut unbound = RemotingCommand::bare_request(17);
+        stamp(&mut unbound);
+        unbound.ext_fields.remove(REQUEST_CODE);
+        assert!(matches!(
+            guard.admit_at(&unbound, ts),
+            Err(Stale::WrongCode { signed: None, .. })
+        ));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! which carry a pending half's body, go only to an account allowed its topic.
 
 #[path = "../support/raw_tx.rs"]
-mod raw_tx;
+pub(crate) mod raw_tx;
 
 use std::time::Duration;
 

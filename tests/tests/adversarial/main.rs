@@ -9,6 +9,7 @@
 mod admin_bursts;
 mod admin_secret;
 mod attack_round3;
+mod attack_round4;
 mod bad_input;
 mod batch;
 mod broker_limits;
