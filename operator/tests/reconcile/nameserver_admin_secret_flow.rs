@@ -157,3 +157,29 @@ async fn topics_sign_nameserver_calls_with_the_nameservers_admin_secret() {
         );
     }
 }
+
+/// A Broker with its own ACL account signs registrations with it, which a nameserver
+/// without ACL cannot verify: its NameServer is never switched to enforcing.
+#[tokio::test]
+async fn a_broker_with_its_own_account_keeps_its_nameservers_open() {
+    let api = FakeApi::new();
+    let ctx = context(&api, &FakeAdmin::new());
+    let ns = seed(
+        &api,
+        &example::<NameServer>("ha.yaml", "NameServer", "rmq-ha"),
+    );
+    let mut broker = example::<Broker>("ha.yaml", "Broker", "rmq-ha");
+    broker.spec.security.broker_credentials =
+        Some(serde_json::from_value(json!({"secretName": "broker-account"})).unwrap());
+    let broker = seed(&api, &broker);
+    api.insert(&broker_sts(&broker, true));
+    api.set_status::<StatefulSet>(
+        NS,
+        "rmq-ha-0",
+        json!({"replicas": 2, "observedGeneration": 1000, "updatedReplicas": 2,
+               "currentRevision": "r2", "updateRevision": "r2"}),
+    );
+    reconcile(ns, ctx).await.unwrap();
+    assert!(api.get::<Secret>(NS, SECRET).is_some());
+    assert!(!enforced(&api), "{:?}", nameserver_env(&api));
+}
