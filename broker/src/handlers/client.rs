@@ -355,18 +355,33 @@ pub fn consumer_list(broker: &Arc<Broker>, request: &RemotingCommand) -> Handler
         .into())
 }
 
+/// Whether `client_id` belongs to another live connection of `group` (logged: a client
+/// speaking for another's locks is a bug or an attack).
+fn foreign_client_id(broker: &Broker, conn: &Conn, group: &str, client_id: &str) -> bool {
+    let foreign = broker
+        .clients
+        .client_id_held_elsewhere(group, client_id, conn.id);
+    if foreign {
+        tracing::warn!(peer = %conn.peer, group, client_id, "queue lock request for another connection's client id ignored");
+    }
+    foreign
+}
+
 /// LOCK_BATCH_MQ. Only queues that exist on this broker can be locked, and only for a
 /// subscription group it knows: the lock table is keyed by what the client names, so
 /// anything else would let it grow without bound. Such queues are simply not in the
 /// answer's locked set, as queues another client holds are not. A client id over
-/// `maxClientIdLength` locks nothing (each lock keeps a copy of it).
-pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+/// `maxClientIdLength` locks nothing (each lock keeps a copy of it), nor does a client
+/// id another live connection of the group heart-beat with (4.9 lets any connection
+/// lock or release queues under any client id).
+pub fn lock_batch(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -> HandlerResult {
     let body: LockBatchRequestBody = protocol::body::decode(&request.body)?;
     if let Err(refused) = check_client_id(broker, &body.client_id) {
         refuse(broker, refused.limit);
         return error(request, response::SYSTEM_ERROR, refused.remark);
     }
-    let lockable = if broker.groups.get(&body.consumer_group).is_some() {
+    let foreign = foreign_client_id(broker, conn, &body.consumer_group, &body.client_id);
+    let lockable = if !foreign && broker.groups.get(&body.consumer_group).is_some() {
         let own = &broker.config.broker.broker_name;
         body.mq_set
             .iter()
@@ -390,11 +405,15 @@ pub fn lock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerRes
         .into())
 }
 
-pub fn unlock_batch(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
+/// UNLOCK_BATCH_MQ: releases only locks of a client id this connection may speak for
+/// (see [`lock_batch`]); another connection's are left alone, answered as 4.9 does.
+pub fn unlock_batch(broker: &Arc<Broker>, conn: &Conn, request: &RemotingCommand) -> HandlerResult {
     let body: UnlockBatchRequestBody = protocol::body::decode(&request.body)?;
-    broker
-        .locks
-        .unlock_batch(&body.consumer_group, &body.mq_set, &body.client_id);
+    if !foreign_client_id(broker, conn, &body.consumer_group, &body.client_id) {
+        broker
+            .locks
+            .unlock_batch(&body.consumer_group, &body.mq_set, &body.client_id);
+    }
     if request.is_oneway() {
         return Ok(Reply::None);
     }

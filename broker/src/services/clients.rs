@@ -401,6 +401,22 @@ impl ClientManager {
 
     /// The group's members with their channels (4.9's `ConsumerGroupInfo.channelInfoTable`),
     /// ordered by client id.
+    /// Whether `client_id` is, in consumer group `group`, the id of a live connection
+    /// other than `conn`. Queue locks are keyed by the client id a request names
+    /// (`RebalanceLockManager`); a lock or unlock naming an id another live connection
+    /// heart-beat with is someone else's. An id no live connection holds (a client that
+    /// reconnected and has not heart-beat yet) stays usable.
+    pub fn client_id_held_elsewhere(&self, group: &str, client_id: &str, conn: ConnId) -> bool {
+        let t = self.tables.read();
+        t.consumers.get(group).is_some_and(|g| {
+            g.members.iter().any(|(c, info)| {
+                *c != conn
+                    && info.client_id == client_id
+                    && t.channels.get(c).is_some_and(|ch| !ch.close.is_cancelled())
+            })
+        })
+    }
+
     pub fn consumer_members(&self, group: &str) -> Vec<(ClientInfo, Channel)> {
         let t = self.tables.read();
         let mut out: Vec<(ClientInfo, Channel)> = t

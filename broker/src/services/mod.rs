@@ -15,6 +15,7 @@ pub(crate) mod live_config;
 pub(crate) mod locks;
 pub(crate) mod long_polling;
 pub mod membership;
+mod namesrv_link;
 pub(crate) mod offsets;
 pub(crate) mod pending_resets;
 pub mod put_path;

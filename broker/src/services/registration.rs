@@ -22,10 +22,11 @@ use protocol::header::{
 use crate::names::perm;
 use crate::remoting_client::RemotingClient;
 use crate::services::Broker;
+use crate::services::namesrv_link::NamesrvLink;
 
 pub struct Registrar {
-    /// One kept connection per nameserver of the current list.
-    clients: Mutex<Vec<Arc<RemotingClient>>>,
+    /// One link (kept connections) per nameserver of the current list.
+    clients: Mutex<Vec<Arc<NamesrvLink>>>,
 }
 
 impl Registrar {
@@ -55,13 +56,13 @@ impl Registrar {
             .collect()
     }
 
-    fn current(&self) -> Vec<Arc<RemotingClient>> {
+    fn current(&self) -> Vec<Arc<NamesrvLink>> {
         self.clients.lock().clone()
     }
 
     /// Brings the client set in line with the live `namesrvAddr` list (connections to
     /// nameservers still listed are kept); returns the clients of the dropped ones.
-    fn sync(&self, broker: &Broker) -> Vec<Arc<RemotingClient>> {
+    fn sync(&self, broker: &Broker) -> Vec<Arc<NamesrvLink>> {
         let wanted = broker.live.namesrv_addrs();
         let mut clients = self.clients.lock();
         let (kept, dropped): (Vec<_>, Vec<_>) = clients
@@ -162,7 +163,7 @@ impl Registrar {
     }
 }
 
-async fn unregister_from(broker: &Broker, clients: &[Arc<RemotingClient>]) {
+async fn unregister_from(broker: &Broker, clients: &[Arc<NamesrvLink>]) {
     let b = &broker.config.broker;
     let header = UnRegisterBrokerRequestHeader {
         broker_name: b.broker_name.clone(),
@@ -180,11 +181,14 @@ async fn unregister_from(broker: &Broker, clients: &[Arc<RemotingClient>]) {
     }
 }
 
-/// A client for one nameserver: signed and TLS as the broker is configured.
-fn namesrv_client(broker: &Broker, addr: String) -> RemotingClient {
-    RemotingClient::new(remoting::client::Peer::NameServer(addr))
-        .with_credentials(broker.credentials.clone())
-        .with_tls(broker.tls_client.clone())
+/// The link to one nameserver: signed with each of the broker's registration signers
+/// in turn ([`NamesrvLink`]), TLS as the broker is configured.
+fn namesrv_client(broker: &Broker, addr: String) -> NamesrvLink {
+    NamesrvLink::new(&broker.registration_signers, |credentials| {
+        RemotingClient::new(remoting::client::Peer::NameServer(addr.clone()))
+            .with_credentials(credentials)
+            .with_tls(broker.tls_client.clone())
+    })
 }
 
 /// The id registered: replication's (0 while master) when running, else `brokerId`.

@@ -72,6 +72,10 @@ pub struct Broker {
     /// The broker's own account, signing what it sends to nameservers and its master
     /// (the `adminSecret` signer when no `accessKey` is configured).
     pub credentials: Option<Arc<security::sign::Credentials>>,
+    /// What registrations are signed with, tried in order per nameserver
+    /// (`crate::services::namesrv_link`): the nameservers' admin secret, the ACL
+    /// account, this broker's own admin secret; empty: unsigned.
+    pub registration_signers: Vec<Option<Arc<security::sign::Credentials>>>,
     /// TLS on the remoting port unless `tls.server.mode=disabled`.
     pub tls: Option<Arc<security::tls::TlsServer>>,
     /// TLS towards nameservers and the master when `tls.enable=true`.
@@ -152,12 +156,26 @@ impl Broker {
                 .map_err(|e| config_error(format!("namesrvAdminSecret: {e}")))?;
         // What registrations (and the other requests this broker originates) are signed
         // with: its ACL account, else the nameservers' admin secret, else its own.
-        let credentials = b
+        let account = b
             .credentials()
             .map_err(|e| config_error(e.to_string()))?
-            .or_else(|| namesrv_secrets.credentials())
-            .or_else(|| admin_secrets.credentials())
             .map(Arc::new);
+        let namesrv_signer = namesrv_secrets.credentials().map(Arc::new);
+        let own_signer = admin_secrets.credentials().map(Arc::new);
+        let credentials = account
+            .clone()
+            .or_else(|| namesrv_signer.clone())
+            .or_else(|| own_signer.clone());
+        let mut registration_signers: Vec<Option<Arc<security::sign::Credentials>>> = Vec::new();
+        for signer in [namesrv_signer, account, own_signer].into_iter().flatten() {
+            if !registration_signers
+                .iter()
+                .flatten()
+                .any(|s| **s == *signer)
+            {
+                registration_signers.push(Some(signer));
+            }
+        }
         let tls_client = security::tls::TlsClient::new(&b.client_tls())
             .map_err(|e| tls_error("tls.client.* settings", e.to_string()))?;
         let parked = InFlightLimit::new(b.max_parked_pulls_total as usize);
@@ -202,6 +220,7 @@ impl Broker {
             acl,
             admin_secrets,
             credentials,
+            registration_signers,
             tls,
             tls_client,
             live,

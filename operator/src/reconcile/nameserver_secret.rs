@@ -7,9 +7,9 @@
 //! brokers out of the routes of every restarted nameserver (an outage on an operator
 //! upgrade), so the nameservers enforce only once every such Broker's StatefulSets run
 //! pods that sign — and, once they do, keep enforcing (a later, unrelated broker rollout
-//! must not turn the check off again). A Broker with `brokerCredentials` signs with its
-//! account instead, so a NameServer any such Broker names is never switched to enforcing
-//! (give the NameServer an `acl` holding that account instead).
+//! must not turn the check off again). A broker that also has an ACL account
+//! (`brokerCredentials`) tries the admin secret first and keeps what each nameserver
+//! accepts (`broker/src/services/namesrv_link.rs`), so it is counted like any other.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Resource;
@@ -73,12 +73,6 @@ async fn brokers_sign(ctx: &Context, names: &NameServerNames) -> Result<bool, Er
     for broker in brokers.list(&ListParams::default()).await? {
         if broker.spec.name_server_ref.name != names.instance {
             continue;
-        }
-        // A broker with its own ACL account (`brokerCredentials`) signs registrations
-        // with that account, which a nameserver without ACL cannot verify: enforcing would
-        // drop it from the routes. Such a NameServer stays open until it has an `acl`.
-        if broker.spec.security.broker_credentials.is_some() {
-            return Ok(false);
         }
         let selector = selector_string(&BrokerNames::of(&broker).selector());
         for sts in sets.list(&ListParams::default().labels(&selector)).await? {

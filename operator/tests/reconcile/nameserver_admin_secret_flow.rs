@@ -158,10 +158,10 @@ async fn topics_sign_nameserver_calls_with_the_nameservers_admin_secret() {
     }
 }
 
-/// A Broker with its own ACL account signs registrations with it, which a nameserver
-/// without ACL cannot verify: its NameServer is never switched to enforcing.
+/// A Broker with its own ACL account also signs with the NameServer's admin secret (its
+/// brokers try that first), so its NameServer enforces once its pods sign.
 #[tokio::test]
-async fn a_broker_with_its_own_account_keeps_its_nameservers_open() {
+async fn a_broker_with_its_own_account_counts_as_signing() {
     let api = FakeApi::new();
     let ctx = context(&api, &FakeAdmin::new());
     let ns = seed(
@@ -181,5 +181,5 @@ async fn a_broker_with_its_own_account_keeps_its_nameservers_open() {
     );
     reconcile(ns, ctx).await.unwrap();
     assert!(api.get::<Secret>(NS, SECRET).is_some());
-    assert!(!enforced(&api), "{:?}", nameserver_env(&api));
+    assert!(enforced(&api), "{:?}", nameserver_env(&api));
 }
