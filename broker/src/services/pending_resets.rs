@@ -24,6 +24,7 @@
 //! bound the oldest is forgotten and counted.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use protocol::message::{ConsumerOffset, QueueOffset};
@@ -70,6 +71,9 @@ pub enum PullVerdict {
 pub struct PendingResets {
     table: Mutex<Table>,
     capacity: usize,
+    /// `table.entries.len()`, written under the lock: every pull and commit asks, and
+    /// almost always nothing is pending, so they skip the lock and the key's allocation.
+    pending: AtomicUsize,
 }
 
 impl PendingResets {
@@ -77,6 +81,7 @@ impl PendingResets {
         Self {
             table: Mutex::new(Table::default()),
             capacity: capacity.max(1),
+            pending: AtomicUsize::new(0),
         }
     }
 
@@ -116,11 +121,15 @@ impl PendingResets {
                 seq,
             },
         );
+        self.pending.store(t.entries.len(), Ordering::Release);
         evicted
     }
 
     /// Whether commits of the group on the queue are ignored now.
     pub fn holds(&self, group: &str, topic: &str, queue_id: i32) -> bool {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return false;
+        }
         self.table
             .lock()
             .entries
@@ -129,6 +138,9 @@ impl PendingResets {
 
     /// Decides a pull of the group at `at` before it is served, advancing the reset.
     pub fn on_pull(&self, group: &str, topic: &str, queue_id: i32, at: QueueOffset) -> PullVerdict {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return PullVerdict::Serve;
+        }
         let mut t = self.table.lock();
         let key = (group.to_owned(), topic.to_owned(), queue_id);
         let Some(p) = t.entries.get(&key) else {
@@ -144,6 +156,7 @@ impl PendingResets {
                 if let Some(done) = t.entries.remove(&key) {
                     t.order.remove(&done.seq);
                 }
+                self.pending.store(t.entries.len(), Ordering::Release);
                 PullVerdict::ServeIgnoringCommit
             }
             Phase::Delivered { .. } => PullVerdict::ServeIgnoringCommit,
@@ -181,10 +194,11 @@ impl PendingResets {
         let Table { entries, order, .. } = &mut *t;
         entries.retain(|k, _| keep(k));
         order.retain(|_, k| entries.contains_key(k));
+        self.pending.store(entries.len(), Ordering::Release);
     }
 
     pub fn len(&self) -> usize {
-        self.table.lock().entries.len()
+        self.pending.load(Ordering::Acquire)
     }
 }
 
