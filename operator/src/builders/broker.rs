@@ -109,11 +109,16 @@ pub fn build(broker: &Broker, inputs: &BrokerInputs, settings: &Settings) -> Bro
             cluster_ip: Some("None".to_owned()),
             publish_not_ready_addresses: Some(true),
             selector: Some(names.selector()),
-            ports: Some(vec![
-                service_port("remoting", BROKER_PORT),
-                service_port("ha", BROKER_HA_PORT),
-                service_port("http", broker.spec.metrics.port),
-            ]),
+            ports: Some(
+                [
+                    service_port("remoting", BROKER_PORT),
+                    service_port("ha", BROKER_HA_PORT),
+                    service_port("http", broker.spec.metrics.port),
+                ]
+                .into_iter()
+                .chain(broker.spec.grpc.enabled_port().map(grpc_service_port))
+                .collect(),
+            ),
             ..ServiceSpec::default()
         }),
         ..Service::default()
@@ -185,7 +190,11 @@ pub fn build_group(
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
             selector: Some(master_selector),
-            ports: Some(vec![service_port("remoting", BROKER_PORT)]),
+            ports: Some(
+                std::iter::once(service_port("remoting", BROKER_PORT))
+                    .chain(spec.grpc.enabled_port().map(grpc_service_port))
+                    .collect(),
+            ),
             ..ServiceSpec::default()
         }),
         ..Service::default()
@@ -212,11 +221,16 @@ pub fn build_group(
             format!("{CONFIG_DIR}/$(POD_NAME).conf"),
         ]),
         env: Some(broker_env(broker, names)),
-        ports: Some(vec![
-            tcp_port("remoting", BROKER_PORT),
-            tcp_port("ha", BROKER_HA_PORT),
-            tcp_port("http", spec.metrics.port),
-        ]),
+        ports: Some(
+            [
+                tcp_port("remoting", BROKER_PORT),
+                tcp_port("ha", BROKER_HA_PORT),
+                tcp_port("http", spec.metrics.port),
+            ]
+            .into_iter()
+            .chain(spec.grpc.enabled_port().map(|p| tcp_port("grpc", p)))
+            .collect(),
+        ),
         // Recovery of a large commit log can take minutes; liveness waits for startup.
         startup_probe: Some(Probe {
             initial_delay_seconds: Some(5),
@@ -400,8 +414,9 @@ pub fn build_group(
             &members
                 .iter()
                 .filter_map(|m| inputs.external.get(&names.pod(group, m.ordinal)))
-                .map(|a| a.port)
-                .filter(|p| *p != BROKER_PORT)
+                .flat_map(|a| [Some(a.port), a.grpc_port])
+                .flatten()
+                .filter(|p| *p != BROKER_PORT && Some(*p) != spec.grpc.enabled_port())
                 .collect::<Vec<_>>(),
         ),
         config_hash: hash,
@@ -461,6 +476,11 @@ fn meta(broker: &Broker, name: &str, labels: &BTreeMap<String, String>) -> Objec
         owner_references: broker.controller_owner_ref(&()).map(|o| vec![o]),
         ..ObjectMeta::default()
     }
+}
+
+/// The gRPC endpoint's port (5.x clients); named like the container port it targets.
+fn grpc_service_port(port: i32) -> ServicePort {
+    service_port("grpc", port)
 }
 
 fn service_port(name: &str, port: i32) -> ServicePort {

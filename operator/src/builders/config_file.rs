@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::listener::Advertised;
 use super::secrets::{MountedSecrets, TLS_DIR};
-use crate::crd::{AckMode, Broker, NameServer};
+use crate::crd::{AckMode, Broker, DEFAULT_GRPC_PORT, NameServer};
 use crate::names::{BROKER_HA_PORT, BROKER_PORT, BrokerNames, NAMESERVER_PORT};
 
 /// Where the ConfigMap is mounted and the stores live inside the pods.
@@ -177,6 +177,20 @@ pub fn broker_conf(
             props.insert("fastListenPortEnable".to_owned(), "true".to_owned());
         }
     }
+    // The gRPC endpoint: the broker's own default port is left implicit (an operator
+    // upgrade then changes no broker.conf); behind a node port the broker listens on the
+    // node port's number, as it does for remoting.
+    match broker.spec.grpc.enabled_port() {
+        None => {
+            props.insert("grpcServerPort".to_owned(), "0".to_owned());
+        }
+        Some(port) => {
+            let listen = advertised.and_then(|a| a.grpc_port).unwrap_or(port);
+            if listen != DEFAULT_GRPC_PORT {
+                props.insert("grpcServerPort".to_owned(), listen.to_string());
+            }
+        }
+    }
     // The preStop behaviour: on SIGTERM the broker unregisters, serves this long so
     // clients refresh their routes, then closes (unless the spec chose another wait). A
     // shorter grace period than the default shortens the wait to a third of it, leaving
@@ -266,6 +280,7 @@ mod tests {
         let lb = Advertised {
             host: "203.0.113.9".to_owned(),
             port: BROKER_PORT,
+            grpc_port: Some(8081),
         };
         let external = conf(Some(&lb));
         assert!(external.contains("brokerIP1=203.0.113.9\n"), "{external}");
@@ -286,6 +301,7 @@ mod tests {
         let node_port = Advertised {
             host: "nodes.example.com".to_owned(),
             port: 31234,
+            grpc_port: Some(31235),
         };
         let np = conf(Some(&node_port));
         for line in [
@@ -294,9 +310,21 @@ mod tests {
             "fastListenPort=10911\n",
             "fastListenPortEnable=true\n",
             "haListenPort=10912\n",
+            "grpcServerPort=31235\n",
         ] {
             assert!(np.contains(line), "{line} in {np}");
         }
+        // The default gRPC port stays implicit (the broker's default); another port or
+        // "off" is written.
+        assert!(!external.contains("grpcServerPort"), "{external}");
+        assert!(!internal.contains("grpcServerPort"), "{internal}");
+        let mut other = b.clone();
+        other.spec.grpc.port = 9091;
+        let c = broker_conf(&other, 0, member, "ns:9876", "cluster.local", None);
+        assert!(c.contains("grpcServerPort=9091\n"), "{c}");
+        other.spec.grpc.port = 0;
+        let c = broker_conf(&other, 0, member, "ns:9876", "cluster.local", None);
+        assert!(c.contains("grpcServerPort=0\n"), "{c}");
     }
 
     #[test]

@@ -27,6 +27,17 @@ pub const LISTENER_EXTERNAL: &str = "external";
 pub struct Advertised {
     pub host: String,
     pub port: i32,
+    /// The gRPC port at `host` (5.x clients are routed to `host:grpc_port`); `None` when
+    /// the endpoint is off.
+    pub grpc_port: Option<i32>,
+}
+
+/// The node ports the API server allocated to one pod's Service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodePorts {
+    pub remoting: i32,
+    /// `None` while the endpoint is off or its port is not allocated yet.
+    pub grpc: Option<i32>,
 }
 
 /// Name of a pod's external Service.
@@ -35,13 +46,13 @@ pub fn service_name(pod: &str) -> String {
 }
 
 /// The external Services of one group's pods; none for the `internal` listener.
-/// `node_ports` holds the node port already allocated to a pod's Service (by pod), which
-/// then becomes its target port too.
+/// `node_ports` holds the node ports already allocated to a pod's Service (by pod), which
+/// then become its target ports too.
 pub fn external_services(
     broker: &Broker,
     names: &BrokerNames,
     group: i32,
-    node_ports: &BTreeMap<String, i32>,
+    node_ports: &BTreeMap<String, NodePorts>,
 ) -> Vec<Service> {
     let listener = &broker.spec.listener;
     let type_ = match listener.type_ {
@@ -54,14 +65,15 @@ pub fn external_services(
     (0..broker.spec.replicas_per_group.max(0))
         .map(|ordinal| {
             let pod = names.pod(group, ordinal);
-            let ports = match (listener.type_, node_ports.get(&pod)) {
+            let grpc = broker.spec.grpc.enabled_port();
+            let mut ports = match (listener.type_, node_ports.get(&pod)) {
                 // Until the API server allocates the node port it targets the usual port;
                 // no pod runs yet that could be reached through it.
-                (ListenerType::NodePort, Some(&node_port)) => vec![ServicePort {
+                (ListenerType::NodePort, Some(allocated)) => vec![ServicePort {
                     name: Some("remoting".to_owned()),
                     port: BROKER_PORT,
-                    target_port: Some(IntOrString::Int(node_port)),
-                    node_port: Some(node_port),
+                    target_port: Some(IntOrString::Int(allocated.remoting)),
+                    node_port: Some(allocated.remoting),
                     protocol: Some("TCP".to_owned()),
                     ..ServicePort::default()
                 }],
@@ -79,6 +91,19 @@ pub fn external_services(
                     },
                 ],
             };
+            // The gRPC port follows the remoting port's rule: behind a node port the
+            // broker listens on the node port's number itself.
+            if let Some(grpc) = grpc {
+                let allocated = node_ports.get(&pod).and_then(|n| n.grpc);
+                ports.push(ServicePort {
+                    name: Some("grpc".to_owned()),
+                    port: grpc,
+                    target_port: Some(IntOrString::Int(allocated.unwrap_or(grpc))),
+                    node_port: allocated.filter(|_| listener.type_ == ListenerType::NodePort),
+                    protocol: Some("TCP".to_owned()),
+                    ..ServicePort::default()
+                });
+            }
             Service {
                 metadata: ObjectMeta {
                     name: Some(service_name(&pod)),
@@ -112,23 +137,42 @@ fn remoting_port() -> ServicePort {
     }
 }
 
-/// The node port the API server allocated to a Service, once it has.
-pub fn allocated_node_port(service: &Service) -> Option<i32> {
-    service.spec.as_ref()?.ports.as_ref()?.first()?.node_port
+/// The node ports the API server allocated to a Service, once it has (the remoting port
+/// is the first; the gRPC port is found by name).
+pub fn allocated_node_ports(service: &Service) -> Option<NodePorts> {
+    let ports = service.spec.as_ref()?.ports.as_ref()?;
+    Some(NodePorts {
+        remoting: ports.first()?.node_port?,
+        grpc: ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some("grpc"))
+            .and_then(|p| p.node_port),
+    })
 }
 
-/// What the pod behind `service` advertises, once its Service provides an address.
+/// What the pod behind `service` advertises, once its Service provides an address (and,
+/// behind node ports, both of its ports are allocated).
 pub fn advertised(broker: &Broker, service: &Service) -> Option<Advertised> {
+    let grpc = broker.spec.grpc.enabled_port();
     match broker.spec.listener.type_ {
         ListenerType::Internal => None,
         ListenerType::LoadBalancer => advertised_host(service).map(|host| Advertised {
             host,
             port: BROKER_PORT,
+            grpc_port: grpc,
         }),
-        ListenerType::NodePort => Some(Advertised {
-            host: broker.spec.listener.advertised_host.clone()?,
-            port: allocated_node_port(service)?,
-        }),
+        ListenerType::NodePort => {
+            let allocated = allocated_node_ports(service)?;
+            let grpc_port = match grpc {
+                Some(_) => Some(allocated.grpc?),
+                None => None,
+            };
+            Some(Advertised {
+                host: broker.spec.listener.advertised_host.clone()?,
+                port: allocated.remoting,
+                grpc_port,
+            })
+        }
     }
 }
 
@@ -230,7 +274,7 @@ mod tests {
                 .iter()
                 .map(|p| p.port)
                 .collect();
-            assert_eq!(ports, [BROKER_PORT, BROKER_PORT - 2]);
+            assert_eq!(ports, [BROKER_PORT, BROKER_PORT - 2, 8081]);
             let meta = &svc.metadata;
             assert!(
                 meta.annotations
@@ -287,6 +331,7 @@ mod tests {
                     let a = Advertised {
                         host: "198.51.100.1".to_owned(),
                         port: BROKER_PORT,
+                        grpc_port: Some(8081),
                     };
                     ((*p).to_owned(), a)
                 })
@@ -326,18 +371,38 @@ mod tests {
         assert_eq!(spec.type_.as_deref(), Some("NodePort"));
         assert_eq!(spec.ports.as_ref().unwrap()[0].node_port, None);
         assert_eq!(advertised(&b, fresh), None);
-        // Allocated 31234: the pod listens on it, so the Service targets it.
-        let known = BTreeMap::from([("b-0-0".to_owned(), 31234)]);
+        // Allocated 31234 (and 31235 for gRPC): the pod listens on them, so the Service
+        // targets them.
+        let known = BTreeMap::from([(
+            "b-0-0".to_owned(),
+            NodePorts {
+                remoting: 31234,
+                grpc: Some(31235),
+            },
+        )]);
         let svc = &external_services(&b, &names, 0, &known)[0];
-        let port = &svc.spec.as_ref().unwrap().ports.as_ref().unwrap()[0];
-        assert_eq!(port.node_port, Some(31234));
-        assert_eq!(port.target_port, Some(IntOrString::Int(31234)));
+        let ports = svc.spec.as_ref().unwrap().ports.as_ref().unwrap();
+        assert_eq!(ports[0].node_port, Some(31234));
+        assert_eq!(ports[0].target_port, Some(IntOrString::Int(31234)));
+        assert_eq!(ports[1].name.as_deref(), Some("grpc"));
+        assert_eq!(ports[1].node_port, Some(31235));
+        assert_eq!(ports[1].target_port, Some(IntOrString::Int(31235)));
         assert_eq!(
             advertised(&b, svc),
             Some(Advertised {
                 host: "nodes.example.com".to_owned(),
-                port: 31234
+                port: 31234,
+                grpc_port: Some(31235),
             })
         );
+        // Only the remoting port allocated so far: not advertised yet.
+        let mut half = svc.clone();
+        half.spec.as_mut().unwrap().ports.as_mut().unwrap()[1].node_port = None;
+        assert_eq!(advertised(&b, &half), None);
+        // With the endpoint off there is no gRPC port to wait for.
+        b.spec.grpc.port = 0;
+        let off = &external_services(&b, &names, 0, &known)[0];
+        assert_eq!(off.spec.as_ref().unwrap().ports.as_ref().unwrap().len(), 1);
+        assert_eq!(advertised(&b, &half).map(|a| a.grpc_port), Some(None));
     }
 }

@@ -1,6 +1,6 @@
 //! One NetworkPolicy per broker group. The HA port (replication, with its own handshake
 //! secret) is reachable only from pods of the same group; the remoting port (clients,
-//! admin requests) and its VIP twin, and the HTTP port (metrics, probes), are open to the
+//! admin requests), its VIP twin and the gRPC port (5.x clients), and the HTTP port (metrics, probes), are open to the
 //! peers the spec lists, or to everyone when it lists none. When the remoting peers are
 //! restricted, the cluster's own broker pods (a slave's requests to its master) and the
 //! operator's pods (admin requests) stay allowed.
@@ -79,8 +79,14 @@ pub fn build(
             policy_types: Some(vec!["Ingress".to_owned()]),
             ingress: Some(vec![
                 rule(&[BROKER_HA_PORT], vec![group_pods]),
+                // Clients: 4.x remoting, its VIP twin and the 5.x gRPC endpoint.
                 rule(
-                    &[&[BROKER_PORT, BROKER_VIP_PORT][..], listen_ports].concat(),
+                    &[
+                        &[BROKER_PORT, BROKER_VIP_PORT][..],
+                        broker.spec.grpc.enabled_port().as_slice(),
+                        listen_ports,
+                    ]
+                    .concat(),
                     remoting_from,
                 ),
                 rule(&[broker.spec.metrics.port], spec.metrics_from.clone()),
@@ -164,8 +170,8 @@ mod tests {
             .collect();
         assert_eq!(
             ports,
-            [10911, 10909, 31234].map(|p| Some(IntOrString::Int(p))),
-            "remoting, VIP and a node port the broker listens on"
+            [10911, 10909, 8081, 31234].map(|p| Some(IntOrString::Int(p))),
+            "remoting, VIP, gRPC and a node port the broker listens on"
         );
         assert_eq!(remoting.from.as_ref().unwrap().len(), 3);
     }

@@ -28,6 +28,7 @@ pub const OPERATOR_OWNED_KEYS: &[&str] = &[
     "storePathRootDir",
     "storePathCommitLog",
     "flushDiskType",
+    "grpcServerPort",
 ];
 
 /// The resource's kind, as events and conditions name it.
@@ -88,8 +89,8 @@ pub struct BrokerSpec {
     /// Extra broker.conf keys (Java properties). Keys the operator owns are rejected.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("x-kubernetes-validations" = [{
-        "rule": "self.all(k, !(k in ['brokerClusterName', 'brokerName', 'brokerId', 'brokerRole', 'namesrvAddr', 'listenPort', 'haListenPort', 'metricsPort', 'brokerIP1', 'brokerIP2', 'storePathRootDir', 'storePathCommitLog', 'flushDiskType']))",
-        "message": "config may not set keys the operator owns (brokerClusterName, brokerName, brokerId, brokerRole, namesrvAddr, listenPort, haListenPort, metricsPort, brokerIP1, brokerIP2, storePathRootDir, storePathCommitLog, flushDiskType)"
+        "rule": "self.all(k, !(k in ['brokerClusterName', 'brokerName', 'brokerId', 'brokerRole', 'namesrvAddr', 'listenPort', 'haListenPort', 'metricsPort', 'brokerIP1', 'brokerIP2', 'storePathRootDir', 'storePathCommitLog', 'flushDiskType', 'grpcServerPort']))",
+        "message": "config may not set keys the operator owns (brokerClusterName, brokerName, brokerId, brokerRole, namesrvAddr, listenPort, haListenPort, metricsPort, brokerIP1, brokerIP2, storePathRootDir, storePathCommitLog, flushDiskType, grpcServerPort)"
     }]))]
     pub config: BTreeMap<String, String>,
     #[serde(default)]
@@ -104,6 +105,44 @@ pub struct BrokerSpec {
     /// How clients reach the brokers (see "External access" in `docs/operator.md`).
     #[serde(default)]
     pub listener: ListenerSpec,
+    /// The RocketMQ 5.x gRPC endpoint (`MessagingService`) every broker serves next to
+    /// the 4.x remoting port.
+    #[serde(default)]
+    pub grpc: GrpcSpec,
+}
+
+/// The broker's gRPC port (`grpcServerPort`): 5.x clients (apache/rocketmq-clients)
+/// connect to it directly, no proxy in between.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcSpec {
+    /// Port of the gRPC endpoint (plaintext and TLS on the same port); `0` turns it off.
+    /// The default is the 5.x proxy's port.
+    #[serde(default = "default_grpc_port")]
+    #[schemars(range(min = 0, max = 65535))]
+    pub port: i32,
+}
+
+/// RocketMQ 5.x proxy's default gRPC port, and the broker's default `grpcServerPort`.
+pub const DEFAULT_GRPC_PORT: i32 = 8081;
+
+fn default_grpc_port() -> i32 {
+    DEFAULT_GRPC_PORT
+}
+
+impl Default for GrpcSpec {
+    fn default() -> Self {
+        Self {
+            port: DEFAULT_GRPC_PORT,
+        }
+    }
+}
+
+impl GrpcSpec {
+    /// The port, unless the endpoint is turned off.
+    pub fn enabled_port(&self) -> Option<i32> {
+        (self.port > 0).then_some(self.port)
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -241,6 +280,10 @@ pub struct ExternalAddress {
     pub pod: String,
     /// `host:port` registered with the nameservers (what clients connect to).
     pub address: String,
+    /// `host:port` of the pod's gRPC endpoint, what 5.x clients are routed to (when it
+    /// differs from the in-cluster port, i.e. behind a node port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_address: Option<String>,
 }
 
 /// One broker group (`brokerName`).

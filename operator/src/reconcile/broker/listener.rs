@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, ListParams};
 
 use crate::builders::listener::{
-    Advertised, LABEL_LISTENER, LISTENER_EXTERNAL, advertised, allocated_node_port,
+    Advertised, LABEL_LISTENER, LISTENER_EXTERNAL, advertised, allocated_node_ports,
     external_services, service_name,
 };
 use crate::conditions::{self, Desired};
@@ -35,6 +35,7 @@ impl Listener {
             .map(|(pod, a)| ExternalAddress {
                 pod: pod.clone(),
                 address: format!("{}:{}", a.host, a.port),
+                grpc_address: a.grpc_port.map(|p| format!("{}:{p}", a.host)),
             })
             .collect()
     }
@@ -50,9 +51,14 @@ pub fn recorded_hosts(broker: &Broker) -> BTreeMap<String, Advertised> {
                 .iter()
                 .filter_map(|a| {
                     let (host, port) = a.address.rsplit_once(':')?;
+                    let grpc_port = match &a.grpc_address {
+                        Some(g) => Some(g.rsplit_once(':')?.1.parse().ok()?),
+                        None => None,
+                    };
                     let advertised = Advertised {
                         host: host.to_owned(),
                         port: port.parse().ok()?,
+                        grpc_port,
                     };
                     (!host.is_empty()).then(|| (a.pod.clone(), advertised))
                 })
@@ -76,13 +82,13 @@ pub async fn reconcile_listener(
         if broker.spec.listener.external() {
             for o in 0..broker.spec.replicas_per_group.max(0) {
                 let pod = names.pod(group, o);
-                if let Some(port) = api
+                if let Some(ports) = api
                     .get_opt(&service_name(&pod))
                     .await?
                     .as_ref()
-                    .and_then(allocated_node_port)
+                    .and_then(allocated_node_ports)
                 {
-                    node_ports.insert(pod, port);
+                    node_ports.insert(pod, ports);
                 }
             }
         }
@@ -90,11 +96,11 @@ pub async fn reconcile_listener(
         for (ordinal, svc) in (0..).zip(external_services(broker, names, group, &node_ports)) {
             let pod = names.pod(group, ordinal);
             let mut applied = apply(&ctx.client, &svc).await?;
-            if let Some(port) = allocated_node_port(&applied)
-                && !node_ports.contains_key(&pod)
+            if let Some(ports) = allocated_node_ports(&applied)
+                && node_ports.get(&pod) != Some(&ports)
             {
-                // Just allocated: target it right away (no pod listens there yet).
-                node_ports.insert(pod.clone(), port);
+                // Just allocated: target them right away (no pod listens there yet).
+                node_ports.insert(pod.clone(), ports);
                 let fixed = external_services(broker, names, group, &node_ports);
                 if let Some(svc) = fixed.get(ordinal as usize) {
                     applied = apply(&ctx.client, svc).await?;
@@ -151,10 +157,12 @@ mod tests {
                 ExternalAddress {
                     pod: "b-0-0".to_owned(),
                     address: "203.0.113.7:10911".to_owned(),
+                    grpc_address: Some("203.0.113.7:8081".to_owned()),
                 },
                 ExternalAddress {
                     pod: "b-0-1".to_owned(),
                     address: "lb.example.com:10911".to_owned(),
+                    grpc_address: Some("lb.example.com:8081".to_owned()),
                 },
             ],
             ..BrokerStatus::default()
@@ -162,6 +170,7 @@ mod tests {
         let at = |host: &str| Advertised {
             host: host.to_owned(),
             port: 10911,
+            grpc_port: Some(8081),
         };
         assert_eq!(
             recorded_hosts(&b),

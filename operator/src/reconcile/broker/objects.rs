@@ -217,6 +217,7 @@ mod tests {
                 Advertised {
                     host: "203.0.113.7".to_owned(),
                     port: 10911,
+                    grpc_port: Some(8081),
                 },
             )]),
             waiting: vec!["c-0-1".to_owned()],
