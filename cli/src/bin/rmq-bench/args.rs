@@ -115,6 +115,8 @@ pub enum SendMode {
 pub struct ProducerArgs {
     #[arg(short = 't', long, default_value = "BenchTopic")]
     pub topic: String,
+    #[command(flatten)]
+    pub grpc: GrpcArgs,
     /// Body size in bytes (at least 12: the timestamp header).
     #[arg(short = 's', long, default_value_t = 1024)]
     pub size: usize,
@@ -217,6 +219,8 @@ pub enum StartFrom {
 pub struct ConsumerArgs {
     #[arg(short = 't', long, default_value = "BenchTopic")]
     pub topic: String,
+    #[command(flatten)]
+    pub grpc: GrpcArgs,
     #[arg(short = 'g', long, default_value = "rmq_bench_consumer")]
     pub group: String,
     /// Where each queue starts.
@@ -254,6 +258,21 @@ pub struct ConsumerArgs {
     /// queue: with --hold-ms long, that many idle groups parked in long polls.
     #[arg(long, default_value_t = 1)]
     pub groups: usize,
+}
+
+/// The 5.x transport: a broker's gRPC endpoint instead of the remoting protocol.
+#[derive(Debug, Clone, Args)]
+pub struct GrpcArgs {
+    /// Send (SendMessage) or consume (ReceiveMessage + AckMessage, POP) through this
+    /// broker's 5.x gRPC endpoint, `host:port`; the topic must exist.
+    #[arg(long = "grpc", value_name = "HOST:PORT")]
+    pub endpoint: Option<String>,
+    /// HTTP/2 connections the calls are spread over.
+    #[arg(long, default_value_t = 4)]
+    pub grpc_connections: usize,
+    /// Consumer: concurrent ReceiveMessage calls (each acks its batch before the next).
+    #[arg(long, default_value_t = 8)]
+    pub grpc_receivers: usize,
 }
 
 #[cfg(test)]

@@ -11,8 +11,10 @@ use remoting::client::pull::{ExpressionType, PullRequest, PullStatus};
 use remoting::client::{Client, Peer};
 
 use crate::args::{ConsumerArgs, RunArgs, StartFrom};
+use crate::grpc::GrpcLink;
 use crate::payload;
 use crate::stats::Stats;
+use grpc_api::v2::MessageQueue;
 
 /// Read permission bit of a queue's perm (`PermName.PERM_READ`).
 const PERM_READ: i32 = 0x4;
@@ -100,6 +102,76 @@ async fn send_back(ctx: Arc<Ctx>, peer: Peer, msg: remoting::client::message::Me
     ctx.sending_back.fetch_sub(1, Ordering::AcqRel);
 }
 
+/// One gRPC receiver: ReceiveMessage (long polling) over the topic's queues in turn,
+/// then one AckMessage for what it got.
+async fn grpc_receiver(
+    ctx: Arc<Ctx>,
+    link: Arc<GrpcLink>,
+    queues: Arc<Vec<MessageQueue>>,
+    first: usize,
+) {
+    let a = &ctx.args;
+    let filter = match (&a.sql, &a.tags) {
+        (Some(sql), _) => Some((sql.as_str(), true)),
+        (None, Some(tags)) => Some((tags.as_str(), false)),
+        (None, None) => None,
+    };
+    let hold = Duration::from_millis(a.hold_ms.max(0) as u64);
+    let mut turn = first;
+    while !ctx.done() {
+        let queue = &queues[turn % queues.len()];
+        turn += 1;
+        match link
+            .receive(&a.group, queue, filter, a.pull_batch, hold)
+            .await
+        {
+            Ok(got) if got.is_empty() => {
+                if a.until_caught_up {
+                    return;
+                }
+            }
+            Ok(got) => {
+                let now = payload::now_us();
+                for m in &got {
+                    let latency = payload::stamp(&m.body)
+                        .map(|due| Duration::from_micros(now.saturating_sub(due)));
+                    ctx.stats
+                        .success(1, m.body.len() as u64, latency, "RECEIVED");
+                }
+                ctx.received.fetch_add(got.len() as u64, Ordering::Relaxed);
+                if let Err(label) = link.ack(&a.group, &a.topic, &got).await {
+                    ctx.stats.failure_labelled(got.len() as u64, label);
+                }
+            }
+            Err(label) => {
+                ctx.stats.failure_labelled(1, label);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Consumption through a broker's gRPC endpoint (`--grpc`): POP, not offsets, so
+/// `--from`, `--commit`, `--groups` and send-backs do not apply.
+async fn run_grpc(ctx: Arc<Ctx>, endpoint: &str, timeout: Duration) -> Result<()> {
+    let a = &ctx.args;
+    if a.groups > 1 || a.send_back_every > 0 || a.commit {
+        bail!("--grpc consumes as one POP group: no --groups, --send-back-every or --commit");
+    }
+    let link = Arc::new(GrpcLink::connect(endpoint, a.grpc.grpc_connections, timeout).await?);
+    let queues = Arc::new(link.queues(&a.topic).await?);
+    if queues.is_empty() {
+        bail!("topic {} has no queue at {endpoint}", a.topic);
+    }
+    let tasks: Vec<_> = (0..a.grpc.grpc_receivers.max(1))
+        .map(|i| tokio::spawn(grpc_receiver(ctx.clone(), link.clone(), queues.clone(), i)))
+        .collect();
+    for t in tasks {
+        t.await.context("a receiver task failed")?;
+    }
+    Ok(())
+}
+
 /// The broker's next offset; never moves backwards.
 fn next_offset(current: QueueOffset, next: QueueOffset) -> QueueOffset {
     if next.get() > current.get() {
@@ -126,6 +198,18 @@ pub async fn run(
     }
     if run.duration_s == 0 && args.messages == 0 && !args.until_caught_up {
         bail!("give --duration-s, --messages or --until-caught-up, or the run never ends");
+    }
+    if let Some(endpoint) = args.grpc.endpoint.clone() {
+        let ctx = Arc::new(Ctx {
+            client,
+            end: (run.duration_s > 0).then(|| Instant::now() + Duration::from_secs(run.duration_s)),
+            args,
+            received: AtomicU64::new(0),
+            sent_back: AtomicU64::new(0),
+            sending_back: AtomicU64::new(0),
+            stats,
+        });
+        return run_grpc(ctx, &endpoint, Duration::from_millis(run.timeout_ms)).await;
     }
     let route = client
         .topic_route(&args.topic)

@@ -2,7 +2,8 @@
 //! RocketMQ's benchmark scripts. It speaks only the public remoting protocol (route
 //! lookup, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, END_TRANSACTION, PULL_MESSAGE), so it
 //! measures any compatible nameserver/broker the same way; `admin-burst` adds
-//! UPDATE_AND_CREATE_TOPIC.
+//! UPDATE_AND_CREATE_TOPIC. With `--grpc HOST:PORT` the producer and consumer modes use
+//! a broker's 5.x gRPC endpoint instead (SendMessage; ReceiveMessage + AckMessage).
 //!
 //! Progress lines go to stderr; the final summary goes to stdout (text, or JSON with
 //! `--json`). Exit code 1 when the run could not start or no message succeeded.
@@ -10,6 +11,7 @@
 mod admin_burst;
 mod args;
 mod consumer;
+mod grpc;
 mod payload;
 mod producer;
 mod stats;
@@ -93,6 +95,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "mode": format!("{:?}", p.mode).to_lowercase(), "inflight": p.inflight,
                 "batch": p.batch, "rate": p.rate, "messages": p.messages, "keys": p.keys,
                 "tags": p.tags, "delayLevel": p.delay_level, "transactional": p.transactional,
+                "grpc": p.grpc.endpoint,
             });
             let outcome = producer::run(client, p, &cli.run, stats.clone()).await;
             ("producer", config, outcome)
@@ -102,6 +105,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "topic": c.topic, "group": c.group, "from": format!("{:?}", c.from).to_lowercase(),
                 "pullBatch": c.pull_batch, "messages": c.messages, "untilCaughtUp": c.until_caught_up,
                 "sql": c.sql, "tags": c.tags, "groups": c.groups, "holdMs": c.hold_ms,
+                "grpc": c.grpc.endpoint, "grpcReceivers": c.grpc.grpc_receivers,
             });
             let outcome = consumer::run(client, c, &cli.run, stats.clone()).await;
             ("consumer", config, outcome)

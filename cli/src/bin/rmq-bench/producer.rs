@@ -17,6 +17,7 @@ use remoting::client::send::{SendStatus, SendTo};
 use remoting::client::{Client, Peer};
 
 use crate::args::{ProducerArgs, RunArgs, SendMode};
+use crate::grpc::GrpcLink;
 use crate::payload;
 use crate::stats::Stats;
 
@@ -62,6 +63,8 @@ impl Plan {
 
 struct Ctx {
     client: Arc<Client>,
+    /// Set with `--grpc`: sends go through the broker's 5.x endpoint.
+    grpc: Option<GrpcLink>,
     args: ProducerArgs,
     plan: Plan,
     queues: Vec<(Peer, i32)>,
@@ -88,7 +91,32 @@ impl Ctx {
         m
     }
 
+    /// One SendMessage call with the slot's messages (the endpoint picks the queue).
+    async fn send_grpc(&self, link: &GrpcLink, slot: Slot) {
+        let sent_us = payload::now_us();
+        let bodies: Vec<Vec<u8>> = (0..slot.count)
+            .map(|_| payload::body(self.args.size, sent_us))
+            .collect();
+        let bytes: u64 = bodies.iter().map(|b| b.len() as u64).sum();
+        let keys = self
+            .args
+            .keys
+            .then(|| format!("bench-{}-{}", self.plan.start_epoch_us, slot.seq));
+        match link
+            .send(&self.args.topic, bodies, self.args.tags.as_deref(), keys)
+            .await
+        {
+            Ok(()) => self
+                .stats
+                .success(slot.count, bytes, Some(slot.due.elapsed()), "SEND_OK"),
+            Err(label) => self.stats.failure_labelled(slot.count, label),
+        }
+    }
+
     async fn send(self: Arc<Self>, slot: Slot) {
+        if let Some(link) = &self.grpc {
+            return self.send_grpc(link, slot).await;
+        }
         let (peer, queue_id) =
             &self.queues[(slot.seq / self.plan.batch) as usize % self.queues.len()];
         let to = SendTo {
@@ -241,6 +269,14 @@ pub async fn run(
     if run.duration_s == 0 && args.messages == 0 {
         bail!("give --duration-s or --messages, or the run never ends");
     }
+    if args.grpc.endpoint.is_some()
+        && (args.mode == SendMode::Oneway
+            || args.transactional
+            || args.delay_level.is_some()
+            || !args.properties.is_empty())
+    {
+        bail!("--grpc sends normal messages (no oneway, transactions, delay or properties)");
+    }
     if let Some(queues) = args.create_topic_queues {
         let mut config = TopicConfig::new(args.topic.clone());
         config.read_queue_nums = queues;
@@ -252,7 +288,22 @@ pub async fn run(
                 .with_context(|| format!("creating topic {} on {}", args.topic, b.addr))?;
         }
     }
-    let queues = writable_queues(&client, &args.topic, !args.no_auto_create).await?;
+    let grpc = match &args.grpc.endpoint {
+        Some(endpoint) => Some(
+            GrpcLink::connect(
+                endpoint,
+                args.grpc.grpc_connections,
+                Duration::from_millis(run.timeout_ms),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    // The gRPC endpoint picks the queue itself.
+    let queues = match grpc {
+        Some(_) => Vec::new(),
+        None => writable_queues(&client, &args.topic, !args.no_auto_create).await?,
+    };
     let start = Instant::now();
     let plan = Plan {
         next: AtomicU64::new(0),
@@ -270,6 +321,7 @@ pub async fn run(
     let concurrency = args.concurrency;
     let ctx = Arc::new(Ctx {
         client,
+        grpc,
         args,
         plan,
         queues,

@@ -84,16 +84,17 @@ impl Stats {
 
     /// A failed request carrying `messages` messages.
     pub fn failure(&self, messages: u64, error: &ClientError) {
+        self.failure_labelled(messages, error_label(error));
+    }
+
+    /// A failed request carrying `messages` messages, counted under `label`.
+    pub fn failure_labelled(&self, messages: u64, label: String) {
         self.all.errors.fetch_add(messages, Ordering::Relaxed);
         self.interval.lock().3 += messages;
         if !self.in_warmup() {
             self.measured.errors.fetch_add(messages, Ordering::Relaxed);
         }
-        *self
-            .errors_by_code
-            .lock()
-            .entry(error_label(error))
-            .or_default() += messages;
+        *self.errors_by_code.lock().entry(label).or_default() += messages;
     }
 
     /// The progress line for the interval since the previous call, which it resets.
