@@ -124,7 +124,9 @@ impl Cluster {
     pub fn create_topic_on(&self, b: usize, topic: &str, queues: u32, message_type: Option<&str>) {
         let q = queues.to_string();
         let addr = self.brokers[b].process.addr();
-        let mut args = vec!["topic", "create", "-t", topic, "-b", &addr, "-r", &q, "-w", &q];
+        let mut args = vec![
+            "topic", "create", "-t", topic, "-b", &addr, "-r", &q, "-w", &q,
+        ];
         if let Some(t) = message_type {
             args.extend(["--message-type", t]);
         }
@@ -236,15 +238,19 @@ impl Cluster {
             .spawn()
             .expect("start the 5.x push consumer");
         let stdin = child.stdin.take();
-        eventually_sync(Duration::from_secs(60), "the push consumer to start", || {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "the push consumer exited ({status}): {}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            fs::read_to_string(&log).is_ok_and(|s| s.contains("started"))
-        });
+        eventually_sync(
+            Duration::from_secs(60),
+            "the push consumer to start",
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "the push consumer exited ({status}): {}",
+                        fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
+                fs::read_to_string(&log).is_ok_and(|s| s.contains("started"))
+            },
+        );
         PushConsumer { child, stdin, out }
     }
 

@@ -154,19 +154,23 @@ fn a_failing_push_listener_gets_the_message_again() {
     c.create_group("py5-push", false, 16);
     let consumer = c.push_consumer(topic, "py5-push", 1);
     c.drive(&["produce", "--topic", topic, "--count", "6", "--prefix", "p"]);
-    eventually_ok_sync(Duration::from_secs(90), "every message consumed on its second attempt", || {
-        let a = attempts(&consumer.deliveries());
-        let done: BTreeSet<String> = a
-            .iter()
-            .filter(|(_, v)| v.contains(&1) && v.contains(&2))
-            .map(|(b, _)| b.clone())
-            .collect();
-        if done == bodies("p", 6) {
-            Ok(())
-        } else {
-            Err(format!("{a:?}"))
-        }
-    });
+    eventually_ok_sync(
+        Duration::from_secs(90),
+        "every message consumed on its second attempt",
+        || {
+            let a = attempts(&consumer.deliveries());
+            let done: BTreeSet<String> = a
+                .iter()
+                .filter(|(_, v)| v.contains(&1) && v.contains(&2))
+                .map(|(b, _)| b.clone())
+                .collect();
+            if done == bodies("p", 6) {
+                Ok(())
+            } else {
+                Err(format!("{a:?}"))
+            }
+        },
+    );
 }
 
 #[test]
@@ -190,17 +194,27 @@ fn fifo_groups_receive_each_message_group_in_order() {
         ]);
     }
     // A normal message on a FIFO topic is refused.
-    let refused = c
-        .drive_status(&["produce", "--topic", topic, "--count", "1", "--prefix", "n"]);
+    let refused = c.drive_status(&["produce", "--topic", topic, "--count", "1", "--prefix", "n"]);
     assert!(!refused, "a NORMAL message was accepted by a FIFO topic");
     let consumer = c.push_consumer(topic, "py5-fifo", 0);
-    eventually_ok_sync(Duration::from_secs(90), "both message groups consumed", || {
-        let n = consumer.deliveries().len();
-        if n >= 20 { Ok(()) } else { Err(format!("{n} of 20")) }
-    });
+    eventually_ok_sync(
+        Duration::from_secs(90),
+        "both message groups consumed",
+        || {
+            let n = consumer.deliveries().len();
+            if n >= 20 {
+                Ok(())
+            } else {
+                Err(format!("{n} of 20"))
+            }
+        },
+    );
     let mut per_group: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for d in consumer.deliveries() {
-        per_group.entry(d.message_group.clone()).or_default().push(d.body);
+        per_group
+            .entry(d.message_group.clone())
+            .or_default()
+            .push(d.body);
     }
     for g in ["g1", "g2"] {
         let order = &per_group[g];
@@ -255,16 +269,40 @@ fn transactions_commit_roll_back_and_are_checked_back() {
     let topic = "Py5Tx";
     c.create_topic(topic, Some("TRANSACTION"));
     c.drive(&[
-        "transaction", "--topic", topic, "--count", "2", "--prefix", "commit", "--end", "commit",
+        "transaction",
+        "--topic",
+        topic,
+        "--count",
+        "2",
+        "--prefix",
+        "commit",
+        "--end",
+        "commit",
     ]);
     c.drive(&[
-        "transaction", "--topic", topic, "--count", "2", "--prefix", "rollback", "--end",
+        "transaction",
+        "--topic",
+        topic,
+        "--count",
+        "2",
+        "--prefix",
+        "rollback",
+        "--end",
         "rollback",
     ]);
     // Left open: the broker asks the producer over its Telemetry stream, which commits.
     c.drive(&[
-        "transaction", "--topic", topic, "--count", "2", "--prefix", "checked", "--end", "none",
-        "--check", "commit",
+        "transaction",
+        "--topic",
+        topic,
+        "--count",
+        "2",
+        "--prefix",
+        "checked",
+        "--end",
+        "none",
+        "--check",
+        "commit",
     ]);
     let out = c.out_file("py5-tx");
     c.drive(&[
@@ -298,7 +336,9 @@ fn two_broker_groups_route_each_queue_to_its_own_broker() {
     // Different queue counts: a queue routed to the wrong broker would not exist there.
     c.create_topic_on(0, topic, 2, None);
     c.create_topic_on(1, topic, 5, None);
-    c.drive(&["produce", "--topic", topic, "--count", "28", "--prefix", "t"]);
+    c.drive(&[
+        "produce", "--topic", topic, "--count", "28", "--prefix", "t",
+    ]);
     let on0 = c.pulled(0, topic, 2);
     let on1 = c.pulled(1, topic, 5);
     assert!(!on0.is_empty() && !on1.is_empty(), "{on0:?} {on1:?}");
@@ -346,17 +386,44 @@ fn signed_requests_are_checked_against_the_acl() {
     c.sign_ctl_with("py5admin", "py5admin-secret-key");
     c.create_topic(topic, None);
     let ok = c.drive_status(&[
-        "produce", "--topic", topic, "--count", "1", "--prefix", "a", "--ak", "py5admin", "--sk",
+        "produce",
+        "--topic",
+        topic,
+        "--count",
+        "1",
+        "--prefix",
+        "a",
+        "--ak",
+        "py5admin",
+        "--sk",
         "py5admin-secret-key",
     ]);
     assert!(ok, "the admin account may publish");
     let wrong_key = c.drive_status(&[
-        "produce", "--topic", topic, "--count", "1", "--prefix", "b", "--ak", "py5admin", "--sk",
+        "produce",
+        "--topic",
+        topic,
+        "--count",
+        "1",
+        "--prefix",
+        "b",
+        "--ak",
+        "py5admin",
+        "--sk",
         "not-the-key",
     ]);
     assert!(!wrong_key, "a wrong secret key was accepted");
     let no_pub = c.drive_status(&[
-        "produce", "--topic", topic, "--count", "1", "--prefix", "c", "--ak", "py5reader", "--sk",
+        "produce",
+        "--topic",
+        topic,
+        "--count",
+        "1",
+        "--prefix",
+        "c",
+        "--ak",
+        "py5reader",
+        "--sk",
         "py5reader-secret-key",
     ]);
     assert!(!no_pub, "an account without PUB published");
