@@ -402,3 +402,29 @@ async fn bad_requests_and_foreign_handles_are_refused() {
         Err(PopError::InvalidHandle(_))
     ));
 }
+
+/// Like kill -9: the committed offsets reach the disk only by the periodic flush
+/// (`flushConsumerOffsetInterval`), the in-flight state not at all. Whatever was not
+/// acked by the last flush comes again; nothing is skipped.
+#[tokio::test]
+async fn a_crash_redelivers_everything_not_acked_by_the_last_offset_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let b = test_fixture::broker_on_files(dir.path(), "");
+        b.topics
+            .get_or_create_system("T", 1, perm::READ | perm::WRITE, 0);
+        put(&b, "T", &[("a", ""), ("b", ""), ("c", ""), ("d", "")]).await;
+        let got = b.pop.pop(&b, &req(32, 60_000)).await.unwrap();
+        b.pop.ack(&b, "g", &got[0].handle.to_string()).unwrap();
+        b.offsets.persist_if_dirty().unwrap();
+        // Acked after the last flush: lost with the process.
+        b.pop.ack(&b, "g", &got[1].handle.to_string()).unwrap();
+        b.pop.ack(&b, "g", &got[2].handle.to_string()).unwrap();
+        assert_eq!(committed(&b), Some(3));
+    }
+    let b = test_fixture::broker_on_files(dir.path(), "");
+    assert_eq!(committed(&b), Some(1));
+    let got = b.pop.pop(&b, &req(32, 60_000)).await.unwrap();
+    assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["b", "c", "d"]);
+    assert!(got.iter().all(|p| p.attempt == 1));
+}
