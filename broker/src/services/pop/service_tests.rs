@@ -428,3 +428,20 @@ async fn a_crash_redelivers_everything_not_acked_by_the_last_offset_flush() {
     assert_eq!(got.iter().map(body).collect::<Vec<_>>(), ["b", "c", "d"]);
     assert!(got.iter().all(|p| p.attempt == 1));
 }
+
+/// An offset reset (INVOKE_BROKER_TO_RESET_OFFSET commits, then forgets the POP state):
+/// the group pops from the reset offset, its old handles no longer ack.
+#[tokio::test]
+async fn a_reset_restarts_pops_at_the_reset_offset() {
+    let (_d, b) = broker("");
+    put(&b, "T", &[("a", ""), ("b", ""), ("c", "")]).await;
+    let got = b.pop.pop(&b, &req(32, 60_000)).await.unwrap();
+    assert_eq!(b.pop.in_flight(), 3);
+    b.offsets.commit("g", "T", 0, ConsumerOffset(1));
+    b.pop.forget(Some("g"), Some("T"));
+    assert_eq!(b.pop.in_flight(), 0);
+    assert!(!b.pop.has_group("g"));
+    let again = b.pop.pop(&b, &req(32, 60_000)).await.unwrap();
+    assert_eq!(again.iter().map(body).collect::<Vec<_>>(), ["b", "c"]);
+    assert!(b.pop.ack(&b, "g", &got[2].handle.to_string()).is_err());
+}
