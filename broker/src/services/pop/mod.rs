@@ -26,9 +26,12 @@ mod filter;
 pub mod handle;
 mod queue;
 mod service;
+mod settle;
+mod types;
 
 pub use handle::{HandleError, ReceiptHandle};
-pub use service::{PopError, PopRequest, PopService, Popped};
+pub use service::PopService;
+pub use types::{PopError, PopRequest, Popped};
 
 /// 5.x's `PopMessageProcessor` refuses more than 32 messages per pop.
 pub const MAX_POP_BATCH: usize = 32;

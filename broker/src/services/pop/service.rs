@@ -6,116 +6,30 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use protocol::code::response;
-use protocol::message::{ConsumerOffset, QueueOffset, record};
-use store::PutMessageStatus;
+use protocol::message::{ConsumerOffset, QueueOffset};
 use store::lookup::GetMessageStatus;
 
-use super::handle::{HandleError, ReceiptHandle};
-use super::queue::{AckOutcome, QueueState};
+use super::handle::ReceiptHandle;
+use super::queue::QueueState;
+use super::types::{PopError, PopRequest, Popped};
 use super::{MAX_INVISIBLE_MS, MAX_POP_BATCH};
 use crate::names::perm;
 use crate::services::Broker;
 use crate::services::filter::MessageFilter;
-use crate::services::put_path::Put;
-use crate::services::redelivery::{copy_message, dead_letter_topic};
 
 /// (group, topic, queue id).
-type Key = (String, String, i32);
-
-/// One pop.
-#[derive(Debug, Clone)]
-pub struct PopRequest<'a> {
-    pub group: &'a str,
-    pub topic: &'a str,
-    /// One queue, or every readable queue of the topic on this broker.
-    pub queue_id: Option<i32>,
-    pub max_messages: usize,
-    pub invisible: Duration,
-    /// How long to wait for messages when none is there (capped at
-    /// `maxSuspendTimeoutMillis`); zero answers at once.
-    pub poll: Duration,
-    /// `TAG` (or none) or `SQL92`, and the expression.
-    pub expression_type: Option<&'a str>,
-    pub expression: &'a str,
-}
-
-/// A popped message.
-#[derive(Debug, Clone)]
-pub struct Popped {
-    /// The whole stored record.
-    pub record: Bytes,
-    pub queue_id: i32,
-    pub offset: QueueOffset,
-    /// Deliveries so far, 1 on the first.
-    pub attempt: u32,
-    pub handle: ReceiptHandle,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PopError {
-    #[error("{0}")]
-    NoPermission(String),
-    #[error("subscription group [{0}] does not exist")]
-    GroupNotExist(String),
-    #[error("topic[{0}] not exist, apply first please!")]
-    TopicNotExist(String),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("{1}")]
-    Filter(i32, String),
-    /// A cap on in-flight messages or parked pops (its config key).
-    #[error("{remark}")]
-    Limit { key: &'static str, remark: String },
-    #[error("{0}")]
-    InvalidHandle(String),
-    /// The handle's delivery is over: acked by another handle, redelivered since, or lost
-    /// in a restart (the message is delivered again).
-    #[error(
-        "receipt handle of {topic} queue {queue_id} offset {offset} is expired: the message was redelivered or is done"
-    )]
-    StaleHandle {
-        topic: String,
-        queue_id: i32,
-        offset: i64,
-    },
-    #[error("storing the dead letter copy failed: {0}")]
-    Store(String),
-}
-
-impl PopError {
-    /// The RocketMQ response code for a remoting answer.
-    pub fn code(&self) -> i32 {
-        match self {
-            Self::NoPermission(_) => response::NO_PERMISSION,
-            Self::GroupNotExist(_) => response::SUBSCRIPTION_GROUP_NOT_EXIST,
-            Self::TopicNotExist(_) => response::TOPIC_NOT_EXIST,
-            Self::Filter(code, _) => *code,
-            Self::Limit { .. } => response::SYSTEM_BUSY,
-            Self::BadRequest(_) | Self::InvalidHandle(_) | Self::StaleHandle { .. } => {
-                response::SYSTEM_ERROR
-            }
-            Self::Store(_) => response::SYSTEM_ERROR,
-        }
-    }
-}
-
-impl From<HandleError> for PopError {
-    fn from(e: HandleError) -> Self {
-        Self::InvalidHandle(e.to_string())
-    }
-}
+pub(super) type Key = (String, String, i32);
 
 #[derive(Default)]
-struct Table {
+pub(super) struct Table {
     queues: BTreeMap<Key, QueueState>,
     per_topic: HashMap<(String, String), usize>,
-    total: usize,
+    pub(super) total: usize,
 }
 
 impl Table {
     /// Runs `f` on the queue's state, keeping the in-flight counts right.
-    fn with<R>(&mut self, key: &Key, f: impl FnOnce(&mut QueueState) -> R) -> Option<R> {
+    pub(super) fn with<R>(&mut self, key: &Key, f: impl FnOnce(&mut QueueState) -> R) -> Option<R> {
         let state = self.queues.get_mut(key)?;
         let before = state.in_flight_count();
         let r = f(state);
@@ -152,7 +66,7 @@ struct Pass {
 }
 
 pub struct PopService {
-    table: Mutex<Table>,
+    pub(super) table: Mutex<Table>,
     ids: AtomicU64,
     rotation: AtomicUsize,
     parked: AtomicUsize,
@@ -176,7 +90,7 @@ impl PopService {
         }
     }
 
-    fn next_id(&self) -> u64 {
+    pub(super) fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
@@ -220,6 +134,9 @@ impl PopService {
             Duration::ZERO
         };
         let until = Instant::now() + hold;
+        /// Passes in a row a visible message may trigger without a wait.
+        const MAX_RECHECKS: u32 = 4;
+        let mut rechecks = 0;
         loop {
             if !broker.acts_as_master() {
                 return Err(PopError::NoPermission(format!(
@@ -263,13 +180,18 @@ impl PopService {
                         .park(req.topic, *q, *at, plan.filter.clone())
                 })
                 .collect();
-            if pass
-                .open
-                .iter()
-                .any(|(q, at)| broker.store.has_visible_message(req.topic, *q, *at))
+            // A message may have arrived between the pass and parking. Rechecked a few
+            // times at most: a unit the store lists but cannot serve must not spin.
+            if rechecks < MAX_RECHECKS
+                && pass
+                    .open
+                    .iter()
+                    .any(|(q, at)| broker.store.has_visible_message(req.topic, *q, *at))
             {
+                rechecks += 1;
                 continue;
             }
+            rechecks = 0;
             let mut wait = until - now;
             if let Some(deadline) = pass.next_deadline {
                 let ms = u64::try_from(deadline.saturating_sub(crate::now_ms())).unwrap_or(0);
@@ -552,174 +474,6 @@ impl PopService {
         }
     }
 
-    /// A handle of this broker, parsed.
-    fn handle(broker: &Broker, text: &str) -> Result<ReceiptHandle, PopError> {
-        let h = ReceiptHandle::parse(text)?;
-        let name = &broker.config.broker.broker_name;
-        if h.broker_name != *name {
-            return Err(PopError::InvalidHandle(format!(
-                "receipt handle belongs to broker {}, not {name}",
-                h.broker_name
-            )));
-        }
-        Ok(h)
-    }
-
-    fn stale(h: &ReceiptHandle) -> PopError {
-        PopError::StaleHandle {
-            topic: h.topic.clone(),
-            queue_id: h.queue_id,
-            offset: h.offset.get(),
-        }
-    }
-
-    /// AckMessage: done with the message (any handle of its current delivery).
-    pub fn ack(&self, broker: &Broker, group: &str, handle: &str) -> Result<(), PopError> {
-        let h = Self::handle(broker, handle)?;
-        let key: Key = (group.to_owned(), h.topic.clone(), h.queue_id);
-        let mut t = self.table.lock();
-        let outcome = t.with(&key, |state| {
-            let committed = state.committed();
-            let outcome = state.ack(h.offset, h.delivery);
-            commit_if_moved(broker, &key, committed, state.committed());
-            outcome
-        });
-        broker.metrics.pop.in_flight.set(t.total as i64);
-        drop(t);
-        match outcome {
-            Some(AckOutcome::Acked) => {
-                broker.metrics.pop.acks.inc();
-                Ok(())
-            }
-            Some(AckOutcome::AlreadyDone) => Ok(()),
-            Some(AckOutcome::Stale) => Err(Self::stale(&h)),
-            // No state (a restart since): done if below the committed offset.
-            None => match broker.offsets.query(group, &h.topic, h.queue_id) {
-                Some(c) if h.offset.get() < c.get() => Ok(()),
-                _ => Err(Self::stale(&h)),
-            },
-        }
-    }
-
-    /// ChangeInvisibleDuration: the message stays invisible `invisible` from now; a new
-    /// handle, while the old one still acks (5.x).
-    pub fn change_invisible(
-        &self,
-        broker: &Broker,
-        group: &str,
-        handle: &str,
-        invisible: Duration,
-    ) -> Result<ReceiptHandle, PopError> {
-        let h = Self::handle(broker, handle)?;
-        let ms = i64::try_from(invisible.as_millis()).unwrap_or(i64::MAX);
-        if ms <= 0 || ms > MAX_INVISIBLE_MS {
-            return Err(PopError::BadRequest(format!(
-                "invisible time {ms} ms is outside (0, {MAX_INVISIBLE_MS}] ms"
-            )));
-        }
-        let key: Key = (group.to_owned(), h.topic.clone(), h.queue_id);
-        let now = crate::now_ms();
-        let id = self.next_id();
-        let mut t = self.table.lock();
-        let changed = t
-            .with(&key, |state| {
-                state
-                    .change_invisible(h.offset, h.generation, id, now.saturating_add(ms))
-                    .map(|e| e.delivery)
-            })
-            .flatten();
-        drop(t);
-        let delivery = changed.ok_or_else(|| Self::stale(&h))?;
-        Ok(ReceiptHandle {
-            pop_time_ms: now,
-            invisible_ms: ms,
-            delivery,
-            generation: id,
-            ..h
-        })
-    }
-
-    /// ForwardMessageToDeadLetterQueue: the consumer gives up on the message.
-    pub async fn forward_to_dead_letter(
-        &self,
-        broker: &Broker,
-        group: &str,
-        handle: &str,
-    ) -> Result<(), PopError> {
-        let h = Self::handle(broker, handle)?;
-        let key: Key = (group.to_owned(), h.topic.clone(), h.queue_id);
-        let attempts = {
-            let mut t = self.table.lock();
-            t.with(&key, |state| {
-                state.start_forwarding(h.offset, Some(h.delivery))
-            })
-            .flatten()
-        }
-        .ok_or_else(|| Self::stale(&h))?;
-        let max = broker.groups.get(group).map_or(17, |g| {
-            u32::try_from(g.retry_max_times)
-                .unwrap_or(0)
-                .saturating_add(1)
-        });
-        self.forward(broker, &key, h.offset, attempts, max).await
-    }
-
-    /// Stores the dead letter copy of a message marked as forwarding; then it is done.
-    async fn forward(
-        &self,
-        broker: &Broker,
-        key: &Key,
-        offset: QueueOffset,
-        attempts: u32,
-        max_attempts: u32,
-    ) -> Result<(), PopError> {
-        let (group, topic, queue_id) = (&key.0, &key.1, key.2);
-        let result = match read_one(broker, topic, queue_id, offset) {
-            Read::Found(stored) => match record::decode(&stored, false) {
-                Ok(original) => {
-                    let dlq = dead_letter_topic(broker, group);
-                    let copy = copy_message(
-                        &stored,
-                        &original,
-                        dlq,
-                        0,
-                        0,
-                        i32::try_from(attempts).unwrap_or(i32::MAX),
-                        i32::try_from(max_attempts).unwrap_or(i32::MAX),
-                    );
-                    let r = broker.put(Put::Message(copy)).await;
-                    if r.status == PutMessageStatus::PutOk {
-                        tracing::warn!(%group, %topic, queue_id, %offset, attempts, "popped message moved to the dead letter queue");
-                        broker.metrics.pop.dlq_forwards.inc();
-                        broker.metrics.record_dlq(group);
-                        Ok(())
-                    } else {
-                        Err(PopError::Store(r.status.as_str().to_owned()))
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(%group, %topic, queue_id, %offset, error = %e, "undecodable record dropped from POP state");
-                    Ok(())
-                }
-            },
-            Read::Gone => Ok(()),
-            Read::Unreadable => Err(PopError::Store("the message could not be read".into())),
-        };
-        let now = crate::now_ms();
-        let mut t = self.table.lock();
-        t.with(key, |state| {
-            let committed = state.committed();
-            if result.is_ok() {
-                state.remove(offset);
-            } else {
-                state.forwarding_failed(offset, now);
-            }
-            commit_if_moved(broker, key, committed, state.committed());
-        });
-        broker.metrics.pop.in_flight.set(t.total as i64);
-        result
-    }
-
     /// Drops the state of a deleted topic or group.
     pub fn forget(&self, group: Option<&str>, topic: Option<&str>) {
         let mut t = self.table.lock();
@@ -743,7 +497,7 @@ fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     }
 }
 
-fn commit_if_moved(broker: &Broker, key: &Key, before: QueueOffset, after: QueueOffset) {
+pub(super) fn commit_if_moved(broker: &Broker, key: &Key, before: QueueOffset, after: QueueOffset) {
     if before != after {
         broker
             .offsets
@@ -751,7 +505,7 @@ fn commit_if_moved(broker: &Broker, key: &Key, before: QueueOffset, after: Queue
     }
 }
 
-enum Read {
+pub(super) enum Read {
     Found(Bytes),
     /// Below the queue's minimum: removed by retention.
     Gone,
@@ -759,7 +513,7 @@ enum Read {
     Unreadable,
 }
 
-fn read_one(broker: &Broker, topic: &str, queue_id: i32, offset: QueueOffset) -> Read {
+pub(super) fn read_one(broker: &Broker, topic: &str, queue_id: i32, offset: QueueOffset) -> Read {
     let r = broker.store.get_message(topic, queue_id, offset, 1, None);
     match r.status {
         GetMessageStatus::Found => match (r.messages.into_iter().next(), r.queue_offsets.first()) {
