@@ -280,6 +280,18 @@ broker_config! {
     max_parked_pulls_per_connection: u32 = "maxParkedPullsPerConnection" => 1024;
     /// Parked pulls across the broker.
     max_parked_pulls_total: u32 = "maxParkedPullsTotal" => 65_536;
+    /// POP messages one (group, topic) may have in flight — delivered to 5.x consumers and
+    /// neither acked nor visible again (not a RocketMQ key; 5.x bounds them only by its
+    /// revive topic's disk). A pop over it gets what still fits, or, when nothing fits,
+    /// SYSTEM_BUSY with a remark naming this key.
+    pop_max_in_flight_per_group_topic: u32 = "popMaxInFlightPerGroupTopic" => 32_768;
+    /// POP messages in flight across the broker (not a RocketMQ key); each costs about
+    /// 150 bytes of memory.
+    pop_max_in_flight_total: u32 = "popMaxInFlightTotal" => 262_144;
+    /// POP requests parked waiting for messages across the broker (not a RocketMQ key;
+    /// 5.x's `popPollingSize` bounds them per queue). Over it a pop with nothing to
+    /// deliver is answered at once, refused as POLLING_FULL.
+    pop_max_parked_total: u32 = "popMaxParkedTotal" => 16_384;
     /// A write to a client that makes no progress for this long closes the connection.
     write_timeout_millis: u64 = "writeTimeoutMillis" => 15_000;
     /// TCP keepalive idle time on accepted connections, s (0 disables keepalive).

@@ -188,6 +188,7 @@ async fn delete_everywhere(broker: Arc<Broker>, topic: String) -> Deletion {
     match tokio::task::spawn_blocking(move || store.delete_topic(&name)).await {
         Ok(Ok(queues)) => {
             broker.offsets.remove_topic(&topic);
+            broker.pop.forget(None, Some(&topic));
             Deletion::Done(queues)
         }
         Ok(Err(e)) => Deletion::Store(e.to_string()),
@@ -270,6 +271,7 @@ pub async fn delete_group(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
     broker.metrics.forget_group(&h.group_name);
     if h.remove_offset {
         broker.offsets.remove_group(&h.group_name);
+        broker.pop.forget(Some(&h.group_name), None);
     }
     Ok(success(request).into())
 }

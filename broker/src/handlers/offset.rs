@@ -70,6 +70,9 @@ pub fn update_consumer_offset(broker: &Arc<Broker>, request: &RemotingCommand) -
             format!("subscription group [{}] does not exist", h.consumer_group),
         );
     }
+    if let Some(remark) = broker.pop.refusal_for_4x(&h.consumer_group) {
+        return error(request, response::NO_PERMISSION, remark);
+    }
     if !broker.topics.has_queue(&h.topic, h.queue_id) {
         return error(
             request,

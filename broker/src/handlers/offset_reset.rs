@@ -122,6 +122,9 @@ pub async fn reset_offset(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
                 .count("maxPendingOffsetResets");
         }
     }
+    // A POP group starts over from the reset offsets: its cursors and in-flight messages
+    // are dropped (their handles no longer ack), as 5.x's reset drops its pop checkpoints.
+    broker.pop.forget(Some(&h.group), Some(&h.topic));
     // Pulls parked on the topic are answered now, so the group's next pull, the one the
     // reset redirects, does not wait for a long-polling hold to expire.
     broker.pull_hold.wake_where(|topic, _, _| topic == h.topic);

@@ -146,6 +146,11 @@ fn process(
             format!("subscription group no permission, {}", h.consumer_group),
         );
     }
+    // A group consuming by POP owns its committed offsets through its in-flight
+    // messages; a 4.x pull of it (and its piggy-backed commit) would corrupt them.
+    if let Some(remark) = broker.pop.refusal_for_4x(&h.consumer_group) {
+        return fail(request, response::NO_PERMISSION, remark);
+    }
     let Some(topic) = broker.topics.get(&h.topic) else {
         return fail(
             request,

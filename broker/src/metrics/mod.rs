@@ -4,6 +4,7 @@
 
 pub mod handles;
 pub mod limits;
+pub mod pop;
 pub mod skips;
 pub mod transactions;
 
@@ -96,6 +97,8 @@ pub struct Metrics {
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
     pub transactions: crate::metrics::transactions::TransactionMetrics,
+    /// POP consumption (5.x consumers).
+    pub pop: crate::metrics::pop::PopMetrics,
     /// Where the resource limits bite.
     pub limits: crate::metrics::limits::LimitMetrics,
     /// Records the transaction checker and the schedule service passed over.
@@ -163,6 +166,7 @@ impl Metrics {
             commitlog_max: Gauge::default(),
             group_diff: Family::default(),
             transactions: Default::default(),
+            pop: Default::default(),
             limits: Default::default(),
             skips: Default::default(),
             put_total: AtomicU64::new(0),
@@ -335,6 +339,7 @@ impl Metrics {
             m.acl_refused.clone(),
         );
         m.transactions.register(&mut r);
+        m.pop.register(&mut r);
         m.limits.register(&mut r);
         m.skips.register(&mut r);
         Self { registry: r, ..m }

@@ -48,6 +48,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     pub store: Arc<BrokerStore>,
     pub pull_hold: PullHold,
+    /// POP consumption (5.x consumers): cursors and in-flight messages.
+    pub pop: crate::services::pop::PopService,
     /// Compiled SQL92 subscriptions (`ConsumerFilterManager`).
     pub filters: Arc<FilterRegistry>,
     pub transactions: Transactions,
@@ -207,6 +209,7 @@ impl Broker {
             metrics,
             store,
             pull_hold: PullHold::default(),
+            pop: crate::services::pop::PopService::new(),
             filters,
             transactions: Transactions::new(b),
             in_flight,

@@ -16,6 +16,11 @@ pub struct SubscriptionGroupConfig {
     pub consume_broadcast_enable: bool,
     pub consume_enable: bool,
     pub consume_from_min_enable: bool,
+    /// 5.x's FIFO flag of the group (`consumeMessageOrderly`): POP consumers of the group
+    /// get a queue's messages in order, one in-flight batch at a time. Written only when
+    /// set, so a 4.9 broker reading the file sees the fields it knows.
+    #[serde(skip_serializing_if = "is_false")]
+    pub consume_message_orderly: bool,
     pub group_name: String,
     pub notify_consumer_ids_changed_enable: bool,
     pub retry_max_times: i32,
@@ -30,6 +35,7 @@ impl Default for SubscriptionGroupConfig {
             consume_broadcast_enable: true,
             consume_enable: true,
             consume_from_min_enable: true,
+            consume_message_orderly: false,
             group_name: String::new(),
             notify_consumer_ids_changed_enable: true,
             retry_max_times: 16,
@@ -37,6 +43,10 @@ impl Default for SubscriptionGroupConfig {
             which_broker_when_consume_slowly: 1,
         }
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
