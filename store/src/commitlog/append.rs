@@ -2,7 +2,8 @@
 //!
 //! Everything that does not depend on the position (validation, delay rewrite, body
 //! CRC, record length) happens before the put lock; inside it only the offsets and the
-//! store timestamp are assigned and the bytes are encoded straight into the mapping.
+//! store timestamp are assigned and the bytes are encoded straight into the mapping, or
+//! under SYNC_FLUSH into the file's stage buffer (`mapped_file/stage.rs`).
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
@@ -20,7 +21,7 @@ use protocol::message::properties::{self, Properties};
 
 use super::{BatchMessage, BrokerMessage, CommitLog};
 use crate::config::DelayLevels;
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{AppendTo, MappedFile};
 use crate::put_result::{AppendMessageResult, PutMessageStatus};
 
 /// `TopicValidator.RMQ_SYS_SCHEDULE_TOPIC`.
@@ -31,6 +32,10 @@ pub const PROPERTY_REAL_QUEUE_ID: &str = "REAL_QID";
 
 /// The whole record may exceed the body limit by this much (`MessageExtEncoder`).
 const RECORD_OVERHEAD_LIMIT: usize = 64 * 1024;
+
+/// Staged bytes at which a put commits them itself instead of leaving it to the group
+/// commit (bounds the stage buffer while a sync stalls).
+const STAGE_COMMIT_LIMIT: u32 = 4 * 1024 * 1024;
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
@@ -226,10 +231,15 @@ impl CommitLog {
                 _ => create()?,
             };
             if total as usize + END_FILE_MIN_BLANK_LENGTH > file.remaining() as usize {
-                write_blank(&file);
+                write_blank(&file, self.append_to());
+                // The file is full only once its staged bytes (the BLANK last) are in
+                // it; later commits only look at the last file.
+                if self.write_through && self.commit_file(&file).is_err() {
+                    return Err(PutMessageStatus::UnknownError);
+                }
                 file = create()?;
             }
-            let wrote_offset = file.from_offset() + u64::from(file.wrote_position());
+            let wrote_offset = file.from_offset() + u64::from(file.append_position());
             let count = records.len() as i64;
             let first_queue_offset = if advances {
                 state.offsets.take(first.topic, first.queue_id, count)
@@ -264,12 +274,7 @@ impl CommitLog {
             // `None`: no room (checked above, so never) or the write failed. A failed
             // write fences the log: what reached the file is unknown (see `crate::fence`).
             let encoded = file
-                .append_with(
-                    total,
-                    store_timestamp,
-                    self.write_buffer(&mut state),
-                    encode,
-                )
+                .append_with(total, store_timestamp, self.append_to(), encode)
                 .ok_or(PutMessageStatus::UnknownError)
                 .inspect_err(|_| {
                     self.fence().trip(format!(
@@ -278,6 +283,15 @@ impl CommitLog {
                     ));
                 });
             self.queue.keep_prefaulted(&file);
+            // Staged bytes are normally committed by the group commit right away; a sync
+            // that stalls lets them pile up, so past a bound the put commits them itself.
+            if self.write_through
+                && file.staged_len() >= STAGE_COMMIT_LIMIT
+                && self.commit_file(&file).is_err()
+            {
+                state.file = Some(file);
+                return Err(PutMessageStatus::UnknownError);
+            }
             state.file = Some(file);
             if let Err(e) = encoded.and_then(|r| {
                 r.map_err(|e| {
@@ -306,16 +320,19 @@ impl CommitLog {
         self.lock_since.store(0, Ordering::Relaxed);
         drop(state);
         let result = result?;
-        self.signal.publish(result.end_offset());
+        if !self.write_through {
+            // Staged records are published when committed.
+            self.signal.publish(result.end_offset());
+        }
         Ok(result)
     }
 }
 
 /// Fills the rest of `file` with a BLANK record: TOTALSIZE = bytes left, BLANK magic; the
 /// remaining bytes stay as they are (zeros).
-fn write_blank(file: &MappedFile) {
+fn write_blank(file: &MappedFile, to: AppendTo) {
     let remaining = file.remaining();
-    let _ = file.append_with(remaining, 0, None, |out| {
+    let _ = file.append_with(remaining, 0, to, |out| {
         if out.len() >= END_FILE_MIN_BLANK_LENGTH {
             out[..4].copy_from_slice(&(remaining as i32).to_be_bytes());
             out[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());

@@ -26,7 +26,7 @@ use protocol::message::{PhysicalOffset, QueueOffset, RecordError, decode};
 use crate::config::{DelayLevels, FlushDiskType, MessageStoreConfig};
 use crate::error::StoreError;
 use crate::fs::StoreFs;
-use crate::mapped_file::{FlushOutcome, MappedFile, MappedFileQueue, QueueOptions, WriteThrough};
+use crate::mapped_file::{AppendTo, FlushOutcome, MappedFile, MappedFileQueue, QueueOptions};
 
 /// `topicQueueTable`: next queue offset per topic and queue id.
 #[derive(Debug, Default)]
@@ -71,8 +71,6 @@ struct PutState {
     offsets: QueueOffsets,
     /// The file being appended to (the queue's last file), cached to skip the lookup.
     file: Option<Arc<MappedFile>>,
-    /// Reused write-through buffer (see [`CommitLog::write_buffer`]).
-    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -82,8 +80,10 @@ pub struct CommitLog {
     max_message_size: u32,
     delay_levels: DelayLevels,
     put: Mutex<PutState>,
-    /// Appends go to the file by `pwrite(2)` rather than through the mapping: under
-    /// SYNC_FLUSH, where every put waits for a sync (see [`MappedFile::append_with`]).
+    /// Appends are staged and reach the file by one `pwrite(2)` per commit rather than
+    /// through the mapping: under SYNC_FLUSH, where every put waits for a sync (see
+    /// `mapped_file/stage.rs`). Staged records become readable when committed, and the
+    /// append signal is published then.
     write_through: bool,
     /// Wall-clock ms at which the current put took the put lock, 0 when free
     /// (`beginTimeInLock`, for OS_PAGECACHE_BUSY).
@@ -131,13 +131,36 @@ impl CommitLog {
         })
     }
 
-    /// The buffer appends go through under write-through, `None` to store through the
-    /// mapping; borrowed from the put state, so only the put lock's holder gets it.
-    fn write_buffer<'a>(&'a self, state: &'a mut PutState) -> Option<WriteThrough<'a>> {
-        self.write_through.then_some(WriteThrough {
-            buffer: &mut state.scratch,
-            fs: self.queue.fs(),
-        })
+    /// How appends reach the files (see `write_through`).
+    fn append_to(&self) -> AppendTo {
+        if self.write_through {
+            AppendTo::Stage
+        } else {
+            AppendTo::Mapping
+        }
+    }
+
+    /// Commits what `file` has staged and publishes the new end to readers; a failed
+    /// write trips the fence (nothing more may be acknowledged, see [`crate::fence`]).
+    fn commit_file(&self, file: &MappedFile) -> std::io::Result<()> {
+        file.commit(self.queue.fs()).inspect_err(|e| {
+            self.fence().trip(format!(
+                "writing staged records to {} failed: {e}",
+                file.path().display()
+            ));
+        })?;
+        self.signal.publish(self.max_offset());
+        Ok(())
+    }
+
+    /// Makes every staged record readable (one `pwrite` of what the last file staged);
+    /// without staging, nothing to do. Only the last file can hold staged bytes: a put
+    /// that rolls to a new file commits the old one first.
+    pub fn commit(&self) -> std::io::Result<()> {
+        match self.queue.last() {
+            Some(last) if self.write_through => self.commit_file(&last),
+            _ => Ok(()),
+        }
     }
 
     /// Tripped by the first failed write or flush (see [`crate::fence`]).
@@ -217,9 +240,17 @@ impl CommitLog {
     }
 
     /// Flushes everything written (`least_pages == 0`) or only files with that many
-    /// dirty pages.
+    /// dirty pages. Staged records are committed first (readable before the sync) and
+    /// are inside what the flush makes durable.
     pub fn flush(&self, least_pages: u32) -> std::io::Result<FlushOutcome> {
-        self.queue.flush(least_pages)
+        self.commit()?;
+        let outcome = self.queue.flush(least_pages)?;
+        if self.write_through {
+            // A put that rolled to a new file meanwhile left it staged; the flush
+            // committed it.
+            self.signal.publish(self.max_offset());
+        }
+        Ok(outcome)
     }
 
     /// Next queue offset of `topic`/`queue_id`.
@@ -243,6 +274,9 @@ impl CommitLog {
     pub fn remove_topic(&self, topic: &str) -> PhysicalOffset {
         let mut state = self.put.lock();
         state.offsets.0.remove(topic);
+        // Staged records of the old life must lie below the end returned. A failed
+        // write fences the log: nothing is written after it any more.
+        let _ = self.commit();
         self.max_offset()
     }
 

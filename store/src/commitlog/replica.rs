@@ -6,7 +6,7 @@
 use protocol::message::PhysicalOffset;
 
 use super::CommitLog;
-use crate::error::StoreError;
+use crate::error::{IoContext, StoreError};
 
 /// Why replicated bytes could not be placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -41,7 +41,7 @@ impl CommitLog {
             .queue
             .last_or_create(start)
             .map_err(|_| PlaceError::CreateFile { at })?;
-        let end = file.from_offset() + u64::from(file.wrote_position());
+        let end = file.from_offset() + u64::from(file.append_position());
         if end != start {
             return Err(PlaceError::NotAtEnd {
                 end: PhysicalOffset(end as i64),
@@ -52,7 +52,7 @@ impl CommitLog {
             return Err(PlaceError::NoRoom { at });
         }
         // Room was checked, so `None` is a failed write.
-        file.append_with(len, store_timestamp, self.write_buffer(&mut state), |dst| {
+        file.append_with(len, store_timestamp, self.append_to(), |dst| {
             fill(dst);
             Ok::<(), ()>(())
         })
@@ -62,6 +62,12 @@ impl CommitLog {
                 .trip(format!("writing replicated bytes at {at} failed"));
         })?
         .map_err(|()| PlaceError::Write { at })?;
+        // A replicated frame is already a batch: staged bytes are committed at once
+        // (one `pwrite` per frame), so the replica's end is readable and reportable.
+        if self.write_through {
+            self.commit_file(&file)
+                .map_err(|_| PlaceError::Write { at })?;
+        }
         drop(state);
         self.signal.publish(PhysicalOffset(at.0 + i64::from(len)));
         Ok(())
@@ -74,6 +80,12 @@ impl CommitLog {
         let at = u64::try_from(offset.0).unwrap_or(0);
         let mut state = self.put.lock();
         state.file = None;
+        // Staged records count as written: the cut below then treats them like any
+        // other bytes past `offset`.
+        if let Some(last) = self.queue.last() {
+            last.commit(self.queue.fs())
+                .ctx(|| format!("commit {}", last.path().display()))?;
+        }
         self.queue.truncate_live(at)?;
         self.queue.discard_prepared()?;
         self.signal

@@ -1,9 +1,9 @@
 //! SYNC_FLUSH group commit. The flush thread is the permanent leader of a
-//! leader/follower barrier: followers (puts) only enqueue `(end offset, deadline,
-//! completion)` and go on (their future resolves later); the leader takes the whole
-//! queue, syncs everything written so far with one msync, and completes every waiter
-//! at or below the durable offset. Waiters that arrive during the msync form the next
-//! group.
+//! leader/follower barrier: followers (puts) stage their record (`mapped_file/stage.rs`),
+//! enqueue `(end offset, deadline, completion)` and go on (their future resolves later);
+//! the leader takes the whole queue, writes everything staged so far with one `pwrite`,
+//! syncs it with one msync, and completes every waiter at or below the durable offset.
+//! Waiters that arrive during the write and the msync form the next group.
 //!
 //! Gathering: RocketMQ's `GroupCommitService` starts the next flush as soon as the
 //! last one ends. Under a steady load of N producers that each wait for their ack,

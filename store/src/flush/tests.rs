@@ -68,18 +68,18 @@ fn group_commit_completes_concurrent_waiters_once_durable() {
 #[test]
 fn group_commit_times_out_for_data_that_never_becomes_durable() {
     let (_dir, log, _cp, service) = setup(FlushDiskType::SyncFlush, 30);
-    log.append(&message("T", 0, b"x")).unwrap();
+    let end = log.append(&message("T", 0, b"x")).unwrap().end_offset();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let start = Instant::now();
-    // An offset past everything written cannot become durable.
-    let beyond = PhysicalOffset(log.max_offset().0 + 1);
+    // An offset past everything appended cannot become durable.
+    let beyond = PhysicalOffset(end.0 + 1);
     assert!(!rt.block_on(service.wait_durable(beyond).unwrap()));
     assert!(start.elapsed() >= Duration::from_millis(30));
     // Already durable offsets complete without queueing.
-    assert!(rt.block_on(service.wait_durable(log.max_offset()).unwrap()));
+    assert!(rt.block_on(service.wait_durable(end).unwrap()));
     service.shutdown();
     assert!(
         !rt.block_on(service.wait_durable(beyond).unwrap()),

@@ -95,15 +95,30 @@ fn a_stalled_sync_answers_flush_disk_timeout_after_the_timeout() {
     assert_eq!(store.write_refusal(), None);
 }
 
+/// Staged records reach the file by the group commit's `pwrite`: when it fails, the
+/// waiting put is never acknowledged, the store fences, and a restart recovers without
+/// the record.
 #[test]
-fn a_failed_write_through_fences_too() {
+fn a_failed_commit_write_is_never_acknowledged_and_fences() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
     let store = Arc::new(sync_store(dir.path(), Arc::clone(&fs), 600_000));
+    let ok = put_bounded(&store, b"before", Duration::from_secs(30));
+    assert_eq!(ok.status, PutMessageStatus::PutOk);
+    let durable_end = store.max_phy_offset();
     fs.inject_times(FaultOp::Write, dir.path().join("commitlog"), Fault::Io, 1);
     let r = put_bounded(&store, b"eio", Duration::from_secs(30));
-    assert!(!r.status.is_stored(), "{:?}", r.status);
+    assert_eq!(r.status, PutMessageStatus::FlushDiskTimeout);
     assert_eq!(store.write_refusal(), Some(WriteRefusal::Fenced));
     let r = put_bounded(&store, b"next", Duration::from_secs(30));
     assert_eq!(r.status, PutMessageStatus::ServiceNotAvailable);
+    assert_eq!(store.max_phy_offset(), durable_end, "nothing published");
+
+    assert!(store.shutdown().is_err());
+    drop(store);
+    let store = Arc::new(sync_store(dir.path(), Arc::new(FaultFs::new()), 600_000));
+    assert_eq!(store.max_phy_offset(), durable_end);
+    let r = put_bounded(&store, b"again", Duration::from_secs(30));
+    assert_eq!(r.status, PutMessageStatus::PutOk);
+    assert_eq!(r.append.unwrap().wrote_offset, durable_end);
 }

@@ -69,7 +69,7 @@ fn batches_cut_anywhere_rebuild_an_identical_log() {
     }
 }
 
-/// A SYNC_FLUSH slave places the bytes by pwrite (`MappedFile::append_with` through a buffer).
+/// A SYNC_FLUSH slave stages the bytes and commits each frame with one pwrite.
 #[test]
 fn a_sync_flush_replica_writes_through_and_matches() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

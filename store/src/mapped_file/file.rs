@@ -22,6 +22,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::Mutex;
 
 use super::kind::{FileKind, Naming, OpenError};
+use super::stage::Stage;
 use super::{file_name, parse_file_name};
 use crate::config::OS_PAGE_SIZE;
 use crate::fs::StoreFs;
@@ -33,8 +34,11 @@ pub struct MappedFile {
     pub(super) from: u64,
     pub(super) size: u32,
     pub(super) map: MmapRaw,
-    /// Serialises writers; readers never take it.
-    pub(super) write_lock: Mutex<()>,
+    /// Serialises writers and holds the staged appends (see `stage.rs`); readers never
+    /// take it.
+    pub(super) write_lock: Mutex<Stage>,
+    /// Serialises commits of staged bytes and keeps the spare stage buffer.
+    pub(super) commit_lock: Mutex<Vec<u8>>,
     /// Bytes `[0, wrote)` are written and immutable (stream kinds; `size` for fixed ones).
     pub(super) wrote: AtomicU32,
     pub(super) flushed: AtomicU32,
@@ -142,7 +146,8 @@ impl MappedFile {
             from,
             size,
             map,
-            write_lock: Mutex::new(()),
+            write_lock: Mutex::new(Stage::default()),
+            commit_lock: Mutex::new(Vec::new()),
             wrote: AtomicU32::new(position),
             flushed: AtomicU32::new(position),
             flush_lock: Mutex::new(()),
@@ -187,8 +192,9 @@ impl MappedFile {
         self.wrote_position() >= self.size
     }
 
+    /// Room left for appends (staged bytes take theirs already).
     pub fn remaining(&self) -> u32 {
-        self.size - self.wrote_position()
+        self.size - self.append_position()
     }
 
     pub fn store_timestamp(&self) -> i64 {
@@ -201,33 +207,32 @@ impl MappedFile {
     }
 
     /// Appends `len` bytes produced by `fill`, which must overwrite the whole slice it
-    /// gets. Returns `None` without calling `fill` when fewer than `len` bytes are left;
-    /// when `fill` fails nothing is published (the bytes stay beyond the write position).
+    /// gets. Returns `None` without calling `fill` when fewer than `len` bytes are left
+    /// (or, for [`AppendTo::Mapping`], when staged bytes are pending: the two ways never
+    /// mix in one file); when `fill` fails nothing is published or kept.
     ///
-    /// With `through: Some(buffer)` the bytes are filled into `buffer` (its allocation is
-    /// reused across calls) and handed to the kernel with one `pwrite(2)` instead of being
-    /// stored through the mapping; readers still read through the mapping (the page
-    /// cache is shared). A failed write is logged and also answers `None`, publishing
-    /// nothing (the next append overwrites whatever reached the file).
-    ///
-    /// Why: a store into a clean mapped page takes a write fault that dirties the inode,
-    /// and on ext4 the next sync then commits the journal. Measured on this project's
-    /// machines: 33 KB appended through the mapping + msync takes about 2 ms, the same
-    /// bytes by pwrite + fdatasync 0.25–0.4 ms. SYNC_FLUSH waits for every such sync.
+    /// [`AppendTo::Mapping`] stores through the mapping and publishes the bytes at once.
+    /// [`AppendTo::Stage`] encodes them into the file's stage buffer: they get their
+    /// position now but reach the file, and readers, at the next [`Self::commit`] (see
+    /// `stage.rs` for why SYNC_FLUSH appends that way).
     pub fn append_with<R, E>(
         &self,
         len: u32,
         store_timestamp: i64,
-        through: Option<WriteThrough<'_>>,
+        to: AppendTo,
         fill: impl FnOnce(&mut [u8]) -> Result<R, E>,
     ) -> Option<Result<R, E>> {
-        let _writer = self.write_lock.lock();
-        let pos = self.wrote.load(Ordering::Relaxed);
+        let mut stage = self.write_lock.lock();
+        let pos = self.wrote.load(Ordering::Relaxed) + stage.len();
         if len > self.size - pos {
             return None;
         }
-        let out = match through {
-            None => {
+        match to {
+            AppendTo::Mapping => {
+                if stage.len() != 0 {
+                    tracing::error!(path = %self.path.display(), "an append through the mapping while staged bytes are pending");
+                    return None;
+                }
                 // SAFETY: the mapping is `size` bytes and pos + len <= size. Only the
                 // holder of `write_lock` touches bytes at or past `wrote`, and readers
                 // only read below `wrote`, so this slice aliases nothing.
@@ -237,36 +242,25 @@ impl MappedFile {
                         len as usize,
                     )
                 };
-                fill(slice)
-            }
-            Some(WriteThrough { buffer, fs }) => {
-                buffer.clear();
-                buffer.resize(len as usize, 0);
-                let out = fill(buffer);
-                if out.is_ok()
-                    && let Err(e) = fs.write_at(&self.path, &self.file, buffer, u64::from(pos))
-                {
-                    tracing::error!(path = %self.path.display(), pos, error = %e, "writing appended bytes failed");
-                    return None;
+                let out = fill(slice);
+                if out.is_ok() {
+                    self.wrote.store(pos + len, Ordering::Release);
+                    if store_timestamp != 0 {
+                        self.store_timestamp
+                            .store(store_timestamp, Ordering::Release);
+                    }
                 }
-                out
+                Some(out)
             }
-        };
-        if out.is_ok() {
-            self.wrote.store(pos + len, Ordering::Release);
-            if store_timestamp != 0 {
-                self.store_timestamp
-                    .store(store_timestamp, Ordering::Release);
-            }
+            AppendTo::Stage => Some(stage.push(len, store_timestamp, fill)),
         }
-        Some(out)
     }
 
     pub fn append(&self, data: &[u8]) -> bool {
         let Ok(len) = u32::try_from(data.len()) else {
             return false;
         };
-        self.append_with(len, 0, None, |dst| {
+        self.append_with(len, 0, AppendTo::Mapping, |dst| {
             dst.copy_from_slice(data);
             Ok::<(), ()>(())
         })
@@ -373,11 +367,17 @@ impl MappedFile {
             .saturating_sub(self.flushed_position())
     }
 
-    /// Makes everything written so far durable (`msync(MS_SYNC)` through `fs` of the range
+    /// Makes everything appended so far durable (staged bytes are committed first, then
+    /// `msync(MS_SYNC)` through `fs` of the range
     /// written since the last flush; the whole mapping for fixed layouts). Returns the new
     /// flushed position. The first failure fences the file: the flushed position stays,
     /// and this and every later call fail.
     pub fn flush(&self, fs: &dyn StoreFs) -> io::Result<u32> {
+        // Staged bytes first (taking `write_lock`, so before `flush_lock`: truncation
+        // takes the two in that order).
+        if !self.kind.is_fixed() {
+            self.commit(fs)?;
+        }
         let _flushing = self.flush_lock.lock();
         let wrote = self.wrote_position();
         let flushed = if self.kind.is_fixed() {
@@ -407,7 +407,7 @@ impl MappedFile {
             })
     }
 
-    fn fence_error(&self) -> io::Error {
+    pub(super) fn fence_error(&self) -> io::Error {
         io::Error::other(format!(
             "an earlier sync of {} failed; its durable state is unknown until restart",
             self.path.display()
@@ -445,12 +445,14 @@ impl MappedFile {
     }
 }
 
-/// How a write-through append reaches the file: the reused buffer it is encoded into and
-/// the file system that `pwrite`s it (see [`MappedFile::append_with`]).
-#[derive(Debug)]
-pub struct WriteThrough<'a> {
-    pub buffer: &'a mut Vec<u8>,
-    pub fs: &'a dyn StoreFs,
+/// Where [`MappedFile::append_with`] puts the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendTo {
+    /// Stored through the mapping, readable at once (ASYNC_FLUSH, every other kind).
+    Mapping,
+    /// Encoded into the file's stage buffer; one `pwrite(2)` per commit hands them to
+    /// the kernel (SYNC_FLUSH, see `stage.rs`).
+    Stage,
 }
 
 /// Owner of a zero-copy view: the bytes stay mapped as long as this lives.

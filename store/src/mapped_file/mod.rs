@@ -19,10 +19,11 @@ mod file;
 mod kind;
 mod prefault;
 mod queue;
+mod stage;
 mod truncate;
 mod write_ahead;
 
-pub use file::{MappedFile, MappedSlice, WriteThrough};
+pub use file::{AppendTo, MappedFile, MappedSlice};
 pub use kind::{COMMIT_LOG, CONSUME_QUEUE, FileKind, INDEX, Layout, Naming, OpenError};
 pub use queue::{FlushOutcome, MappedFileQueue, QueueOptions};
 
@@ -46,3 +47,5 @@ pub fn parse_file_name(path: &Path) -> Option<u64> {
 mod tests;
 #[cfg(test)]
 mod tests_kinds;
+#[cfg(test)]
+mod tests_stage;

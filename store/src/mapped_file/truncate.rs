@@ -39,7 +39,9 @@ impl MappedFile {
                 "a fixed-layout file is truncated by deleting it",
             ));
         };
-        let _writer = self.write_lock.lock();
+        let mut stage = self.write_lock.lock();
+        // Staged bytes lie past the write position, so past the new end too.
+        stage.discard();
         // A concurrent flush must not publish a flushed position above the new end.
         let _flushing = self.flush_lock.lock();
         let unit = unit.max(1);

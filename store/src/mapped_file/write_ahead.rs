@@ -13,8 +13,8 @@
 //! writing a gigabyte up front; this does it a few MiB at a time.
 //!
 //! Safety of racing the appender: zeros are only written under the file's write lock, and
-//! only to whole pages at or past the page-rounded write position; bytes there are still
-//! zeros (a fresh or truncated-and-zeroed tail), so the write changes nothing a reader
+//! only to whole pages at or past the page-rounded position of the next append (the write
+//! position plus the staged bytes, see `stage.rs`); bytes there are still zeros (a fresh or truncated-and-zeroed tail), so the write changes nothing a reader
 //! could see, and an append that lands there afterwards simply overwrites the zeros.
 
 use std::os::fd::AsRawFd;
@@ -38,8 +38,10 @@ impl MappedFile {
         let mut written = false;
         loop {
             let chunk = {
-                let _writer = self.write_lock.lock();
-                let wrote = self.wrote.load(Ordering::Relaxed);
+                let stage = self.write_lock.lock();
+                // Where the next append goes: staged bytes are not in the file yet,
+                // and their commit must find nothing but them in their range.
+                let wrote = self.wrote.load(Ordering::Relaxed) + stage.len();
                 let start = self
                     .prefaulted
                     .load(Ordering::Relaxed)
