@@ -49,15 +49,16 @@ start_nameserver() {
 # start_broker DIR EXTRA [WRAPPER...]: a broker of NS's cluster (1 GiB CommitLog files) with
 # its config (plus EXTRA lines), store and log in DIR, run under WRAPPER (e.g. taskset -c
 # 0). A second call on the same DIR restarts it on the same store (on new ports). Sets
-# BROKER_PID, BROKER_PORT and BROKER_HTTP (its metrics port); fails showing the log if it
+# BROKER_PID, BROKER_PORT, BROKER_HTTP (its metrics port) and BROKER_GRPC (its 5.x gRPC
+# port); fails showing the log if it
 # does not become ready within 30 s. BROKER_NAME_ID (default "broker-bench 0") sets
 # brokerName and brokerId, e.g. "broker-bench 1" for a slave.
 start_broker() {
-  local dir="$1" extra="$2" port http
+  local dir="$1" extra="$2" port http grpc
   shift 2
   local name id
   read -r name id <<<"${BROKER_NAME_ID:-broker-bench 0}"
-  port="$(free_port)"; http="$(free_port)"
+  port="$(free_port)"; http="$(free_port)"; grpc="$(free_port)"
   mkdir -p "$dir"
   cat > "$dir/broker.conf" <<CONF
 brokerClusterName=BenchCluster
@@ -65,6 +66,7 @@ brokerName=$name
 brokerId=$id
 listenPort=$port
 metricsPort=$http
+grpcServerPort=$grpc
 bindAddress=127.0.0.1
 brokerIP1=127.0.0.1
 namesrvAddr=$NS
@@ -73,7 +75,7 @@ mappedFileSizeCommitLog=1073741824
 $extra
 CONF
   "$@" "$BIN_DIR/rmq-broker" -c "$dir/broker.conf" >>"$dir/broker.log" 2>&1 &
-  BROKER_PID=$! BROKER_PORT=$port BROKER_HTTP=$http
+  BROKER_PID=$! BROKER_PORT=$port BROKER_HTTP=$http BROKER_GRPC=$grpc
   PIDS+=("$BROKER_PID")
   wait_ready "$http" 300 "$BROKER_PID" || {
     echo "broker did not become ready:" >&2; tail -20 "$dir/broker.log" >&2; exit 1

@@ -25,6 +25,10 @@
 #   e2e-latency-idle-groups the same with 100 idle groups parked in long polls on another topic
 #   e2e-latency-secure      the same with ACL (every request signed) and TLS on, on a
 #                nameserver and broker of their own
+#   grpc-produce the remoting baseline and the 5.x gRPC endpoint in one run: 64 sync senders
+#                of 1 KiB each way (rows remoting-produce-64 and grpc-produce), ASYNC_FLUSH
+#   grpc-receive everything grpc-produce wrote received and acked through the gRPC endpoint
+#                (POP: ReceiveMessage of 32 + AckMessage, 8 receivers)
 #
 # LATENCY=1 adds rmq-bench's --latency histogram of every scenario to its log (stderr).
 #
@@ -38,7 +42,7 @@ WARMUP=3
 RATE=5000
 SCENARIOS="async-max,fixed-rate,sync-flush,sync-flush-1,batch,catch-up"
 # Also available: async-master-ha,sync-master,e2e-latency,e2e-latency-filter,
-# e2e-latency-idle-groups,e2e-latency-secure
+# e2e-latency-idle-groups,e2e-latency-secure,grpc-produce,grpc-receive
 OUT_DIR="$ROOT/bench/results"
 BUILD=1
 
@@ -266,6 +270,17 @@ run_scenario() {
       secure_up
       e2e e2e-latency-secure "1 KiB at $RATE msg/s, one consumer, ACL (signed requests) and TLS on" --
       secure_down ;;
+    grpc-produce)
+      "$BIN_DIR/rmq-bench" -n "$NS" --json -d 0 producer -t BenchGrpc --create-topic-queues 8 \
+        -s 1024 --messages 1 > /dev/null
+      bench remoting-produce-64 "1 KiB, 64 sync senders over the 4.x remoting protocol, ASYNC_FLUSH (baseline of grpc-produce)" \
+        "${common[@]}" producer -t BenchGrpc -s 1024 -c 64 --mode sync
+      bench grpc-produce "1 KiB, 64 sync senders over the broker's 5.x gRPC endpoint (SendMessage, 4 HTTP/2 connections), ASYNC_FLUSH" \
+        "${common[@]}" producer -t BenchGrpc -s 1024 -c 64 --mode sync --grpc "127.0.0.1:$BROKER_GRPC" ;;
+    grpc-receive)
+      bench grpc-receive "receive + ack everything BenchGrpc holds through the gRPC endpoint (POP, 8 receivers x 32 per call)" \
+        -d 600 consumer -t BenchGrpc -g bench_grpc_receive --until-caught-up --pull-batch 32 \
+        --grpc "127.0.0.1:$BROKER_GRPC" --grpc-receivers 8 --hold-ms 0 ;;
     batch)
       bench batch "1 KiB, batches of 32 (8 senders x 4 in flight), max throughput, ASYNC_FLUSH" \
         "${common[@]}" producer -t BenchBatch --create-topic-queues 8 -s 1024 -c 8 --mode async --inflight 4 --batch 32 ;;
