@@ -2,6 +2,7 @@
 //! with `/metrics`, `/healthz` and `/readyz`. The endpoint starts before the store
 //! recovers so a Kubernetes startup probe sees the process alive but not ready.
 
+pub mod grpc;
 pub mod handles;
 pub mod limits;
 pub mod skips;
@@ -96,6 +97,8 @@ pub struct Metrics {
     commitlog_max: Gauge,
     group_diff: Family<LagLabels, Gauge>,
     pub transactions: crate::metrics::transactions::TransactionMetrics,
+    /// The 5.x gRPC endpoint's calls and streams.
+    pub grpc: crate::metrics::grpc::GrpcMetrics,
     /// Where the resource limits bite.
     pub limits: crate::metrics::limits::LimitMetrics,
     /// Records the transaction checker and the schedule service passed over.
@@ -163,6 +166,7 @@ impl Metrics {
             commitlog_max: Gauge::default(),
             group_diff: Family::default(),
             transactions: Default::default(),
+            grpc: Default::default(),
             limits: Default::default(),
             skips: Default::default(),
             put_total: AtomicU64::new(0),
@@ -336,6 +340,7 @@ impl Metrics {
         );
         m.transactions.register(&mut r);
         m.limits.register(&mut r);
+        m.grpc.register(&mut r);
         m.skips.register(&mut r);
         Self { registry: r, ..m }
     }
