@@ -586,3 +586,99 @@ fn acl_refuses_unsigned_and_unpermitted_calls_and_accepts_signed_ones() {
         }
     });
 }
+
+fn producer_settings(topic: &str) -> TelemetryCommand {
+    TelemetryCommand {
+        status: None,
+        command: Some(Command::Settings(Settings {
+            client_type: Some(ClientType::Producer as i32),
+            pub_sub: Some(PubSub::Publishing(Publishing {
+                topics: vec![res(topic)],
+                max_body_size: 0,
+                validate_message_type: true,
+            })),
+            ..Default::default()
+        })),
+    }
+}
+
+#[test]
+fn telemetry_streams_and_connections_per_source_are_bounded() {
+    let b = TempBroker::start(
+        None,
+        &[
+            ("grpcMaxTelemetryStreamsPerClient", "1"),
+            ("grpcMaxConnectionsPerIp", "1"),
+            ("connectionReservePercent", "0"),
+        ],
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let mut cl = MessagingServiceClient::new(channel(b.broker.grpc_port).await);
+        let open = |cl: &mut MessagingServiceClient<Channel>| {
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            let mut cl = cl.clone();
+            async move {
+                tx.send(producer_settings("T_LIMIT")).await.unwrap();
+                let stream = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|m| (m, rx))
+                });
+                let r = cl.telemetry(req(stream, "limit-client")).await;
+                (tx, r)
+            }
+        };
+        let (_keep, first) = open(&mut cl).await;
+        let mut first = first.expect("first stream").into_inner();
+        first.message().await.unwrap().expect("settings answer");
+        let (_tx2, second) = open(&mut cl).await;
+        let refused = match second {
+            Err(e) => e,
+            Ok(r) => r.into_inner().message().await.unwrap_err(),
+        };
+        assert_eq!(
+            refused.code(),
+            tonic::Code::ResourceExhausted,
+            "{refused:?}"
+        );
+        assert!(
+            refused
+                .message()
+                .contains("grpcMaxTelemetryStreamsPerClient")
+        );
+
+        // A second connection from the same source is closed at accept.
+        let second_conn = Endpoint::from_shared(format!("http://127.0.0.1:{}", b.broker.grpc_port))
+            .unwrap()
+            .connect()
+            .await;
+        if let Ok(ch) = second_conn {
+            let r = MessagingServiceClient::new(ch)
+                .heartbeat(req(HeartbeatRequest::default(), "other"))
+                .await;
+            assert!(r.is_err(), "over grpcMaxConnectionsPerIp: {r:?}");
+        }
+        let (_, metrics) = e2e::http::get(b.broker.http_port, "/metrics")
+            .await
+            .unwrap();
+        for key in [
+            "grpcMaxTelemetryStreamsPerClient",
+            "grpcMaxConnectionsPerIp",
+        ] {
+            // The client retries a refused connection: counted once per attempt.
+            let prefix = format!("rocketmq_broker_limit_refusals_total{{limit=\"{key}\"}} ");
+            let count: u64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            assert!(count >= 1, "{key}: {metrics}");
+        }
+        // The first connection and stream are still served.
+        let hb = cl
+            .heartbeat(req(HeartbeatRequest::default(), "limit-client"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&hb.status), Code::Ok as i32);
+    });
+}
