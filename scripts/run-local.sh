@@ -16,6 +16,7 @@ NAMESRV_PORT="${NAMESRV_PORT:-9876}"
 NAMESRV_METRICS_PORT="${NAMESRV_METRICS_PORT:-9877}"
 BROKER_PORT="${BROKER_PORT:-10911}"
 BROKER_METRICS_PORT="${BROKER_METRICS_PORT:-5557}"
+BROKER_GRPC_PORT="${BROKER_GRPC_PORT:-8081}"
 
 if [[ -z "${BIN_DIR:-}" ]]; then
   (cd "$ROOT" && cargo build --release --bin rmq-nameserver --bin rmq-broker)
@@ -31,7 +32,8 @@ listening() {
 busy=()
 for spec in "nameserver:NAMESRV_PORT:$NAMESRV_PORT" "nameserver metrics:NAMESRV_METRICS_PORT:$NAMESRV_METRICS_PORT" \
             "broker:BROKER_PORT:$BROKER_PORT" "broker HA:BROKER_PORT + 1:$((BROKER_PORT + 1))" \
-            "broker metrics:BROKER_METRICS_PORT:$BROKER_METRICS_PORT"; do
+            "broker metrics:BROKER_METRICS_PORT:$BROKER_METRICS_PORT" \
+            "broker gRPC (5.x clients):BROKER_GRPC_PORT:$BROKER_GRPC_PORT"; do
   IFS=: read -r what var port <<<"$spec"
   if listening "$port"; then
     busy+=("  port $port ($what, $var) is already in use")
@@ -42,7 +44,7 @@ if (( ${#busy[@]} > 0 )); then
     echo "run-local: cannot start: another process is listening on a port this instance needs:"
     printf '%s\n' "${busy[@]}"
     echo "Is rmq-rs already running (scripts/run-local.sh in another terminal)? Stop it, or choose"
-    echo "other ports: NAMESRV_PORT, NAMESRV_METRICS_PORT, BROKER_PORT, BROKER_METRICS_PORT."
+    echo "other ports: NAMESRV_PORT, NAMESRV_METRICS_PORT, BROKER_PORT, BROKER_METRICS_PORT, BROKER_GRPC_PORT."
   } >&2
   exit 1
 fi
@@ -72,6 +74,7 @@ brokerName=broker-a
 brokerId=0
 listenPort=$BROKER_PORT
 metricsPort=$BROKER_METRICS_PORT
+grpcServerPort=$BROKER_GRPC_PORT
 brokerIP1=127.0.0.1
 namesrvAddr=127.0.0.1:$NAMESRV_PORT
 storePathRootDir=$DATA_DIR/broker/store
@@ -84,6 +87,7 @@ else
   # Keep the user's edits, but follow port changes made through the environment.
   set_key "$DATA_DIR/broker/broker.conf" listenPort "$BROKER_PORT"
   set_key "$DATA_DIR/broker/broker.conf" metricsPort "$BROKER_METRICS_PORT"
+  set_key "$DATA_DIR/broker/broker.conf" grpcServerPort "$BROKER_GRPC_PORT"
   set_key "$DATA_DIR/broker/broker.conf" namesrvAddr "127.0.0.1:$NAMESRV_PORT"
 fi
 

@@ -34,6 +34,11 @@ pub fn limits(b: &BrokerConfig, listener: Listener) -> GateLimits {
             b.http_max_connections_per_ip,
             b.http_first_request_timeout_millis,
         ),
+        Listener::Grpc => (
+            b.grpc_max_connections,
+            b.grpc_max_connections_per_ip,
+            b.grpc_first_request_timeout_millis,
+        ),
     };
     GateLimits {
         max: max as usize,
@@ -79,7 +84,12 @@ mod tests {
     #[test]
     fn defaults_cap_every_source_and_keep_a_reserve() {
         let b = BrokerConfig::default();
-        for l in [Listener::Remoting, Listener::Ha, Listener::Http] {
+        for l in [
+            Listener::Remoting,
+            Listener::Ha,
+            Listener::Http,
+            Listener::Grpc,
+        ] {
             let g = limits(&b, l);
             assert!(g.per_source > 0 && g.per_source < g.max, "{l:?}");
             assert!(g.reserve_percent > 0, "{l:?}");

@@ -18,6 +18,7 @@
 pub mod config;
 pub mod dispatch;
 pub mod gates;
+pub mod grpc;
 pub(crate) mod handlers;
 pub(crate) mod in_flight;
 pub mod metrics;

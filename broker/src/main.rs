@@ -183,9 +183,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let fast = server::bind_fast(&broker).await?;
     let local = listener.local_addr()?;
     let fast_local = fast.as_ref().and_then(|l| l.local_addr().ok());
+    let grpc = broker::grpc::server::bind(&broker).await?;
+    let grpc_local = grpc.as_ref().and_then(|l| l.local_addr().ok());
     let registrar = Arc::new(Registrar::new(&broker));
     let accept = tokio::spawn(server::accept_loop(listener, Arc::clone(&broker)));
     let fast_accept = fast.map(|l| tokio::spawn(server::serve_listener(l, Arc::clone(&broker))));
+    let grpc_task = grpc.map(|l| tokio::spawn(broker::grpc::server::serve(l, Arc::clone(&broker))));
     let registration = tokio::spawn(registration::run(
         Arc::clone(&broker),
         Arc::clone(&registrar),
@@ -199,7 +202,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         ))),
     ];
     let b = &broker.config.broker;
-    tracing::info!(remoting = %local, vip = ?fast_local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
+    tracing::info!(remoting = %local, vip = ?fast_local, grpc = ?grpc_local, http = %http_addr, elapsed = ?started.elapsed(), "broker started");
     println!(
         "The broker[{}, {}] boot success. serializeType=JSON and name server is {}",
         b.broker_name,
@@ -228,6 +231,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     broker.shutdown.cancel();
     let _ = accept.await;
     if let Some(t) = fast_accept {
+        let _ = t.await;
+    }
+    if let Some(t) = grpc_task {
         let _ = t.await;
     }
     for t in tasks

@@ -6,7 +6,13 @@
 //! the normal build never runs the code generator.
 
 /// `apache.rocketmq.v2`: everything in definition.proto, service.proto and admin.proto.
-#[allow(clippy::all, clippy::pedantic, clippy::unwrap_used, missing_docs, rustdoc::all)]
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    missing_docs,
+    rustdoc::all
+)]
 pub mod v2 {
     include!("generated/apache.rocketmq.v2.rs");
 }

@@ -235,6 +235,16 @@ impl SigningKey {
     }
 }
 
+impl SigningKey {
+    /// Whether `tag` is this key's HMAC-SHA1 of `data` (the 5.x gRPC clients sign their
+    /// `x-mq-date-time` value this way), compared in constant time.
+    pub fn verify_bytes(&self, data: &[u8], tag: &[u8]) -> bool {
+        let mut mac = self.0.clone();
+        mac.update(data);
+        mac.verify_slice(tag).is_ok()
+    }
+}
+
 impl fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SigningKey(<redacted>)")

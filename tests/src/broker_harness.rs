@@ -19,6 +19,8 @@ pub struct BrokerProcess {
     child: Option<Child>,
     pub port: u16,
     pub http_port: u16,
+    /// The 5.x gRPC port (`grpcServerPort`; 0 when a suite turned it off).
+    pub grpc_port: u16,
     dir: PathBuf,
     conf: Vec<(String, String)>,
     launch: Launch,
@@ -65,6 +67,8 @@ fn base_conf(
         ("fastListenPortEnable", "false".to_owned()),
         // Replication needs a group secret; every test broker runs it as before.
         ("haSecret", "e2e-ha-secret".to_owned()),
+        // Each broker its own 5.x gRPC port (the default 8081 would collide).
+        ("grpcServerPort", ports::free_port().to_string()),
     ];
     if let Some(ns) = namesrv_port {
         c.push(("namesrvAddr", format!("127.0.0.1:{ns}")));
@@ -92,10 +96,17 @@ impl BrokerProcess {
             conf.retain(|(key, _)| key != k);
             conf.push(((*k).to_owned(), (*v).to_owned()));
         }
+        let grpc_port = conf
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "grpcServerPort")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
         let mut b = Self {
             child: None,
             port,
             http_port,
+            grpc_port,
             dir: dir.to_path_buf(),
             conf,
             launch,

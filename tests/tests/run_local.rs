@@ -16,6 +16,7 @@ struct Ports {
     namesrv_metrics: u16,
     broker: u16,
     broker_metrics: u16,
+    broker_grpc: u16,
 }
 
 impl Ports {
@@ -25,6 +26,7 @@ impl Ports {
             namesrv_metrics: free_port(),
             broker: free_port(),
             broker_metrics: free_port(),
+            broker_grpc: free_port(),
         }
     }
 }
@@ -47,6 +49,7 @@ fn command(ports: &Ports, data: &Path) -> Command {
         .env("NAMESRV_METRICS_PORT", ports.namesrv_metrics.to_string())
         .env("BROKER_PORT", ports.broker.to_string())
         .env("BROKER_METRICS_PORT", ports.broker_metrics.to_string())
+        .env("BROKER_GRPC_PORT", ports.broker_grpc.to_string())
         .stdin(Stdio::null());
     cmd
 }

@@ -326,6 +326,27 @@ broker_config! {
     /// An HTTP connection on `metricsPort` whose first request head is not complete
     /// this long after it was accepted (TLS handshake included) is closed.
     http_first_request_timeout_millis: u64 = "httpFirstRequestTimeoutMillis" => 10_000;
+    /// Port of the RocketMQ 5.x gRPC endpoint (`apache.rocketmq.v2.MessagingService`),
+    /// plaintext and TLS on the same port as `tls.server.mode` decides; 0 disables it. Not
+    /// a RocketMQ 4.9 key (5.x serves gRPC from its proxy, whose default port is 8081).
+    grpc_server_port: u16 = "grpcServerPort" => 8081;
+    /// Open gRPC connections (not a RocketMQ key).
+    grpc_max_connections: u32 = "grpcMaxConnections" => 10_000;
+    /// Open gRPC connections one source IP may hold (not a RocketMQ key; 0: no per-source
+    /// share).
+    grpc_max_connections_per_ip: u32 = "grpcMaxConnectionsPerIp" => 1000;
+    /// A gRPC connection that has not finished its TLS handshake and HTTP/2 preface this
+    /// long after it was accepted is closed (not a RocketMQ key).
+    grpc_first_request_timeout_millis: u64 = "grpcFirstRequestTimeoutMillis" => 10_000;
+    /// Concurrent HTTP/2 streams (calls) one gRPC connection may have open; the client
+    /// queues the rest (not a RocketMQ key).
+    grpc_max_concurrent_streams: u32 = "grpcMaxConcurrentStreams" => 256;
+    /// Telemetry streams one 5.x client id may hold at once; a further one is refused
+    /// with RESOURCE_EXHAUSTED (not a RocketMQ key; a client keeps one per endpoint).
+    grpc_max_telemetry_streams_per_client: u32 = "grpcMaxTelemetryStreamsPerClient" => 8;
+    /// On shutdown, how long calls in progress (long polls, Telemetry streams) may take to
+    /// finish after GOAWAY before the connections are closed, ms (not a RocketMQ key).
+    grpc_shutdown_drain_millis: u64 = "grpcShutdownDrainMillis" => 5_000;
     /// An HA connection whose slave has not completed the handshake (TLS included) this
     /// long after it was accepted is closed.
     ha_handshake_timeout_millis: u64 = "haHandshakeTimeoutMillis" => 5_000;

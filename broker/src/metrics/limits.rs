@@ -55,6 +55,8 @@ pub enum Listener {
     Remoting,
     Ha,
     Http,
+    /// The 5.x gRPC port (`grpcServerPort`).
+    Grpc,
 }
 
 impl Listener {
@@ -63,6 +65,7 @@ impl Listener {
             Self::Remoting => "remoting",
             Self::Ha => "ha",
             Self::Http => "http",
+            Self::Grpc => "grpc",
         }
     }
 
@@ -85,6 +88,9 @@ impl Listener {
             (Self::Http, Refusal::Cap) => "httpMaxConnections",
             (Self::Http, Refusal::PerSource) => "httpMaxConnectionsPerIp",
             (Self::Http, Refusal::FirstRequestTimeout) => "httpFirstRequestTimeoutMillis",
+            (Self::Grpc, Refusal::Cap) => "grpcMaxConnections",
+            (Self::Grpc, Refusal::PerSource) => "grpcMaxConnectionsPerIp",
+            (Self::Grpc, Refusal::FirstRequestTimeout) => "grpcFirstRequestTimeoutMillis",
         }
     }
 }
@@ -140,7 +146,7 @@ impl LimitMetrics {
     pub fn register(&self, r: &mut Registry) {
         r.register(
             "rocketmq_listener_connections",
-            "Open connections, by listener (remoting, ha, http)",
+            "Open connections, by listener (remoting, ha, http, grpc)",
             self.conn_open.clone(),
         );
         r.register(

@@ -2,6 +2,7 @@
 //! with `/metrics`, `/healthz` and `/readyz`. The endpoint starts before the store
 //! recovers so a Kubernetes startup probe sees the process alive but not ready.
 
+pub mod grpc;
 pub mod handles;
 pub mod limits;
 pub mod pop;
@@ -99,6 +100,8 @@ pub struct Metrics {
     pub transactions: crate::metrics::transactions::TransactionMetrics,
     /// POP consumption (5.x consumers).
     pub pop: crate::metrics::pop::PopMetrics,
+    /// The 5.x gRPC endpoint's calls and streams.
+    pub grpc: crate::metrics::grpc::GrpcMetrics,
     /// Where the resource limits bite.
     pub limits: crate::metrics::limits::LimitMetrics,
     /// Records the transaction checker and the schedule service passed over.
@@ -167,6 +170,7 @@ impl Metrics {
             group_diff: Family::default(),
             transactions: Default::default(),
             pop: Default::default(),
+            grpc: Default::default(),
             limits: Default::default(),
             skips: Default::default(),
             put_total: AtomicU64::new(0),
@@ -341,6 +345,7 @@ impl Metrics {
         m.transactions.register(&mut r);
         m.pop.register(&mut r);
         m.limits.register(&mut r);
+        m.grpc.register(&mut r);
         m.skips.register(&mut r);
         Self { registry: r, ..m }
     }

@@ -186,9 +186,12 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// (client certificates as `tls.server.need.client.auth` says) and the metrics port's
 /// (`tls.metrics.enable`: the same certificate, no client certificates, since kubelet
 /// probes and most scrapers present none).
+/// The gRPC port's acceptor is the remoting one plus ALPN `h2`: gRPC clients (grpc-java,
+/// grpc-go) refuse a TLS session that did not negotiate HTTP/2.
 struct Acceptors {
     remoting: TlsAcceptor,
     http: TlsAcceptor,
+    grpc: TlsAcceptor,
 }
 
 impl Acceptors {
@@ -223,18 +226,20 @@ impl Acceptors {
             }
         };
         Ok(Self {
-            http: server_acceptor(None, chain.clone(), key.clone_key())?,
-            remoting: server_acceptor(verifier, chain, key)?,
+            http: server_acceptor(None, chain.clone(), key.clone_key(), &[])?,
+            grpc: server_acceptor(verifier.clone(), chain.clone(), key.clone_key(), &[b"h2"])?,
+            remoting: server_acceptor(verifier, chain, key, &[])?,
         })
     }
 }
 
 /// A server config presenting `chain`, verifying client certificates with `verifier`
-/// when given.
+/// when given, offering the `alpn` protocols (none: no ALPN extension in the answer).
 fn server_acceptor(
     verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    alpn: &[&[u8]],
 ) -> Result<TlsAcceptor, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -247,6 +252,7 @@ fn server_acceptor(
         .with_single_cert(chain, key)
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.ignore_client_order = true;
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -346,6 +352,16 @@ impl TlsServer {
         self.finish(tcp, hello, Port::Http).await
     }
 
+    /// [`Self::accept`] for the gRPC port: the same mode and client-certificate rule as
+    /// the remoting port, with ALPN `h2` (HTTP/2's client preface never starts with 0x16,
+    /// so the first byte decides here too).
+    pub async fn accept_grpc(&self, tcp: TcpStream) -> io::Result<MaybeTls> {
+        let hello = tokio::time::timeout(DETECT_TIMEOUT, starts_with_hello(&tcp))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no data"))??;
+        self.finish(tcp, hello, Port::Grpc).await
+    }
+
     /// [`Self::accept`] for a protocol whose server speaks first (the HA port: the master
     /// sends its handshake greeting before the slave says anything). A TLS client still
     /// opens with a ClientHello; in permissive mode a peer that sends nothing within
@@ -380,6 +396,7 @@ impl TlsServer {
                 let acceptor = match port {
                     Port::Remoting => &acceptors.remoting,
                     Port::Http => &acceptors.http,
+                    Port::Grpc => &acceptors.grpc,
                 };
                 let wire = BufReader::with_capacity(TLS_READ_AHEAD, tcp);
                 let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(wire))
@@ -398,6 +415,7 @@ impl TlsServer {
 enum Port {
     Remoting,
     Http,
+    Grpc,
 }
 
 /// Whether the first byte the peer sent opens a TLS handshake record.

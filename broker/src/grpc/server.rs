@@ -1,0 +1,227 @@
+//! The gRPC listener: accepts under the `grpc` connection gate (`grpcMaxConnections`,
+//! `grpcMaxConnectionsPerIp`, the reserve, `grpcFirstRequestTimeoutMillis`), decides
+//! plaintext or TLS by the first byte as the remoting port does (`tls.server.mode`, ALPN
+//! `h2`), and serves `MessagingService` and the gRPC health service over those streams
+//! with tonic. On shutdown: health turns NOT_SERVING, accepting stops, every connection
+//! gets GOAWAY, and calls in progress have `grpcShutdownDrainMillis` to finish.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use grpc_api::v2::messaging_service_server::MessagingServiceServer;
+use security::conn_gate::ConnSlot;
+use security::tls::MaybeTls;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::Connected;
+
+use super::metadata::Peer;
+use super::service::GrpcService;
+use super::session::Sessions;
+use crate::metrics::limits::Listener;
+use crate::services::Broker;
+use remoting::server::listener::{self, SocketTuning};
+
+/// Decoded request headroom over `maxMessageSize`: the message's properties and the
+/// protobuf framing of a SendMessage.
+pub const DECODE_HEADROOM: usize = 64 * 1024;
+/// Connections handed from the accept loop to tonic, waiting to be served.
+const HANDOFF_QUEUE: usize = 128;
+
+/// The gRPC port when it is on (`grpcServerPort` > 0).
+pub async fn bind(broker: &Broker) -> anyhow::Result<Option<TcpListener>> {
+    let b = &broker.config.broker;
+    if b.grpc_server_port == 0 {
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(SocketAddr::new(b.bind_address, b.grpc_server_port))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}:{} (grpcServerPort; 0 turns the 5.x endpoint off)",
+                b.bind_address, b.grpc_server_port
+            )
+        })?;
+    Ok(Some(listener))
+}
+
+/// An accepted, handshaken connection as tonic serves it; holds its gate slot.
+pub struct GrpcIo {
+    io: MaybeTls,
+    peer: SocketAddr,
+    _slot: ConnSlot,
+}
+
+impl Connected for GrpcIo {
+    type ConnectInfo = Peer;
+    fn connect_info(&self) -> Peer {
+        Peer(self.peer)
+    }
+}
+
+impl AsyncRead for GrpcIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for GrpcIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// TLS or plaintext for one accepted connection, within its slot's first-request deadline.
+async fn handshake(
+    stream: TcpStream,
+    peer: SocketAddr,
+    broker: &Broker,
+    slot: ConnSlot,
+) -> Option<GrpcIo> {
+    let b = &broker.config.broker;
+    let tuning = SocketTuning {
+        keepalive: Duration::from_secs(b.tcp_keep_alive_seconds),
+        write_timeout: b.write_timeout(),
+    };
+    security::conn_gate::tune_socket(&stream, tuning.keepalive, tuning.write_timeout);
+    let accepted = slot
+        .before_first_request(async {
+            match broker.tls.as_deref() {
+                Some(tls) => tls.accept_grpc(stream).await,
+                None => Ok(MaybeTls::Plain(stream)),
+            }
+        })
+        .await;
+    match accepted {
+        Ok(Ok(io)) => {
+            let _ = io.set_nodelay(true);
+            Some(GrpcIo {
+                io,
+                peer,
+                _slot: slot,
+            })
+        }
+        Ok(Err(e)) => {
+            tracing::info!(%peer, error = %e, "gRPC connection refused by TLS");
+            None
+        }
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "gRPC TLS handshake past grpcFirstRequestTimeoutMillis, closing");
+            None
+        }
+    }
+}
+
+/// Serves the endpoint on `listener` until the broker's shutdown, then drains.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let b = &broker.config.broker;
+    let gate = crate::gates::gate(b, &broker.metrics.limits, Listener::Grpc);
+    let (tx, rx) = mpsc::channel::<io::Result<GrpcIo>>(HANDOFF_QUEUE);
+    let accept_stop = CancellationToken::new();
+    let accepting = {
+        let broker = Arc::clone(&broker);
+        let stop = accept_stop.clone();
+        tokio::spawn(async move {
+            listener::accept_loop(&listener, &gate, &stop, |stream, peer, slot| {
+                let broker = Arc::clone(&broker);
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    if let Some(io) = handshake(stream, peer, &broker, slot).await {
+                        let _ = tx.send(Ok(io)).await;
+                    }
+                });
+            })
+            .await;
+        })
+    };
+    let incoming =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<MessagingServiceServer<GrpcService>>()
+        .await;
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+
+    let max_decode = broker.config.store.max_message_size as usize + DECODE_HEADROOM;
+    let service = GrpcService {
+        broker: Arc::clone(&broker),
+        sessions: Arc::new(Sessions::new(b.grpc_max_connections as usize)),
+        port,
+    };
+    let messaging = MessagingServiceServer::new(service)
+        .max_decoding_message_size(max_decode)
+        .max_encoding_message_size(max_decode);
+    let drain = Duration::from_millis(b.grpc_shutdown_drain_millis);
+    let shutdown = broker.shutdown.clone();
+    let signal = {
+        let health = health.clone();
+        let stop = accept_stop.clone();
+        async move {
+            shutdown.cancelled().await;
+            health
+                .set_not_serving::<MessagingServiceServer<GrpcService>>()
+                .await;
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+            stop.cancel();
+        }
+    };
+    let server = tonic::transport::Server::builder()
+        .max_concurrent_streams(b.grpc_max_concurrent_streams)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_service(health_service)
+        .add_service(messaging)
+        .serve_with_incoming_shutdown(incoming, signal);
+    tracing::info!(port, "5.x gRPC endpoint serving");
+    let shutdown = broker.shutdown.clone();
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => {
+            if let Err(e) = r {
+                tracing::error!(error = %e, "gRPC server failed");
+            }
+        }
+        _ = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(drain).await;
+        } => tracing::info!(?drain, "gRPC calls still open after grpcShutdownDrainMillis, closing"),
+    }
+    let _ = accepting.await;
+}

@@ -1,0 +1,326 @@
+//! `MessagingService`: each call checks the ACL, counts itself, and delegates to the
+//! module that serves it.
+
+use std::sync::Arc;
+
+use grpc_api::v2::messaging_service_server::MessagingService;
+use grpc_api::v2::settings::PubSub;
+use grpc_api::v2::*;
+use protocol::RemotingCommand;
+use protocol::code::request as rq;
+use security::acl::{Perm, Resource as AclResource};
+use tonic::{Request, Response, Status};
+
+use super::metadata::CallMeta;
+use super::session::{Session, Sessions};
+use super::telemetry::TelemetryStream;
+use super::{auth, consumer, route, send, status, telemetry, transaction};
+use crate::services::Broker;
+
+pub struct GrpcService {
+    pub broker: Arc<Broker>,
+    pub sessions: Arc<Sessions>,
+    /// The bound gRPC port, published in routes.
+    pub port: u16,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+type Empty<T> = std::pin::Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send>>;
+
+fn name(r: &Option<grpc_api::v2::Resource>) -> &str {
+    r.as_ref().map(|r| r.name.as_str()).unwrap_or("")
+}
+
+impl GrpcService {
+    // tonic's Status is what every MessagingService method answers with.
+    #[allow(clippy::result_large_err)]
+    fn session(&self, meta: &CallMeta) -> Result<Arc<Session>, Status> {
+        self.sessions
+            .get_or_open(&self.broker, &meta.client_id, meta.peer)
+            .map_err(|e| {
+                self.broker
+                    .metrics
+                    .limits
+                    .refusals
+                    .count("grpcMaxConnections");
+                Status::resource_exhausted(e.to_string())
+            })
+    }
+
+    fn record(&self, method: &'static str, code: Code) {
+        self.broker.metrics.grpc.request(method, code.as_str_name());
+    }
+
+    /// Registers the session's client like a 4.x HEART_BEAT: a producer under each topic
+    /// it publishes to (see [`transaction::producer_group`]), a consumer in its group.
+    fn register(
+        &self,
+        session: &Session,
+        meta: &CallMeta,
+        caller: &auth::Caller,
+        group: Option<&str>,
+    ) {
+        let settings = session.settings.lock().clone();
+        let mut producers = Vec::new();
+        let mut consumers = Vec::new();
+        if let Some(PubSub::Publishing(p)) = settings.as_ref().and_then(|s| s.pub_sub.clone()) {
+            for t in p.topics.iter().take(64) {
+                producers
+                    .push(serde_json::json!({ "groupName": transaction::producer_group(&t.name) }));
+            }
+        }
+        if let Some(g) = group.filter(|g| !g.is_empty()) {
+            consumers.push(serde_json::json!({
+                "groupName": g,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [],
+                "unitMode": false,
+            }));
+        }
+        if producers.is_empty() && consumers.is_empty() {
+            return;
+        }
+        let body = serde_json::json!({
+            "clientID": meta.client_id,
+            "producerDataSet": producers,
+            "consumerDataSet": consumers,
+        });
+        let mut cmd =
+            RemotingCommand::bare_request(rq::HEART_BEAT).with_body(body.to_string().into_bytes());
+        cmd.language = meta.language;
+        if let Some(ak) = &caller.access_key {
+            cmd.ext_fields
+                .insert(security::sign::ACCESS_KEY, ak.as_str());
+        }
+        if let Err(e) = crate::handlers::client::heartbeat(&self.broker, &session.conn(), &cmd) {
+            tracing::debug!(client = %meta.client_id, error = %e, "5.x heartbeat not registered");
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl MessagingService for GrpcService {
+    async fn query_route(&self, request: Request<QueryRouteRequest>) -> Reply<QueryRouteResponse> {
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        let topic = req.topic.clone().unwrap_or_default();
+        auth::check(&self.broker, request.metadata(), meta.peer.ip(), &[])?;
+        let (st, queues) = match route::local_queues(&self.broker, &topic, self.port) {
+            Some(q) => (status::ok(), q),
+            None => (
+                status::of(
+                    Code::TopicNotFound,
+                    format!("topic {} does not exist", topic.name),
+                ),
+                Vec::new(),
+            ),
+        };
+        self.record("QueryRoute", Code::try_from(st.code).unwrap_or(Code::Ok));
+        Ok(Response::new(QueryRouteResponse {
+            status: Some(st),
+            message_queues: queues,
+        }))
+    }
+
+    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Reply<HeartbeatResponse> {
+        let meta = CallMeta::read(&request);
+        let group = name(&request.get_ref().group).to_owned();
+        let needs: Vec<_> = if group.is_empty() {
+            Vec::new()
+        } else {
+            vec![(AclResource::group(&group), Perm::SUB)]
+        };
+        let caller = auth::check(&self.broker, request.metadata(), meta.peer.ip(), &needs)?;
+        let session = self.session(&meta)?;
+        self.register(&session, &meta, &caller, Some(&group));
+        self.record("Heartbeat", Code::Ok);
+        Ok(Response::new(HeartbeatResponse {
+            status: Some(status::ok()),
+        }))
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Reply<SendMessageResponse> {
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        let topics: Vec<&str> = req.messages.iter().map(|m| name(&m.topic)).collect();
+        let needs: Vec<_> = topics
+            .iter()
+            .map(|t| (AclResource::topic(t), Perm::PUB))
+            .collect();
+        auth::check(&self.broker, request.metadata(), meta.peer.ip(), &needs)?;
+        let session = self.session(&meta)?;
+        if req.messages.is_empty() {
+            self.record("SendMessage", Code::BadRequest);
+            return Ok(Response::new(SendMessageResponse {
+                status: Some(status::of(Code::BadRequest, "no message to send")),
+                entries: Vec::new(),
+            }));
+        }
+        let mut entries = Vec::with_capacity(req.messages.len());
+        for m in &req.messages {
+            entries.push(send::send_one(&self.broker, &session, m).await);
+        }
+        // The call's status is the first failure's (5.x answers so for a batch).
+        let first_bad = entries
+            .iter()
+            .filter_map(|e| e.status.clone())
+            .find(|s| s.code != Code::Ok as i32);
+        let st = first_bad.unwrap_or_else(status::ok);
+        self.record(
+            "SendMessage",
+            Code::try_from(st.code).unwrap_or(Code::InternalServerError),
+        );
+        Ok(Response::new(SendMessageResponse {
+            status: Some(st),
+            entries,
+        }))
+    }
+
+    async fn query_assignment(
+        &self,
+        _: Request<QueryAssignmentRequest>,
+    ) -> Reply<QueryAssignmentResponse> {
+        Err(consumer::not_yet("QueryAssignment"))
+    }
+
+    type ReceiveMessageStream = Empty<ReceiveMessageResponse>;
+
+    async fn receive_message(
+        &self,
+        _: Request<ReceiveMessageRequest>,
+    ) -> Reply<Self::ReceiveMessageStream> {
+        Err(consumer::not_yet("ReceiveMessage"))
+    }
+
+    async fn ack_message(&self, _: Request<AckMessageRequest>) -> Reply<AckMessageResponse> {
+        Err(consumer::not_yet("AckMessage"))
+    }
+
+    async fn forward_message_to_dead_letter_queue(
+        &self,
+        _: Request<ForwardMessageToDeadLetterQueueRequest>,
+    ) -> Reply<ForwardMessageToDeadLetterQueueResponse> {
+        Err(consumer::not_yet("ForwardMessageToDeadLetterQueue"))
+    }
+
+    type PullMessageStream = Empty<PullMessageResponse>;
+
+    async fn pull_message(&self, _: Request<PullMessageRequest>) -> Reply<Self::PullMessageStream> {
+        Err(consumer::never("PullMessage"))
+    }
+
+    async fn update_offset(&self, _: Request<UpdateOffsetRequest>) -> Reply<UpdateOffsetResponse> {
+        Err(consumer::never("UpdateOffset"))
+    }
+
+    async fn get_offset(&self, _: Request<GetOffsetRequest>) -> Reply<GetOffsetResponse> {
+        Err(consumer::never("GetOffset"))
+    }
+
+    async fn query_offset(&self, _: Request<QueryOffsetRequest>) -> Reply<QueryOffsetResponse> {
+        Err(consumer::never("QueryOffset"))
+    }
+
+    async fn end_transaction(
+        &self,
+        request: Request<EndTransactionRequest>,
+    ) -> Reply<EndTransactionResponse> {
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        let topic = name(&req.topic).to_owned();
+        auth::check(
+            &self.broker,
+            request.metadata(),
+            meta.peer.ip(),
+            &[(AclResource::topic(&topic), Perm::PUB)],
+        )?;
+        let (code, message) = transaction::end(&self.broker, req).await;
+        self.record("EndTransaction", code);
+        Ok(Response::new(EndTransactionResponse {
+            status: Some(status::of(code, message)),
+        }))
+    }
+
+    type TelemetryStream = TelemetryStream;
+
+    async fn telemetry(
+        &self,
+        request: Request<tonic::Streaming<TelemetryCommand>>,
+    ) -> Reply<Self::TelemetryStream> {
+        let meta = CallMeta::read(&request);
+        let caller = auth::check(&self.broker, request.metadata(), meta.peer.ip(), &[])?;
+        let session = self.session(&meta)?;
+        let mut inbound = request.into_inner();
+        // The first command must be the client's Settings: registering the client needs them.
+        let first = inbound
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("Telemetry stream closed before Settings"))?;
+        let Some(telemetry_command::Command::Settings(s)) = &first.command else {
+            return Err(Status::invalid_argument(
+                "the first Telemetry command must be Settings",
+            ));
+        };
+        let answer = telemetry::answer_settings(&self.broker, &session, s);
+        let group = match &s.pub_sub {
+            Some(PubSub::Subscription(sub)) => sub.group.as_ref().map(|g| g.name.clone()),
+            _ => None,
+        };
+        self.register(&session, &meta, &caller, group.as_deref());
+        tracing::debug!(
+            client = %meta.client_id,
+            language = meta.language.name(),
+            version = %meta.version,
+            "5.x client settings received"
+        );
+        let rest = telemetry::serve(Arc::clone(&self.broker), session, meta, inbound)?;
+        self.record("Telemetry", Code::Ok);
+        let gauge = self.broker.metrics.grpc.stream_opened();
+        let first = futures::stream::once(async move { Ok(answer) });
+        let stream = futures::StreamExt::chain(first, rest);
+        let stream = futures::StreamExt::map(stream, move |item| {
+            let _held = &gauge;
+            item
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn notify_client_termination(
+        &self,
+        request: Request<NotifyClientTerminationRequest>,
+    ) -> Reply<NotifyClientTerminationResponse> {
+        let meta = CallMeta::read(&request);
+        auth::check(&self.broker, request.metadata(), meta.peer.ip(), &[])?;
+        self.sessions.close(&self.broker, &meta.client_id);
+        self.record("NotifyClientTermination", Code::Ok);
+        Ok(Response::new(NotifyClientTerminationResponse {
+            status: Some(status::ok()),
+        }))
+    }
+
+    async fn change_invisible_duration(
+        &self,
+        _: Request<ChangeInvisibleDurationRequest>,
+    ) -> Reply<ChangeInvisibleDurationResponse> {
+        Err(consumer::not_yet("ChangeInvisibleDuration"))
+    }
+
+    async fn recall_message(
+        &self,
+        _: Request<RecallMessageRequest>,
+    ) -> Reply<RecallMessageResponse> {
+        Err(consumer::never("RecallMessage"))
+    }
+
+    async fn sync_lite_subscription(
+        &self,
+        _: Request<SyncLiteSubscriptionRequest>,
+    ) -> Reply<SyncLiteSubscriptionResponse> {
+        Err(consumer::never("SyncLiteSubscription"))
+    }
+}
