@@ -160,6 +160,8 @@ fn group_and_consumer_family() {
         "CliGroup",
         "--consume-enable",
         "false",
+        "--fifo",
+        "true",
     ])
     .ok();
     let list = c.ctl(&["group", "list", "-b", &c.addr()]).ok().json();
@@ -172,6 +174,8 @@ fn group_and_consumer_family() {
         .clone();
     assert_eq!(g["config"]["retryMaxTimes"], 3);
     assert_eq!(g["config"]["consumeEnable"], false);
+    // 5.x's FIFO flag, kept by the broker (POP consumers of the group get queues in order).
+    assert_eq!(g["config"]["consumeMessageOrderly"], true);
     let missing = c.ctl(&["group", "update", "-g", "NoGroup", "--broadcast", "false"]);
     assert_eq!(missing.code, 1, "{missing:?}");
 

@@ -23,6 +23,14 @@ pub struct SubscriptionGroupConfig {
     pub broker_id: i64,
     pub which_broker_when_consume_slowly: i64,
     pub notify_consumer_ids_changed_enable: bool,
+    /// 5.x's FIFO flag: POP consumers of the group get each queue in order. Sent only
+    /// when set, so 4.9 brokers see the fields they know.
+    #[serde(skip_serializing_if = "is_false")]
+    pub consume_message_orderly: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Default for SubscriptionGroupConfig {
@@ -38,6 +46,7 @@ impl Default for SubscriptionGroupConfig {
             broker_id: 0,
             which_broker_when_consume_slowly: 1,
             notify_consumer_ids_changed_enable: true,
+            consume_message_orderly: false,
         }
     }
 }

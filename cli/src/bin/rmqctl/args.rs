@@ -190,6 +190,10 @@ pub struct GroupSettings {
     /// Redeliveries before a message goes to the DLQ.
     #[arg(long)]
     pub retry_max_times: Option<i32>,
+    /// FIFO group for 5.x consumers (`consumeMessageOrderly`): each queue delivered in
+    /// order, one in-flight batch at a time.
+    #[arg(long)]
+    pub fifo: Option<bool>,
 }
 
 #[derive(Debug, Subcommand)]

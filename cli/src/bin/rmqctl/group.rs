@@ -25,6 +25,9 @@ fn apply(config: &mut SubscriptionGroupConfig, s: &GroupSettings) -> Result<()> 
     if let Some(v) = s.retry_max_times {
         config.retry_max_times = v;
     }
+    if let Some(v) = s.fifo {
+        config.consume_message_orderly = v;
+    }
     if config.retry_queue_nums < 0 || config.retry_max_times < 0 {
         bail!("retry counts must not be negative");
     }
@@ -124,12 +127,13 @@ fn written(verb: &str, targets: &[targets::Target], config: &SubscriptionGroupCo
     let addrs: Vec<&str> = targets.iter().map(|t| t.addr()).collect();
     Report::text(
         format!(
-            "{verb} group {} on {} (retry max {}, retry queues {}, consume {})",
+            "{verb} group {} on {} (retry max {}, retry queues {}, consume {}, fifo {})",
             config.group_name,
             addrs.join(", "),
             config.retry_max_times,
             config.retry_queue_nums,
-            config.consume_enable
+            config.consume_enable,
+            config.consume_message_orderly
         ),
         json!({ "group": config.group_name, "result": verb, "brokers": addrs, "config": config }),
     )
