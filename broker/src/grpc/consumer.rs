@@ -1,16 +1,330 @@
-//! The consumption calls (POP): ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-//! ForwardMessageToDeadLetterQueue and QueryAssignment. They are answered by the POP
-//! service once it is wired here; until then each answers UNIMPLEMENTED naming the call.
+//! The consumption calls of 5.x clients, served by POP ([`crate::services::pop`]):
+//! ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue
+//! and QueryAssignment (5.x proxy's `ReceiveMessageActivity`, `AckMessageActivity`,
+//! `ChangeInvisibleDurationActivity`, `ForwardMessageToDLQActivity`,
+//! `RouteActivity.queryAssignment`).
 
+use std::time::Duration;
+
+use grpc_api::v2::{
+    AckMessageRequest, AckMessageResponse, AckMessageResultEntry, Assignment,
+    ChangeInvisibleDurationRequest, ChangeInvisibleDurationResponse, Code, FilterType,
+    ForwardMessageToDeadLetterQueueRequest, ForwardMessageToDeadLetterQueueResponse,
+    QueryAssignmentRequest, QueryAssignmentResponse, ReceiveMessageRequest, ReceiveMessageResponse,
+    receive_message_response,
+};
 use tonic::Status;
 
-pub fn not_yet(call: &str) -> Status {
-    Status::unimplemented(format!(
-        "{call} is not served by this broker yet (POP consumption)"
-    ))
-}
+use super::{message_codec, route, settings, status};
+use crate::services::Broker;
+use crate::services::pop::{MAX_POP_BATCH, PopError, PopRequest, Popped};
+
+/// 5.x proxy's `longPollingReserveTimeInMillis`: the answer leaves this much of the
+/// client's deadline for the trip back.
+const LONG_POLLING_RESERVE: Duration = Duration::from_millis(100);
+/// 5.x proxy's `grpcClientConsumerMinLongPollingTimeoutMillis` and
+/// `grpcClientConsumerMaxLongPollingTimeoutMillis`.
+const MIN_LONG_POLLING: Duration = Duration::from_secs(5);
+const MAX_LONG_POLLING: Duration = Duration::from_secs(20);
+/// The shortest invisible time a receive may ask for. 5.x's proxy refuses less than 10 s
+/// (`minInvisibleTimeMillsForRecv`); a shorter one is accepted here down to a second, so
+/// a consumer that crashes is redelivered to soon after.
+const MIN_INVISIBLE: Duration = Duration::from_secs(1);
+/// What 5.x clients use when the request names none (`SimpleConsumer` requires one; the
+/// push consumer sends its settings' value).
+const DEFAULT_INVISIBLE: Duration = Duration::from_secs(30);
 
 /// Calls no released 5.x client API makes: answered UNIMPLEMENTED, naming the call.
 pub fn never(call: &str) -> Status {
     Status::unimplemented(format!("{call} is not supported by this broker"))
+}
+
+fn pop_status(e: &PopError) -> grpc_api::v2::Status {
+    let code = match e {
+        PopError::StaleHandle { .. } | PopError::InvalidHandle(_) => Code::InvalidReceiptHandle,
+        PopError::BadRequest(_) => Code::BadRequest,
+        PopError::Filter(..) => Code::IllegalFilterExpression,
+        PopError::Limit { .. } => Code::TooManyRequests,
+        PopError::TopicNotExist(_) => Code::TopicNotFound,
+        PopError::GroupNotExist(_) => Code::ConsumerGroupNotFound,
+        PopError::NoPermission(_) => Code::Forbidden,
+        PopError::Store(_) => Code::InternalServerError,
+    };
+    status::of(code, e.to_string())
+}
+
+/// The call's deadline from its `grpc-timeout` header (`<digits><unit>`, unit one of
+/// H M S m u n, as the gRPC HTTP/2 protocol spells it); `None` when absent or malformed.
+pub fn call_deadline(md: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let v = md.get("grpc-timeout")?.to_str().ok()?;
+    if v.len() < 2 || v.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = v.split_at(v.len() - 1);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// How long a receive may wait: the client's long-polling timeout within 5.x's bounds,
+/// answered `LONG_POLLING_RESERVE` before the call's own deadline (`grpc-timeout`).
+pub fn poll_time(requested: Option<Duration>, call_deadline: Option<Duration>) -> Duration {
+    let poll = requested
+        .unwrap_or(Duration::ZERO)
+        .clamp(MIN_LONG_POLLING, MAX_LONG_POLLING);
+    match call_deadline {
+        Some(left) => poll.min(left.saturating_sub(LONG_POLLING_RESERVE)),
+        None => poll,
+    }
+}
+
+fn to_message(p: &Popped) -> Option<grpc_api::v2::Message> {
+    let mut m = message_codec::from_record(&p.record)?;
+    if let Some(sys) = m.system_properties.as_mut() {
+        sys.receipt_handle = Some(p.handle.to_string());
+        sys.delivery_attempt = Some(i32::try_from(p.attempt).unwrap_or(i32::MAX));
+        sys.invisible_duration = Some(prost_types::Duration {
+            seconds: p.handle.invisible_ms / 1000,
+            nanos: i32::try_from((p.handle.invisible_ms % 1000) * 1_000_000).unwrap_or(0),
+        });
+    }
+    Some(m)
+}
+
+/// ReceiveMessage: the answers of the stream, a status first, then the messages.
+pub async fn receive(
+    broker: &Broker,
+    req: &ReceiveMessageRequest,
+    call_deadline: Option<Duration>,
+) -> Vec<ReceiveMessageResponse> {
+    let status_only = |st| {
+        vec![ReceiveMessageResponse {
+            content: Some(receive_message_response::Content::Status(st)),
+        }]
+    };
+    let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
+    let Some(queue) = req.message_queue.as_ref() else {
+        return status_only(status::of(Code::BadRequest, "message_queue is required"));
+    };
+    let topic = queue.topic.as_ref().map(|t| t.name.as_str()).unwrap_or("");
+    if group.is_empty() || topic.is_empty() {
+        return status_only(status::of(Code::BadRequest, "group and topic are required"));
+    }
+    let (kind, expression) = match &req.filter_expression {
+        Some(f) if f.r#type == FilterType::Sql as i32 => (Some("SQL92"), f.expression.as_str()),
+        Some(f) => (Some("TAG"), f.expression.as_str()),
+        None => (Some("TAG"), "*"),
+    };
+    let invisible = req
+        .invisible_duration
+        .as_ref()
+        .map(settings::to_std)
+        .unwrap_or(DEFAULT_INVISIBLE)
+        .max(MIN_INVISIBLE);
+    let pop = PopRequest {
+        group,
+        topic,
+        // 5.x assigns a broker's whole topic as one queue with id -1.
+        queue_id: (queue.id >= 0).then_some(queue.id),
+        max_messages: usize::try_from(req.batch_size)
+            .unwrap_or(1)
+            .clamp(1, MAX_POP_BATCH),
+        invisible,
+        poll: poll_time(
+            req.long_polling_timeout.as_ref().map(settings::to_std),
+            call_deadline,
+        ),
+        expression_type: kind,
+        expression,
+    };
+    match broker.pop.pop(broker, &pop).await {
+        Ok(popped) if popped.is_empty() => {
+            status_only(status::of(Code::MessageNotFound, "no new message"))
+        }
+        Ok(popped) => {
+            let mut out = Vec::with_capacity(popped.len() + 1);
+            out.push(ReceiveMessageResponse {
+                content: Some(receive_message_response::Content::Status(status::ok())),
+            });
+            out.extend(
+                popped
+                    .iter()
+                    .filter_map(to_message)
+                    .map(|m| ReceiveMessageResponse {
+                        content: Some(receive_message_response::Content::Message(m)),
+                    }),
+            );
+            out
+        }
+        Err(e) => status_only(pop_status(&e)),
+    }
+}
+
+/// AckMessage: one result per entry; the call's status is OK when all are, else
+/// MULTIPLE_RESULTS (5.x answers so).
+pub fn ack(broker: &Broker, req: &AckMessageRequest) -> AckMessageResponse {
+    let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
+    let entries: Vec<AckMessageResultEntry> = req
+        .entries
+        .iter()
+        .map(|e| AckMessageResultEntry {
+            message_id: e.message_id.clone(),
+            receipt_handle: e.receipt_handle.clone(),
+            status: Some(match broker.pop.ack(broker, group, &e.receipt_handle) {
+                Ok(()) => status::ok(),
+                Err(err) => pop_status(&err),
+            }),
+        })
+        .collect();
+    let all_ok = entries
+        .iter()
+        .all(|e| e.status.as_ref().is_some_and(|s| s.code == Code::Ok as i32));
+    let st = if entries.is_empty() {
+        status::of(Code::BadRequest, "no entry to ack")
+    } else if all_ok {
+        status::ok()
+    } else if entries.len() == 1 {
+        entries[0].status.clone().unwrap_or_else(status::ok)
+    } else {
+        status::of(
+            Code::MultipleResults,
+            "some entries failed; see each entry's status",
+        )
+    };
+    AckMessageResponse {
+        status: Some(st),
+        entries,
+    }
+}
+
+pub fn change_invisible(
+    broker: &Broker,
+    req: &ChangeInvisibleDurationRequest,
+) -> ChangeInvisibleDurationResponse {
+    let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
+    let invisible = req
+        .invisible_duration
+        .as_ref()
+        .map(settings::to_std)
+        .unwrap_or(Duration::ZERO);
+    match broker
+        .pop
+        .change_invisible(broker, group, &req.receipt_handle, invisible)
+    {
+        Ok(h) => ChangeInvisibleDurationResponse {
+            status: Some(status::ok()),
+            receipt_handle: h.to_string(),
+        },
+        Err(e) => ChangeInvisibleDurationResponse {
+            status: Some(pop_status(&e)),
+            receipt_handle: String::new(),
+        },
+    }
+}
+
+pub async fn forward_to_dead_letter(
+    broker: &Broker,
+    req: &ForwardMessageToDeadLetterQueueRequest,
+) -> ForwardMessageToDeadLetterQueueResponse {
+    let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
+    let st = match broker
+        .pop
+        .forward_to_dead_letter(broker, group, &req.receipt_handle)
+        .await
+    {
+        Ok(()) => status::ok(),
+        Err(e) => pop_status(&e),
+    };
+    ForwardMessageToDeadLetterQueueResponse { status: Some(st) }
+}
+
+/// QueryAssignment: the topic on this broker group as one POP queue (id -1, as 5.x
+/// assigns it), readable; none when the topic is not here or not readable.
+pub fn query_assignment(
+    broker: &Broker,
+    req: &QueryAssignmentRequest,
+    grpc_port: u16,
+) -> QueryAssignmentResponse {
+    let Some(topic) = req.topic.as_ref() else {
+        return QueryAssignmentResponse {
+            status: Some(status::of(Code::BadRequest, "topic is required")),
+            assignments: Vec::new(),
+        };
+    };
+    let Some(queues) = route::local_queues(broker, topic, grpc_port) else {
+        return QueryAssignmentResponse {
+            status: Some(status::of(
+                Code::TopicNotFound,
+                format!("topic {} does not exist", topic.name),
+            )),
+            assignments: Vec::new(),
+        };
+    };
+    let readable = |p: i32| {
+        p == grpc_api::v2::Permission::Read as i32
+            || p == grpc_api::v2::Permission::ReadWrite as i32
+    };
+    let assignments = queues
+        .into_iter()
+        .find(|q| readable(q.permission))
+        .map(|mut q| {
+            q.id = -1;
+            q.permission = grpc_api::v2::Permission::Read as i32;
+            vec![Assignment {
+                message_queue: Some(q),
+            }]
+        })
+        .unwrap_or_default();
+    QueryAssignmentResponse {
+        status: Some(status::ok()),
+        assignments,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_polls_stay_in_bounds_and_answer_before_the_deadline() {
+        let s = Duration::from_secs;
+        assert_eq!(poll_time(None, None), s(5));
+        assert_eq!(poll_time(Some(s(60)), None), s(20));
+        assert_eq!(poll_time(Some(s(15)), None), s(15));
+        // The client gives up after 8 s: the answer comes 100 ms before.
+        assert_eq!(
+            poll_time(Some(s(15)), Some(s(8))),
+            Duration::from_millis(7900)
+        );
+        assert_eq!(
+            poll_time(Some(s(15)), Some(Duration::from_millis(50))),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn grpc_timeout_headers_parse_or_are_ignored() {
+        let md = |v: &'static str| {
+            let mut m = tonic::metadata::MetadataMap::new();
+            m.insert(
+                "grpc-timeout",
+                tonic::metadata::MetadataValue::from_static(v),
+            );
+            m
+        };
+        assert_eq!(call_deadline(&md("20000m")), Some(Duration::from_secs(20)));
+        assert_eq!(call_deadline(&md("3S")), Some(Duration::from_secs(3)));
+        assert_eq!(call_deadline(&md("1H")), Some(Duration::from_secs(3600)));
+        for bad in ["", "m", "12x", "abcS", "9999999999S"] {
+            assert_eq!(call_deadline(&md(bad)), None, "{bad}");
+        }
+        assert_eq!(call_deadline(&tonic::metadata::MetadataMap::new()), None);
+    }
 }

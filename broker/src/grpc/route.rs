@@ -37,6 +37,29 @@ fn endpoints(host: &str, port: u16) -> Endpoints {
 }
 
 /// This broker's queues of `topic`; `None` when the topic is not here.
+/// The v2 message types a topic with 5.x `message.type` = `wanted` takes: every type
+/// when the attribute is unset or MIXED (what 4.9-created topics are).
+pub fn accepted_types(wanted: Option<&str>) -> Vec<i32> {
+    let all = [
+        MessageType::Normal,
+        MessageType::Fifo,
+        MessageType::Delay,
+        MessageType::Transaction,
+    ];
+    all.into_iter()
+        .filter(|t| match wanted {
+            None | Some("MIXED") => true,
+            Some(w) => t.as_str_name() == w,
+        })
+        .map(|t| t as i32)
+        .collect()
+}
+
+/// Whether a topic with `message.type` = `wanted` takes a message of v2 type `got`.
+pub fn accepts(wanted: &str, got: i32) -> bool {
+    accepted_types(Some(wanted)).contains(&got)
+}
+
 pub fn local_queues(
     broker: &Broker,
     topic: &Resource,
@@ -50,14 +73,7 @@ pub fn local_queues(
         endpoints: Some(endpoints(&b.broker_ip1, grpc_port)),
     };
     let bits = config.perm & broker.live.broker_permission();
-    let all_types = [
-        MessageType::Normal,
-        MessageType::Fifo,
-        MessageType::Delay,
-        MessageType::Transaction,
-    ]
-    .map(|t| t as i32)
-    .to_vec();
+    let all_types = accepted_types(config.message_type());
     let queues = config.read_queue_nums.max(config.write_queue_nums);
     Some(
         (0..queues)
@@ -84,6 +100,17 @@ pub fn local_queues(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_type_attribute_narrows_what_a_topic_takes() {
+        assert_eq!(accepted_types(None).len(), 4);
+        assert_eq!(accepted_types(Some("MIXED")).len(), 4);
+        assert_eq!(accepted_types(Some("FIFO")), [MessageType::Fifo as i32]);
+        assert!(accepts("DELAY", MessageType::Delay as i32));
+        assert!(!accepts("FIFO", MessageType::Normal as i32));
+        assert!(!accepts("NORMAL", MessageType::Unspecified as i32));
+        assert!(accepts("MIXED", MessageType::Transaction as i32));
+    }
 
     #[test]
     fn perm_bits_map_to_v2_permissions() {

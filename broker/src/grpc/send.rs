@@ -7,12 +7,13 @@
 //! picks the queue by the group's hash, so one group stays on one queue; DELAY maps
 //! `delivery_timestamp` to the smallest `messageDelayLevel` whose delay covers the time
 //! left (the longest level when none does; due or past: no delay); TRANSACTION stores a
-//! half message under producer group = topic (see [`super::transaction`]).
+//! half message under producer group = topic (see [`super::transaction`]). A topic with a
+//! 5.x `message.type` attribute takes only that type (MIXED: any); without it, any.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpc_api::v2::{Code, Message, SendResultEntry};
+use grpc_api::v2::{Code, Message, MessageType, SendResultEntry};
 use protocol::RemotingCommand;
 use protocol::code::{request as rq, response};
 use protocol::header::{SendMessageRequestHeader, SendMessageResponseHeader};
@@ -68,6 +69,18 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
         Err(e) => return entry(Code::IllegalMessagePropertyKey, e.to_string()),
     };
     let sys = m.system_properties.clone().unwrap_or_default();
+    if let Some(config) = broker.topics.get(&topic)
+        && let Some(wanted) = config.message_type()
+        && !super::route::accepts(wanted, sys.message_type)
+    {
+        return entry(
+            Code::MessagePropertyConflictWithType,
+            format!(
+                "topic {topic} takes {wanted} messages (its message.type attribute), not {}",
+                MessageType::try_from(sys.message_type).map_or("UNSPECIFIED", |t| t.as_str_name())
+            ),
+        );
+    }
     let group = sys.message_group.clone().filter(|g| !g.is_empty());
     let mut queue_id = -1;
     if let Some(g) = &group

@@ -51,6 +51,32 @@ impl GrpcService {
         self.broker.metrics.grpc.request(method, code.as_str_name());
     }
 
+    fn record_status(&self, method: &'static str, status: Option<&grpc_api::v2::Status>) {
+        let code = status.map_or(Code::Ok, |s| {
+            Code::try_from(s.code).unwrap_or(Code::InternalServerError)
+        });
+        self.record(method, code);
+    }
+
+    /// A consumption call: SUB on the topic and the group (as a 4.x pull needs), from
+    /// the caller the signature names.
+    fn consumer_check<T>(
+        &self,
+        request: &Request<T>,
+        meta: &CallMeta,
+        topic: &str,
+        group: &str,
+    ) -> Result<auth::Caller, Status> {
+        let mut needs = Vec::with_capacity(2);
+        if !topic.is_empty() {
+            needs.push((AclResource::topic(topic), Perm::SUB));
+        }
+        if !group.is_empty() {
+            needs.push((AclResource::group(group), Perm::SUB));
+        }
+        auth::check(&self.broker, request.metadata(), meta.peer.ip(), &needs)
+    }
+
     /// Registers the session's client like a 4.x HEART_BEAT: a producer under each topic
     /// it publishes to (see [`transaction::producer_group`]), a consumer in its group.
     fn register(
@@ -183,29 +209,61 @@ impl MessagingService for GrpcService {
 
     async fn query_assignment(
         &self,
-        _: Request<QueryAssignmentRequest>,
+        request: Request<QueryAssignmentRequest>,
     ) -> Reply<QueryAssignmentResponse> {
-        Err(consumer::not_yet("QueryAssignment"))
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        self.consumer_check(&request, &meta, name(&req.topic), name(&req.group))?;
+        let reply = consumer::query_assignment(&self.broker, req, self.port);
+        self.record_status("QueryAssignment", reply.status.as_ref());
+        Ok(Response::new(reply))
     }
 
     type ReceiveMessageStream = Empty<ReceiveMessageResponse>;
 
     async fn receive_message(
         &self,
-        _: Request<ReceiveMessageRequest>,
+        request: Request<ReceiveMessageRequest>,
     ) -> Reply<Self::ReceiveMessageStream> {
-        Err(consumer::not_yet("ReceiveMessage"))
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        let topic = req
+            .message_queue
+            .as_ref()
+            .map_or("", |q| name(&q.topic))
+            .to_owned();
+        self.consumer_check(&request, &meta, &topic, name(&req.group))?;
+        let deadline = consumer::call_deadline(request.metadata());
+        let answers = consumer::receive(&self.broker, req, deadline).await;
+        let first = answers.first().and_then(|a| match &a.content {
+            Some(grpc_api::v2::receive_message_response::Content::Status(s)) => Some(s.clone()),
+            _ => None,
+        });
+        self.record_status("ReceiveMessage", first.as_ref());
+        Ok(Response::new(Box::pin(futures::stream::iter(
+            answers.into_iter().map(Ok),
+        ))))
     }
 
-    async fn ack_message(&self, _: Request<AckMessageRequest>) -> Reply<AckMessageResponse> {
-        Err(consumer::not_yet("AckMessage"))
+    async fn ack_message(&self, request: Request<AckMessageRequest>) -> Reply<AckMessageResponse> {
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        self.consumer_check(&request, &meta, name(&req.topic), name(&req.group))?;
+        let reply = consumer::ack(&self.broker, req);
+        self.record_status("AckMessage", reply.status.as_ref());
+        Ok(Response::new(reply))
     }
 
     async fn forward_message_to_dead_letter_queue(
         &self,
-        _: Request<ForwardMessageToDeadLetterQueueRequest>,
+        request: Request<ForwardMessageToDeadLetterQueueRequest>,
     ) -> Reply<ForwardMessageToDeadLetterQueueResponse> {
-        Err(consumer::not_yet("ForwardMessageToDeadLetterQueue"))
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        self.consumer_check(&request, &meta, name(&req.topic), name(&req.group))?;
+        let reply = consumer::forward_to_dead_letter(&self.broker, req).await;
+        self.record_status("ForwardMessageToDeadLetterQueue", reply.status.as_ref());
+        Ok(Response::new(reply))
     }
 
     type PullMessageStream = Empty<PullMessageResponse>;
@@ -305,9 +363,14 @@ impl MessagingService for GrpcService {
 
     async fn change_invisible_duration(
         &self,
-        _: Request<ChangeInvisibleDurationRequest>,
+        request: Request<ChangeInvisibleDurationRequest>,
     ) -> Reply<ChangeInvisibleDurationResponse> {
-        Err(consumer::not_yet("ChangeInvisibleDuration"))
+        let meta = CallMeta::read(&request);
+        let req = request.get_ref();
+        self.consumer_check(&request, &meta, name(&req.topic), name(&req.group))?;
+        let reply = consumer::change_invisible(&self.broker, req);
+        self.record_status("ChangeInvisibleDuration", reply.status.as_ref());
+        Ok(Response::new(reply))
     }
 
     async fn recall_message(

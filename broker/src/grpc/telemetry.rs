@@ -39,9 +39,15 @@ fn server_side(broker: &Broker, client: &Settings) -> ServerSide {
     let levels = broker.config.store.delay_levels().ok();
     ServerSide {
         max_body_size: i32::try_from(broker.config.store.max_message_size).unwrap_or(i32::MAX),
-        // 4.9 groups have no FIFO flag (`consumeMessageOrderly` is a 5.x field): every
-        // group here is a concurrent one.
-        fifo: group.as_ref().map(|_| false),
+        // The 5.x group flag `consumeMessageOrderly` (`rmqctl group create --fifo`); a
+        // group unknown here is a concurrent one.
+        fifo: group.as_ref().map(|_| {
+            group_config
+                .as_ref()
+                .is_some_and(|g| g.consume_message_orderly)
+        }),
+        // Retries; the merge adds the first delivery (5.x's `maxDeliveryAttempts`), the
+        // count POP moves a message to the DLQ after.
         max_attempts: group_config.map_or(16, |g| g.retry_max_times),
         delay_levels: levels
             .map(|l| {

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use protocol::RemotingCommand;
+use protocol::body::topic_config::apply_attributes;
 use protocol::body::{KvTable, MessageQueue, SubscriptionData, TopicConfig, TopicFilterType};
 use protocol::code::response;
 use protocol::header::{
@@ -45,6 +46,9 @@ fn is_system_topic(topic: &str, broker: &Broker) -> bool {
         || topic == broker.config.broker.broker_cluster_name
         || topic == broker.config.broker.broker_name
 }
+
+/// Longest `attributes` header of UPDATE_AND_CREATE_TOPIC (a few short entries).
+const MAX_ATTRIBUTES_HEADER: usize = 1024;
 
 pub async fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> HandlerResult {
     let h: CreateTopicRequestHeader = request.header()?;
@@ -83,6 +87,28 @@ pub async fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
             format!("readQueueNums and writeQueueNums must be within 1..={max} (maxQueueNums)"),
         );
     }
+    // 5.x attributes change the topic's current ones; without the header they stay
+    // (`AttributeUtil.alterCurrentAttributes`).
+    let current = broker
+        .topics
+        .get(&h.topic)
+        .map(|t| t.attributes.clone())
+        .unwrap_or_default();
+    let attributes = match h.attributes.as_deref() {
+        None => current,
+        Some(a) if a.len() > MAX_ATTRIBUTES_HEADER => {
+            broker.metrics.limits.requests_refused.inc();
+            return error(
+                request,
+                response::SYSTEM_ERROR,
+                format!("the attributes header is longer than {MAX_ATTRIBUTES_HEADER} bytes"),
+            );
+        }
+        Some(a) => match apply_attributes(&current, a) {
+            Ok(attrs) => attrs,
+            Err(e) => return error(request, response::SYSTEM_ERROR, e.to_string()),
+        },
+    };
     let config = TopicConfig {
         topic_name: h.topic.clone(),
         read_queue_nums: h.read_queue_nums,
@@ -91,6 +117,7 @@ pub async fn create_topic(broker: &Arc<Broker>, request: &RemotingCommand) -> Ha
         topic_filter_type: filter,
         topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
         order: h.order,
+        attributes,
     };
     if broker.topics.is_full() && !broker.topics.contains(&h.topic) {
         broker.metrics.limits.refusals.count("maxTopics");

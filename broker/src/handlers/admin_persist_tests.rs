@@ -29,6 +29,7 @@ fn create_topic(topic: &str) -> RemotingCommand {
             topic_filter_type: "SINGLE_TAG".to_owned(),
             topic_sys_flag: None,
             order: false,
+            attributes: None,
         },
     )
 }

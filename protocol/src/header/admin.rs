@@ -16,6 +16,9 @@ crate::header! {
         /// Java initialises it to false but still marks it `@CFNotNull`, so it must be
         /// present on the wire.
         required order: bool = "order",
+        /// RocketMQ 5.x topic attributes, `+key=value` / `-key`, comma separated (a 4.9
+        /// broker ignores the field).
+        optional attributes: String = "attributes",
     }
 }
 

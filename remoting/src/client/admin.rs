@@ -44,6 +44,7 @@ impl Client {
             topic_filter_type: config.topic_filter_type.name().to_owned(),
             topic_sys_flag: Some(config.topic_sys_flag),
             order: config.order,
+            attributes: protocol::body::topic_config::attributes_header(&config.attributes),
         };
         self.call_ok(
             broker,

@@ -114,12 +114,18 @@ pub struct TopicSettings {
     /// Ordered topic.
     #[arg(long)]
     pub order: Option<bool>,
+    /// The message type 5.x (gRPC) producers may send: NORMAL, FIFO, DELAY, TRANSACTION
+    /// or MIXED (RocketMQ 5.x's `message.type` topic attribute; unset: any type).
+    #[arg(long, value_name = "TYPE", value_parser = ["NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"])]
+    pub message_type: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TopicCmd {
     /// Create a topic (8 read / 8 write queues, perm 6 unless given; mqadmin updateTopic).
-    #[command(after_help = "Example:\n  rmqctl topic create -t Orders -c DefaultCluster -r 8 -w 8")]
+    #[command(
+        after_help = "Example:\n  rmqctl topic create -t Orders -c DefaultCluster -r 8 -w 8\n  rmqctl topic create -t OrderEvents -c DefaultCluster --message-type FIFO"
+    )]
     Create {
         /// Topic name.
         #[arg(short = 't', long)]

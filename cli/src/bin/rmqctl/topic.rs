@@ -1,6 +1,7 @@
 //! `cluster list` and the `topic` family.
 
 use anyhow::{Result, bail};
+use protocol::body::topic_config::{MESSAGE_TYPE_ATTRIBUTE, apply_attributes};
 use protocol::body::{TopicConfig, TopicFilterType};
 use remoting::client::Client;
 use remoting::client::namesrv::brokers;
@@ -70,6 +71,12 @@ fn apply(config: &mut TopicConfig, s: &TopicSettings) -> Result<()> {
     }
     if let Some(o) = s.order {
         config.order = o;
+    }
+    if let Some(t) = &s.message_type {
+        config.attributes = apply_attributes(
+            &config.attributes,
+            &format!("+{MESSAGE_TYPE_ATTRIBUTE}={t}"),
+        )?;
     }
     if config.read_queue_nums <= 0 || config.write_queue_nums <= 0 {
         bail!("queue counts must be positive");
@@ -222,12 +229,13 @@ fn written(verb: &str, topic: &str, targets: &[targets::Target], config: &TopicC
     let addrs: Vec<&str> = targets.iter().map(|t| t.addr()).collect();
     Report::text(
         format!(
-            "{verb} topic {topic} on {} (read {} / write {} queues, perm {}, order {})",
+            "{verb} topic {topic} on {} (read {} / write {} queues, perm {}, order {}, message type {})",
             addrs.join(", "),
             config.read_queue_nums,
             config.write_queue_nums,
             config.perm,
-            config.order
+            config.order,
+            config.message_type().unwrap_or("any")
         ),
         json!({ "topic": topic, "result": verb, "brokers": addrs, "config": config }),
     )
