@@ -149,9 +149,21 @@ pub async fn receive(
             status_only(status::of(Code::MessageNotFound, "no new message"))
         }
         Ok(popped) => {
-            let mut out = Vec::with_capacity(popped.len() + 1);
+            let mut out = Vec::with_capacity(popped.len() + 2);
             out.push(ReceiveMessageResponse {
                 content: Some(receive_message_response::Content::Status(status::ok())),
+            });
+            // When the broker handed the messages over (5.x's `ReceiveMessageActivity`
+            // sends it): clients measure their receive latency from it, and the Python
+            // push consumer fails every message without it.
+            let now = crate::now_ms();
+            out.push(ReceiveMessageResponse {
+                content: Some(receive_message_response::Content::DeliveryTimestamp(
+                    prost_types::Timestamp {
+                        seconds: now.div_euclid(1000),
+                        nanos: i32::try_from(now.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+                    },
+                )),
             });
             out.extend(
                 popped

@@ -55,7 +55,9 @@ def message(args, i):
     if args.message_group:
         m.message_group = args.message_group
     if args.delay_ms:
-        m.delivery_timestamp = int(time.time() * 1000) + args.delay_ms
+        # This client takes the delivery time in whole seconds since the epoch: rounded
+        # up, so the message is never due before the requested delay.
+        m.delivery_timestamp = -(-(int(time.time() * 1000) + args.delay_ms) // 1000)
     m.add_property("index", str(i))
     return m
 

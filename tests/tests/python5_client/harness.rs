@@ -266,7 +266,7 @@ impl Cluster {
                     .await
                     .expect("PULL_MESSAGE");
                 if r.code == response::SUCCESS {
-                    all.extend(decode_records(r.body.as_deref().unwrap_or_default()));
+                    all.extend(decode_records(&r.body));
                 }
             }
             all
