@@ -257,6 +257,13 @@ fn send_each_type_and_read_back_with_4x_pulls() {
         sys.message_type = MessageType::Delay as i32;
         let r = send(m).await;
         assert_eq!(code(&r.status), Code::Ok as i32, "{r:?}");
+        // Further away than the longest delay level: refused, never delivered early.
+        let mut far = message("T_GRPC_SEND", "ID-FAR", b"far");
+        let sys = far.system_properties.as_mut().unwrap();
+        sys.delivery_timestamp = Some(ts(now_ms() + 3 * 24 * 3600 * 1000));
+        sys.message_type = MessageType::Delay as i32;
+        let r = send(far).await;
+        assert_eq!(code(&r.status), Code::IllegalDeliveryTime as i32, "{r:?}");
         // A reserved property is refused with a clear status, nothing stored.
         let mut bad = message("T_GRPC_SEND", "ID-BAD", b"bad");
         bad.user_properties.insert("UNIQ_KEY".into(), "x".into());

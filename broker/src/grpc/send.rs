@@ -6,7 +6,7 @@
 //! Types: NORMAL as is; FIFO (a `message_group`) stores the group as `__SHARDINGKEY` and
 //! picks the queue by the group's hash, so one group stays on one queue; DELAY maps
 //! `delivery_timestamp` to the smallest `messageDelayLevel` whose delay covers the time
-//! left (the longest level when none does; due or past: no delay); TRANSACTION stores a
+//! left (beyond the longest level: refused, ILLEGAL_DELIVERY_TIME; due or past: no delay); TRANSACTION stores a
 //! half message under producer group = topic (see [`super::transaction`]). A topic with a
 //! 5.x `message.type` attribute takes only that type (MIXED: any); without it, any.
 
@@ -102,6 +102,21 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
                     .collect()
             })
             .unwrap_or_default();
+        // Past the longest level the message would come early: refused, as 5.x refuses
+        // a delivery time beyond its timer's reach (`timerMaxDelaySec`).
+        if let Some(longest) = levels.last()
+            && left > *longest
+        {
+            return entry(
+                Code::IllegalDeliveryTime,
+                format!(
+                    "delivery time is {} s away; this broker delays messages by at most {} s \
+                     (the longest messageDelayLevel)",
+                    left.as_secs(),
+                    longest.as_secs()
+                ),
+            );
+        }
         let level = delay_level(&levels, left);
         if level > 0 {
             props.insert(DELAY, level.to_string());
