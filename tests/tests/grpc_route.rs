@@ -243,3 +243,75 @@ fn an_unreachable_nameserver_leaves_the_local_queues() {
         );
     });
 }
+
+/// A "nameserver" that reads requests and never answers; counts GET_ROUTEINFO_BY_TOPIC.
+fn silent_nameserver() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let routes = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&routes);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let counted = std::sync::Arc::clone(&counted);
+            std::thread::spawn(move || {
+                // frame: total length, serialize type + header length, JSON header, body.
+                let mut len = [0u8; 4];
+                while conn.read_exact(&mut len).is_ok() {
+                    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+                    if conn.read_exact(&mut frame).is_err() || frame.len() < 4 {
+                        return;
+                    }
+                    let header_len =
+                        (u32::from_be_bytes(frame[..4].try_into().unwrap()) & 0xFF_FFFF) as usize;
+                    let header: Option<serde_json::Value> = frame
+                        .get(4..4 + header_len)
+                        .and_then(|h| serde_json::from_slice(h).ok());
+                    let code = header.as_ref().and_then(|h| h["code"].as_i64());
+                    if code == Some(i64::from(request::GET_ROUTEINFO_BY_TOPIC)) {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    (port, routes)
+}
+
+#[test]
+fn a_silent_nameserver_costs_one_lookup_and_calls_keep_their_deadline() {
+    let (ns_port, asked) = silent_nameserver();
+    let b = TempBroker::start(Some(ns_port), &[("brokerName", "broker-waiting")]);
+    let b = &b.broker;
+    let rt = runtime();
+    rt.block_on(async {
+        let c = Client::connect(b.port).await.unwrap();
+        create_topic(&c, TOPIC, 2).await;
+        let ch = channel(b.grpc_port).await;
+        // A burst of calls with a 2 s deadline: each is answered (tonic would report
+        // DEADLINE_EXCEEDED otherwise) with the local queues.
+        let calls = (0..8).map(|_| {
+            let mut cl = MessagingServiceClient::new(ch.clone());
+            async move {
+                let mut r = req(QueryRouteRequest {
+                    topic: Some(res(TOPIC)),
+                    endpoints: None,
+                });
+                r.set_timeout(Duration::from_secs(2));
+                cl.query_route(r).await
+            }
+        });
+        for r in futures::future::join_all(calls).await {
+            let r = r
+                .expect("answered within the client's deadline")
+                .into_inner();
+            assert_eq!(r.status.as_ref().map(|s| s.code), Some(Code::Ok as i32));
+            assert_eq!(shape(&r), expected(&[("broker-waiting", b.grpc_port, 2)]));
+        }
+        // The calls waited for one lookup in flight instead of sending one each.
+        let n = asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((1..8).contains(&n), "{n} route requests for 8 calls");
+    });
+}

@@ -337,7 +337,7 @@ broker_config! {
     /// a RocketMQ key).
     grpc_route_cache_max_topics: u32 = "grpcRouteCacheMaxTopics" => 1024;
     /// The longest QueryRoute waits for the nameservers' route before answering with
-    /// this broker's own queues, ms; a shorter client deadline shortens it (not a
+    /// this broker's own queues, ms; half the client's deadline when shorter (not a
     /// RocketMQ key).
     grpc_route_lookup_timeout_millis: u64 = "grpcRouteLookupTimeoutMillis" => 3000;
     /// Open gRPC connections (not a RocketMQ key).

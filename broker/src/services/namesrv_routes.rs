@@ -46,23 +46,42 @@ pub struct NamesrvRoutes {
     links: Mutex<Vec<Arc<NamesrvLink>>>,
     /// topic → when looked up, and the answer.
     cache: Mutex<HashMap<String, (Instant, Lookup)>>,
+    /// Held by the one lookup in flight.
+    asking: tokio::sync::Mutex<()>,
 }
 
 impl NamesrvRoutes {
     /// `topic`'s route, from the cache while fresh, else from the nameservers within
-    /// `deadline` (and `grpcRouteLookupTimeoutMillis`).
+    /// half the client's `deadline` and `grpcRouteLookupTimeoutMillis`. One lookup is in flight at a
+    /// time: calls that miss together wait for it and take its answer from the cache,
+    /// so a burst of QueryRoute sends the nameservers one request, and a nameserver
+    /// that does not answer holds one request, not one per call. A call whose time
+    /// runs out while waiting answers `Unreachable` without caching it.
     pub async fn lookup(&self, broker: &Broker, topic: &str, deadline: Option<Duration>) -> Lookup {
         let b = &broker.config.broker;
         let ttl = Duration::from_millis(b.grpc_route_cache_millis);
-        if let Some((at, found)) = self.cache.lock().get(topic)
-            && at.elapsed() < ttl
-        {
+        if let Some(hit) = self.fresh(topic, ttl) {
             broker.metrics.grpc.route_lookup("cached");
-            return found.clone();
+            return hit;
         }
+        // Half the client's deadline at most: the fallback answer must still reach it
+        // before the client gives up.
         let bound = Duration::from_millis(b.grpc_route_lookup_timeout_millis)
-            .min(deadline.unwrap_or(Duration::MAX));
-        let found = tokio::time::timeout(bound, self.ask(broker, topic, bound))
+            .min(deadline.map_or(Duration::MAX, |d| d / 2));
+        let until = tokio::time::Instant::now() + bound;
+        let Ok(_one) = tokio::time::timeout_at(until, self.asking.lock()).await else {
+            broker
+                .metrics
+                .grpc
+                .route_lookup(Lookup::Unreachable.outcome());
+            return Lookup::Unreachable;
+        };
+        if let Some(hit) = self.fresh(topic, ttl) {
+            broker.metrics.grpc.route_lookup("cached");
+            return hit;
+        }
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let found = tokio::time::timeout_at(until, self.ask(broker, topic, left))
             .await
             .unwrap_or(Lookup::Unreachable);
         broker.metrics.grpc.route_lookup(found.outcome());
@@ -74,6 +93,12 @@ impl NamesrvRoutes {
             self.remember(topic, found.clone(), max, Instant::now());
         }
         found
+    }
+
+    fn fresh(&self, topic: &str, ttl: Duration) -> Option<Lookup> {
+        let cache = self.cache.lock();
+        let (at, found) = cache.get(topic)?;
+        (at.elapsed() < ttl).then(|| found.clone())
     }
 
     fn remember(&self, topic: &str, found: Lookup, max: usize, now: Instant) {
