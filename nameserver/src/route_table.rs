@@ -39,6 +39,8 @@ struct BrokerLiveInfo {
     data_version: DataVersion,
     conn: ConnId,
     ha_server_addr: String,
+    /// The port of its 5.x gRPC endpoint, when it registered one.
+    grpc_port: Option<u16>,
 }
 
 /// One REGISTER_BROKER request.
@@ -55,6 +57,9 @@ pub struct Registration {
     /// The replication epoch a master (brokerId 0) registers with (`masterEpoch`, sent
     /// by this project's brokers; `None` from RocketMQ's).
     pub master_epoch: Option<i32>,
+    /// The port of the broker's 5.x gRPC endpoint (`grpcPort`, sent by this project's
+    /// brokers that serve one), published as `BrokerData.grpcAddrs`.
+    pub grpc_port: Option<u16>,
 }
 
 /// What a registering slave learns about its master.
@@ -181,6 +186,7 @@ impl RouteTable {
                 broker_name: reg.broker_name.clone(),
                 broker_addrs: BTreeMap::new(),
                 enable_acting_master: None,
+                grpc_addrs: BTreeMap::new(),
             });
         // One address has one brokerId: a slave promoted to master (or the reverse)
         // first loses its old id.
@@ -232,6 +238,7 @@ impl RouteTable {
                 data_version,
                 conn: reg.conn,
                 ha_server_addr: reg.ha_server_addr.clone(),
+                grpc_port: reg.grpc_port,
             },
         );
         if reg.filter_server_list.is_empty() {
@@ -408,10 +415,27 @@ impl RouteTable {
                             .insert(addr.clone(), servers.clone());
                     }
                 }
-                route.broker_datas.push(bd.clone());
+                route.broker_datas.push(self.with_grpc_addrs(bd));
             }
         }
         (!route.broker_datas.is_empty()).then_some(route)
+    }
+
+    /// `bd` with `grpcAddrs`: for each of its brokers that registered a gRPC port, the
+    /// host it registered (`brokerAddr` without its port, i.e. brokerIP1) and that port.
+    /// Derived from the live table, so an expired broker's endpoint goes with it.
+    fn with_grpc_addrs(&self, bd: &BrokerData) -> BrokerData {
+        let mut bd = bd.clone();
+        bd.grpc_addrs = bd
+            .broker_addrs
+            .iter()
+            .filter_map(|(id, addr)| {
+                let port = self.broker_live_table.get(addr)?.grpc_port?;
+                let (host, _) = addr.rsplit_once(':')?;
+                Some((*id, format!("{host}:{port}")))
+            })
+            .collect();
+        bd
     }
 
     pub fn cluster_info(&self) -> ClusterInfo {

@@ -75,6 +75,7 @@ impl FakeBroker {
                 compressed,
                 body_crc32: crc,
                 master_epoch: self.master_epoch,
+                grpc_port: None,
             },
         )
         .with_body(body)

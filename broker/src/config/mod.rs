@@ -330,6 +330,16 @@ broker_config! {
     /// plaintext and TLS on the same port as `tls.server.mode` decides; 0 disables it. Not
     /// a RocketMQ 4.9 key (5.x serves gRPC from its proxy, whose default port is 8081).
     grpc_server_port: u16 = "grpcServerPort" => 8081;
+    /// How long QueryRoute reuses a topic's route from the nameservers, ms (not a
+    /// RocketMQ key; 0: ask on every call).
+    grpc_route_cache_millis: u64 = "grpcRouteCacheMillis" => 3000;
+    /// Topics whose nameserver route QueryRoute keeps at once; the oldest go first (not
+    /// a RocketMQ key).
+    grpc_route_cache_max_topics: u32 = "grpcRouteCacheMaxTopics" => 1024;
+    /// The longest QueryRoute waits for the nameservers' route before answering with
+    /// this broker's own queues, ms; half the client's deadline when shorter (not a
+    /// RocketMQ key).
+    grpc_route_lookup_timeout_millis: u64 = "grpcRouteLookupTimeoutMillis" => 3000;
     /// Open gRPC connections (not a RocketMQ key).
     grpc_max_connections: u32 = "grpcMaxConnections" => 10_000;
     /// Open gRPC connections one source IP may hold (not a RocketMQ key; 0: no per-source

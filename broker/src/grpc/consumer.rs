@@ -15,7 +15,7 @@ use grpc_api::v2::{
 };
 use tonic::Status;
 
-use super::{message_codec, route, settings, status};
+use super::{message_codec, settings, status};
 use crate::services::Broker;
 use crate::services::pop::{MAX_POP_BATCH, PopError, PopRequest, Popped};
 
@@ -51,26 +51,6 @@ fn pop_status(e: &PopError) -> grpc_api::v2::Status {
         PopError::Store(_) => Code::InternalServerError,
     };
     status::of(code, e.to_string())
-}
-
-/// The call's deadline from its `grpc-timeout` header (`<digits><unit>`, unit one of
-/// H M S m u n, as the gRPC HTTP/2 protocol spells it); `None` when absent or malformed.
-pub fn call_deadline(md: &tonic::metadata::MetadataMap) -> Option<Duration> {
-    let v = md.get("grpc-timeout")?.to_str().ok()?;
-    if v.len() < 2 || v.len() > 9 {
-        return None;
-    }
-    let (digits, unit) = v.split_at(v.len() - 1);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
 }
 
 /// How long a receive may wait: the client's long-polling timeout within 5.x's bounds,
@@ -257,12 +237,12 @@ pub async fn forward_to_dead_letter(
     ForwardMessageToDeadLetterQueueResponse { status: Some(st) }
 }
 
-/// QueryAssignment: the topic on this broker group as one POP queue (id -1, as 5.x
-/// assigns it), readable; none when the topic is not here or not readable.
+/// QueryAssignment: the topic on each broker group as one POP queue (id -1, as 5.x's
+/// proxy assigns it: a receive pops every queue of that broker), readable; `queues` is
+/// the topic's route across groups (`None`: the topic is unknown).
 pub fn query_assignment(
-    broker: &Broker,
     req: &QueryAssignmentRequest,
-    grpc_port: u16,
+    queues: Option<Vec<grpc_api::v2::MessageQueue>>,
 ) -> QueryAssignmentResponse {
     let Some(topic) = req.topic.as_ref() else {
         return QueryAssignmentResponse {
@@ -270,7 +250,7 @@ pub fn query_assignment(
             assignments: Vec::new(),
         };
     };
-    let Some(queues) = route::local_queues(broker, topic, grpc_port) else {
+    let Some(queues) = queues else {
         return QueryAssignmentResponse {
             status: Some(status::of(
                 Code::TopicNotFound,
@@ -283,17 +263,19 @@ pub fn query_assignment(
         p == grpc_api::v2::Permission::Read as i32
             || p == grpc_api::v2::Permission::ReadWrite as i32
     };
+    let mut seen = std::collections::BTreeSet::new();
     let assignments = queues
         .into_iter()
-        .find(|q| readable(q.permission))
+        .filter(|q| readable(q.permission))
+        .filter(|q| seen.insert(q.broker.as_ref().map(|b| b.name.clone())))
         .map(|mut q| {
             q.id = -1;
             q.permission = grpc_api::v2::Permission::Read as i32;
-            vec![Assignment {
+            Assignment {
                 message_queue: Some(q),
-            }]
+            }
         })
-        .unwrap_or_default();
+        .collect();
     QueryAssignmentResponse {
         status: Some(status::ok()),
         assignments,
@@ -319,24 +301,5 @@ mod tests {
             poll_time(Some(s(15)), Some(Duration::from_millis(50))),
             Duration::ZERO
         );
-    }
-
-    #[test]
-    fn grpc_timeout_headers_parse_or_are_ignored() {
-        let md = |v: &'static str| {
-            let mut m = tonic::metadata::MetadataMap::new();
-            m.insert(
-                "grpc-timeout",
-                tonic::metadata::MetadataValue::from_static(v),
-            );
-            m
-        };
-        assert_eq!(call_deadline(&md("20000m")), Some(Duration::from_secs(20)));
-        assert_eq!(call_deadline(&md("3S")), Some(Duration::from_secs(3)));
-        assert_eq!(call_deadline(&md("1H")), Some(Duration::from_secs(3600)));
-        for bad in ["", "m", "12x", "abcS", "9999999999S"] {
-            assert_eq!(call_deadline(&md(bad)), None, "{bad}");
-        }
-        assert_eq!(call_deadline(&tonic::metadata::MetadataMap::new()), None);
     }
 }

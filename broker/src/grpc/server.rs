@@ -182,6 +182,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
         broker: Arc::clone(&broker),
         sessions: Arc::new(Sessions::new(b.grpc_max_connections as usize)),
         port,
+        routes: Default::default(),
     };
     let messaging = MessagingServiceServer::new(service)
         .max_decoding_message_size(max_decode)

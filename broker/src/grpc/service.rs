@@ -16,12 +16,15 @@ use super::session::{Session, Sessions};
 use super::telemetry::TelemetryStream;
 use super::{auth, consumer, route, send, status, telemetry, transaction};
 use crate::services::Broker;
+use crate::services::namesrv_routes::{Lookup, NamesrvRoutes};
 
 pub struct GrpcService {
     pub broker: Arc<Broker>,
     pub sessions: Arc<Sessions>,
     /// The bound gRPC port, published in routes.
     pub port: u16,
+    /// Routes across broker groups, from the nameservers.
+    pub routes: NamesrvRoutes,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -45,6 +48,43 @@ impl GrpcService {
                     .count("grpcMaxConnections");
                 Status::resource_exhausted(e.to_string())
             })
+    }
+
+    /// The topic's queues across broker groups; this broker's own while the
+    /// nameservers have no usable route. This group is added when the route lacks it
+    /// (a topic created here since the last registration).
+    async fn route(
+        &self,
+        topic: &Resource,
+        deadline: Option<std::time::Duration>,
+    ) -> Option<Vec<MessageQueue>> {
+        let mut queues = self.route_unnarrowed(topic, deadline).await?;
+        route::narrow_types(&self.broker, topic, &mut queues);
+        Some(queues)
+    }
+
+    async fn route_unnarrowed(
+        &self,
+        topic: &Resource,
+        deadline: Option<std::time::Duration>,
+    ) -> Option<Vec<MessageQueue>> {
+        let local = || route::local_queues(&self.broker, topic, self.port);
+        let Lookup::Route(r) = self
+            .routes
+            .lookup(&self.broker, &topic.name, deadline)
+            .await
+        else {
+            return local();
+        };
+        let mut queues = route::cluster_queues(&r, topic);
+        if queues.is_empty() {
+            return local();
+        }
+        let here = &self.broker.config.broker.broker_name;
+        if !r.queue_datas.iter().any(|q| &q.broker_name == here) {
+            queues.extend(local().unwrap_or_default());
+        }
+        Some(queues)
     }
 
     fn record(&self, method: &'static str, code: Code) {
@@ -133,7 +173,8 @@ impl MessagingService for GrpcService {
         let req = request.get_ref();
         let topic = req.topic.clone().unwrap_or_default();
         auth::check(&self.broker, request.metadata(), meta.peer.ip(), &[])?;
-        let (st, queues) = match route::local_queues(&self.broker, &topic, self.port) {
+        let deadline = route::deadline(request.metadata());
+        let (st, queues) = match self.route(&topic, deadline).await {
             Some(q) => (status::ok(), q),
             None => (
                 status::of(
@@ -214,7 +255,11 @@ impl MessagingService for GrpcService {
         let meta = CallMeta::read(&request);
         let req = request.get_ref();
         self.consumer_check(&request, &meta, name(&req.topic), name(&req.group))?;
-        let reply = consumer::query_assignment(&self.broker, req, self.port);
+        let queues = match &req.topic {
+            Some(t) => self.route(t, route::deadline(request.metadata())).await,
+            None => None,
+        };
+        let reply = consumer::query_assignment(req, queues);
         self.record_status("QueryAssignment", reply.status.as_ref());
         Ok(Response::new(reply))
     }
@@ -233,7 +278,7 @@ impl MessagingService for GrpcService {
             .map_or("", |q| name(&q.topic))
             .to_owned();
         self.consumer_check(&request, &meta, &topic, name(&req.group))?;
-        let deadline = consumer::call_deadline(request.metadata());
+        let deadline = route::deadline(request.metadata());
         let answers = consumer::receive(&self.broker, req, deadline).await;
         let first = answers.first().and_then(|a| match &a.content {
             Some(grpc_api::v2::receive_message_response::Content::Status(s)) => Some(s.clone()),

@@ -13,10 +13,16 @@ pub struct CallLabels {
     pub code: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LookupLabels {
+    pub outcome: &'static str,
+}
+
 #[derive(Default)]
 pub struct GrpcMetrics {
     requests: Family<CallLabels, Counter>,
     streams: Gauge,
+    route_lookups: Family<LookupLabels, Counter>,
 }
 
 /// Holds one open stream on the gauge until dropped.
@@ -41,6 +47,20 @@ impl GrpcMetrics {
             .get()
     }
 
+    /// One QueryRoute route lookup: `cached`, `namesrv` (asked and answered with a
+    /// route), `no_route` (no nameserver knows the topic) or `unreachable`.
+    pub fn route_lookup(&self, outcome: &'static str) {
+        self.route_lookups
+            .get_or_create(&LookupLabels { outcome })
+            .inc();
+    }
+
+    pub fn route_lookups(&self, outcome: &'static str) -> u64 {
+        self.route_lookups
+            .get_or_create(&LookupLabels { outcome })
+            .get()
+    }
+
     pub fn stream_opened(&self) -> StreamGauge {
         self.streams.inc();
         StreamGauge(self.streams.clone())
@@ -56,6 +76,11 @@ impl GrpcMetrics {
             "rocketmq_grpc_active_streams",
             "Open 5.x Telemetry streams",
             self.streams.clone(),
+        );
+        r.register(
+            "rocketmq_grpc_route_lookups",
+            "Topic routes QueryRoute looked up, by outcome (cached, namesrv, no_route, unreachable)",
+            self.route_lookups.clone(),
         );
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod locks;
 pub(crate) mod long_polling;
 pub mod membership;
 mod namesrv_link;
+pub mod namesrv_routes;
 pub(crate) mod offsets;
 pub(crate) mod pending_resets;
 pub mod pop;

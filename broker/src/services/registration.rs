@@ -129,6 +129,9 @@ impl Registrar {
                 .get()
                 .filter(|ha| !ha.is_slave())
                 .map(|ha| ha.epoch()),
+            // Not a RocketMQ field; routes carry it to 5.x clients as `grpcAddrs`. The
+            // listener binds exactly this port (0: no endpoint, nothing sent).
+            grpc_port: (b.grpc_server_port != 0).then_some(i32::from(b.grpc_server_port)),
         };
         let cmd = RemotingCommand::request(request::REGISTER_BROKER, &header).with_body(body);
         let timeout = Duration::from_millis(b.register_broker_timeout_mills);
@@ -183,7 +186,7 @@ async fn unregister_from(broker: &Broker, clients: &[Arc<NamesrvLink>]) {
 
 /// The link to one nameserver: signed with each of the broker's registration signers
 /// in turn ([`NamesrvLink`]), TLS as the broker is configured.
-fn namesrv_client(broker: &Broker, addr: String) -> NamesrvLink {
+pub(crate) fn namesrv_client(broker: &Broker, addr: String) -> NamesrvLink {
     NamesrvLink::new(&broker.registration_signers, |credentials| {
         RemotingClient::new(remoting::client::Peer::NameServer(addr.clone()))
             .with_credentials(credentials)

@@ -70,6 +70,11 @@ pub fn register(
             filter_server_list: body.filter_server_list,
             conn,
             master_epoch: header.master_epoch,
+            // Not a RocketMQ field; a port out of range publishes no gRPC endpoint.
+            grpc_port: header
+                .grpc_port
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0),
         },
         Instant::now(),
     );

@@ -37,6 +37,7 @@ fn reg(
         filter_server_list: vec![],
         conn,
         master_epoch: None,
+        grpc_port: None,
     }
 }
 
@@ -71,6 +72,61 @@ fn master_registers_topics_and_slave_learns_master() {
     assert_eq!(route.queue_datas[0].read_queue_nums, 4);
     assert!(t.route("U").is_none());
     assert_eq!(route.broker_datas[0].broker_addrs.len(), 2);
+}
+
+#[test]
+fn grpc_ports_become_grpc_addrs_of_live_brokers_only() {
+    let mut t = RouteTable::new(RouteLimits::default());
+    let now = Instant::now();
+    let with_port = |r: Registration, port| Registration {
+        grpc_port: Some(port),
+        ..r
+    };
+    put(
+        &mut t,
+        with_port(
+            reg("a", "10.0.0.1:10911", 0, 1, wrapper(1, &[("T", 4)])),
+            8081,
+        ),
+        now,
+    );
+    put(
+        &mut t,
+        reg("a", "10.0.0.2:10911", 1, 2, wrapper(1, &[("T", 4)])),
+        now,
+    );
+    put(
+        &mut t,
+        with_port(reg("b", "[::1]:10921", 0, 3, wrapper(1, &[("T", 2)])), 9091),
+        now,
+    );
+    let route = t.route("T").unwrap();
+    let grpc = |name: &str| {
+        route
+            .broker_datas
+            .iter()
+            .find(|bd| bd.broker_name == name)
+            .unwrap()
+            .grpc_addrs
+            .clone()
+    };
+    // The slave registered no port: only the master's endpoint, on its registered host.
+    assert_eq!(grpc("a"), [(0, "10.0.0.1:8081".to_owned())].into());
+    assert_eq!(grpc("b"), [(0, "[::1]:9091".to_owned())].into());
+    // Not kept in the cluster table: nothing of it changes for 4.x admin tools.
+    assert!(
+        t.cluster_info()
+            .broker_addr_table
+            .values()
+            .all(|bd| bd.grpc_addrs.is_empty())
+    );
+    // A re-registration without the port (the endpoint turned off) drops it.
+    put(
+        &mut t,
+        reg("a", "10.0.0.1:10911", 0, 1, wrapper(1, &[("T", 4)])),
+        now,
+    );
+    assert!(t.route("T").unwrap().broker_datas[0].grpc_addrs.is_empty());
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub use lock_batch::{LockBatchRequestBody, LockBatchResponseBody, UnlockBatchReq
 pub use message_queue::MessageQueue;
 pub use queue_offsets::{GetConsumerStatusBody, QueueOffsetTable, ResetOffsetBody};
 pub use register_broker::RegisterBrokerBody;
-pub use route::{BrokerData, QueueData, RouteEncoding, TopicRouteData};
+pub use route::{BrokerData, MASTER_ID, QueueData, RouteEncoding, TopicRouteData};
 pub use topic_config::{TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};
 pub use topic_list::TopicList;
 

@@ -42,6 +42,17 @@ pub struct BrokerData {
     /// [`TopicRouteData::fill_v5_fields`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_acting_master: Option<bool>,
+    /// Not a RocketMQ property: brokerId → "host:port" of that broker's 5.x gRPC
+    /// endpoint (host: the address it registered, brokerIP1), for brokers that
+    /// registered one. Omitted when empty, so a route without gRPC brokers is
+    /// byte-identical to 4.9's; 4.x clients ignore unknown properties. Always standard
+    /// JSON (quoted keys): no RocketMQ class reads it as a `Map<Long, _>`.
+    #[serde(
+        default,
+        deserialize_with = "lenient::null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub grpc_addrs: BTreeMap<i64, String>,
 }
 
 impl BrokerData {

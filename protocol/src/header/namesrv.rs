@@ -15,6 +15,10 @@ crate::header! {
         /// Not a RocketMQ field: the replication epoch of a broker registering as master
         /// (brokerId 0). The nameserver keeps the highest; RocketMQ ignores it.
         optional master_epoch: i32 = "masterEpoch",
+        /// Not a RocketMQ field: the port of the broker's 5.x gRPC endpoint
+        /// (`grpcServerPort`; absent when it is off). Our nameserver publishes it in
+        /// routes as `BrokerData.grpcAddrs`; a RocketMQ nameserver ignores it.
+        optional grpc_port: i32 = "grpcPort",
     }
 }
 
@@ -168,6 +172,18 @@ mod tests {
         h.write(&mut out);
         assert_eq!(out.get("bodyCrc32"), Some("0"));
         assert_eq!(RegisterBrokerRequestHeader::read(&out).unwrap(), h);
+
+        // A 4.9 broker sends neither of our fields; ours round-trip.
+        assert_eq!((h.master_epoch, h.grpc_port), (None, None));
+        assert!(out.get("grpcPort").is_none());
+        let with_port = RegisterBrokerRequestHeader {
+            grpc_port: Some(8081),
+            ..h.clone()
+        };
+        let mut out = ExtFields::new();
+        with_port.write(&mut out);
+        assert_eq!(out.get("grpcPort"), Some("8081"));
+        assert_eq!(RegisterBrokerRequestHeader::read(&out).unwrap(), with_port);
 
         let mut f = f;
         f.remove("haServerAddr");

@@ -191,8 +191,16 @@ impl Cluster {
 
     /// Runs a driver subcommand to completion; panics with its output on failure.
     pub fn drive(&self, args: &[&str]) -> String {
-        let out = self
-            .command(args)
+        self.drive_env(args, &[])
+    }
+
+    /// [`Self::drive`] with extra environment variables.
+    pub fn drive_env(&self, args: &[&str], env: &[(&str, &Path)]) -> String {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd
             .stdin(Stdio::null())
             .output()
             .expect("run the 5.x client driver");

@@ -447,3 +447,75 @@ fn signed_requests_are_checked_against_the_acl() {
     let seen: Vec<String> = deliveries(&out).into_iter().map(|d| d.body).collect();
     assert_eq!(seen, ["a-0000"]);
 }
+
+/// A CA and a server certificate for 127.0.0.1 (rcgen; nothing committed).
+fn write_pki(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "rmq py5 test CA");
+    let ca = ca_params.self_signed(&ca_key).expect("CA cert");
+    let key = KeyPair::generate().expect("server key");
+    let params =
+        CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).expect("params");
+    let cert = params.signed_by(&key, &ca, &ca_key).expect("server cert");
+    let put = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write PEM");
+        p
+    };
+    (
+        put("ca.pem", ca.pem()),
+        put("server.pem", cert.pem()),
+        put("server.key", key.serialize_pem()),
+    )
+}
+
+#[test]
+fn tls_and_plaintext_clients_share_the_grpc_port() {
+    let Some(py) = python() else { return };
+    let pki_dir = tempfile::tempdir().expect("pki dir");
+    let (ca, cert, key) = write_pki(pki_dir.path());
+    let (cert, key) = (
+        cert.to_str().unwrap_or_default().to_owned(),
+        key.to_str().unwrap_or_default().to_owned(),
+    );
+    let c = Cluster::start(
+        py,
+        1,
+        &[
+            ("tls.server.mode", "permissive"),
+            ("tls.server.certPath", cert.as_str()),
+            ("tls.server.keyPath", key.as_str()),
+        ],
+    );
+    let topic = "Py5Tls";
+    c.create_topic(topic, None);
+    // The client verifies the broker against the test CA (gRPC core's root file).
+    c.drive_env(
+        &[
+            "produce", "--tls", "--topic", topic, "--count", "3", "--prefix", "tls",
+        ],
+        &[("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", ca.as_path())],
+    );
+    // A plaintext consumer on the same port reads what the TLS producer sent.
+    let out = c.out_file("py5-tls");
+    c.drive(&[
+        "simple",
+        "--topic",
+        topic,
+        "--group",
+        "py5-tls",
+        "--want",
+        "3",
+        "--out",
+        out.to_str().unwrap_or_default(),
+    ]);
+    let seen: BTreeSet<String> = deliveries(&out).into_iter().map(|d| d.body).collect();
+    assert_eq!(seen, bodies("tls", 3));
+}

@@ -20,6 +20,7 @@ fn sample() -> TopicRouteData {
             .into_iter()
             .collect(),
             enable_acting_master: None,
+            grpc_addrs: BTreeMap::new(),
         }],
         filter_server_table: Default::default(),
     }
@@ -104,6 +105,49 @@ fn v5_fields_are_added_only_on_request() {
 }
 
 #[test]
+fn grpc_addrs_are_omitted_when_empty_and_quoted_in_both_encodings() {
+    // Empty: byte-identical to 4.9 (the golden tests above hold the same sample).
+    for encoding in [RouteEncoding::Standard, RouteEncoding::Legacy] {
+        let text = String::from_utf8(sample().encode(encoding)).unwrap();
+        assert!(!text.contains("grpcAddrs"), "{text}");
+    }
+    let mut route = sample();
+    route.broker_datas[0].grpc_addrs = [(0, "192.168.0.10:8081".to_owned())].into();
+    let standard = String::from_utf8(route.encode(RouteEncoding::Standard)).unwrap();
+    let with_grpc = GOLDEN_STANDARD.replace(
+        r#""cluster":"DefaultCluster"}"#,
+        r#""cluster":"DefaultCluster","grpcAddrs":{"0":"192.168.0.10:8081"}}"#,
+    );
+    assert_eq!(standard, with_grpc);
+    // The legacy encoding unquotes `brokerAddrs` keys only: `grpcAddrs` stays
+    // standard JSON whatever a client's parser makes of unknown properties.
+    let legacy = String::from_utf8(route.encode(RouteEncoding::Legacy)).unwrap();
+    assert!(
+        legacy.contains(r#""brokerAddrs":{0:"192.168.0.10:10911",1:"#),
+        "{legacy}"
+    );
+    assert!(
+        legacy.contains(r#""grpcAddrs":{"0":"192.168.0.10:8081"}"#),
+        "{legacy}"
+    );
+    for text in [standard, legacy] {
+        assert_eq!(TopicRouteData::decode(text.as_bytes()).unwrap(), route);
+    }
+    // A 4.9-shaped route (no such property, `null` maps) still parses.
+    let old = r#"{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911"},"brokerName":"b","cluster":"c"}],"filterServerTable":{},"queueDatas":[]}"#;
+    let decoded = TopicRouteData::decode(old.as_bytes()).unwrap();
+    assert!(decoded.broker_datas[0].grpc_addrs.is_empty());
+    let nulls = r#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"b","grpcAddrs":null}],"queueDatas":[]}"#;
+    assert!(
+        TopicRouteData::decode(nulls.as_bytes())
+            .unwrap()
+            .broker_datas[0]
+            .grpc_addrs
+            .is_empty()
+    );
+}
+
+#[test]
 fn cluster_info_uses_unquoted_ids() {
     let mut info = ClusterInfo::default();
     let bd = sample().broker_datas.remove(0);
@@ -145,6 +189,7 @@ mod props {
                 broker_name,
                 broker_addrs,
                 enable_acting_master: None,
+                grpc_addrs: BTreeMap::new(),
             });
         (
             prop::option::of("[a-z:;0-9-]{0,12}"),
