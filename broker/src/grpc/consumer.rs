@@ -17,7 +17,7 @@ use tonic::Status;
 
 use super::{message_codec, settings, status};
 use crate::services::Broker;
-use crate::services::pop::{MAX_POP_BATCH, PopError, PopRequest, Popped};
+use crate::services::pop::{MAX_POP_BATCH, PopError, PopRequest, Popped, ReceiptHandle};
 
 /// 5.x proxy's `longPollingReserveTimeInMillis`: the answer leaves this much of the
 /// client's deadline for the trip back.
@@ -159,6 +159,27 @@ pub async fn receive(
     }
 }
 
+/// The refusal of a receipt handle for another topic than the request names. The ACL
+/// allowed the call for the request's topic, and the handle names the message it
+/// settles: a handle popped from a topic the caller may not consume is not its to settle.
+/// (A malformed handle is left to POP, which names what is wrong with it.)
+fn foreign_topic(
+    topic: Option<&grpc_api::v2::Resource>,
+    handle: &str,
+) -> Option<grpc_api::v2::Status> {
+    let topic = topic.map_or("", |t| t.name.as_str());
+    match ReceiptHandle::parse(handle) {
+        Ok(h) if h.topic != topic => Some(status::of(
+            Code::InvalidReceiptHandle,
+            format!(
+                "receipt handle is for topic {}, not the request's topic {topic}",
+                h.topic
+            ),
+        )),
+        _ => None,
+    }
+}
+
 /// AckMessage: one result per entry; the call's status is OK when all are, else
 /// MULTIPLE_RESULTS (5.x answers so).
 pub fn ack(broker: &Broker, req: &AckMessageRequest) -> AckMessageResponse {
@@ -169,10 +190,16 @@ pub fn ack(broker: &Broker, req: &AckMessageRequest) -> AckMessageResponse {
         .map(|e| AckMessageResultEntry {
             message_id: e.message_id.clone(),
             receipt_handle: e.receipt_handle.clone(),
-            status: Some(match broker.pop.ack(broker, group, &e.receipt_handle) {
-                Ok(()) => status::ok(),
-                Err(err) => pop_status(&err),
-            }),
+            status: Some(
+                match foreign_topic(req.topic.as_ref(), &e.receipt_handle) {
+                    Some(refused) => Err(refused),
+                    None => broker
+                        .pop
+                        .ack(broker, group, &e.receipt_handle)
+                        .map_err(|err| pop_status(&err)),
+                }
+                .map_or_else(|refused| refused, |()| status::ok()),
+            ),
         })
         .collect();
     let all_ok = entries
@@ -206,6 +233,12 @@ pub fn change_invisible(
         .as_ref()
         .map(settings::to_std)
         .unwrap_or(Duration::ZERO);
+    if let Some(refused) = foreign_topic(req.topic.as_ref(), &req.receipt_handle) {
+        return ChangeInvisibleDurationResponse {
+            status: Some(refused),
+            receipt_handle: String::new(),
+        };
+    }
     match broker
         .pop
         .change_invisible(broker, group, &req.receipt_handle, invisible)
@@ -226,6 +259,11 @@ pub async fn forward_to_dead_letter(
     req: &ForwardMessageToDeadLetterQueueRequest,
 ) -> ForwardMessageToDeadLetterQueueResponse {
     let group = req.group.as_ref().map(|g| g.name.as_str()).unwrap_or("");
+    if let Some(refused) = foreign_topic(req.topic.as_ref(), &req.receipt_handle) {
+        return ForwardMessageToDeadLetterQueueResponse {
+            status: Some(refused),
+        };
+    }
     let st = match broker
         .pop
         .forward_to_dead_letter(broker, group, &req.receipt_handle)

@@ -12,7 +12,7 @@ use security::acl::{Perm, Resource as AclResource};
 use tonic::{Request, Response, Status};
 
 use super::metadata::CallMeta;
-use super::session::{Session, Sessions};
+use super::session::{Session, SessionError, Sessions};
 use super::telemetry::TelemetryStream;
 use super::{auth, consumer, route, send, status, telemetry, transaction};
 use crate::services::Broker;
@@ -40,13 +40,16 @@ impl GrpcService {
     fn session(&self, meta: &CallMeta) -> Result<Arc<Session>, Status> {
         self.sessions
             .get_or_open(&self.broker, &meta.client_id, meta.peer)
-            .map_err(|e| {
-                self.broker
-                    .metrics
-                    .limits
-                    .refusals
-                    .count("grpcMaxConnections");
-                Status::resource_exhausted(e.to_string())
+            .map_err(|e| match e {
+                SessionError::Full(_) => {
+                    self.broker
+                        .metrics
+                        .limits
+                        .refusals
+                        .count("grpcMaxConnections");
+                    Status::resource_exhausted(e.to_string())
+                }
+                SessionError::Foreign { .. } => Status::permission_denied(e.to_string()),
             })
     }
 
@@ -126,14 +129,10 @@ impl GrpcService {
         caller: &auth::Caller,
         group: Option<&str>,
     ) {
-        let settings = session.settings.lock().clone();
         let mut producers = Vec::new();
         let mut consumers = Vec::new();
-        if let Some(PubSub::Publishing(p)) = settings.as_ref().and_then(|s| s.pub_sub.clone()) {
-            for t in p.topics.iter().take(64) {
-                producers
-                    .push(serde_json::json!({ "groupName": transaction::producer_group(&t.name) }));
-            }
+        for t in session.published.lock().iter() {
+            producers.push(serde_json::json!({ "groupName": transaction::producer_group(t) }));
         }
         if let Some(g) = group.filter(|g| !g.is_empty()) {
             consumers.push(serde_json::json!({
@@ -399,7 +398,8 @@ impl MessagingService for GrpcService {
     ) -> Reply<NotifyClientTerminationResponse> {
         let meta = CallMeta::read(&request);
         auth::check(&self.broker, request.metadata(), meta.peer.ip(), &[])?;
-        self.sessions.close(&self.broker, &meta.client_id);
+        self.sessions
+            .close(&self.broker, &meta.client_id, meta.peer);
         self.record("NotifyClientTermination", Code::Ok);
         Ok(Response::new(NotifyClientTerminationResponse {
             status: Some(status::ok()),

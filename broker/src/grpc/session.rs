@@ -20,17 +20,40 @@ use crate::services::clients::{Channel, Conn};
 /// a check-back that does not fit and asks again later).
 const PUSH_QUEUE: usize = 64;
 
+/// Publishing topics a session keeps from its Settings: the producer groups one 5.x
+/// client is registered under (see `transaction::producer_group`).
+pub const MAX_PUBLISHED_TOPICS: usize = 64;
+
 pub struct Session {
     pub channel: Channel,
     /// The push queue's receiving end, held by one Telemetry stream at a time.
     pub pushes: tokio::sync::Mutex<mpsc::Receiver<RemotingCommand>>,
     /// Telemetry streams open now (`grpcMaxTelemetryStreamsPerClient`).
     pub streams: AtomicUsize,
-    /// The client's last Settings (the Telemetry answer merges into it).
-    pub settings: Mutex<Option<grpc_api::v2::Settings>>,
+    /// The topics the client's last Settings publishes to (at most
+    /// [`MAX_PUBLISHED_TOPICS`] valid names): all the broker needs of the Settings after
+    /// answering them. Keeping the whole Settings would let each client id hold a message
+    /// as large as the decode limit for as long as its session lives.
+    pub published: Mutex<Vec<String>>,
 }
 
 impl Session {
+    /// Remembers what `settings` says the client publishes to.
+    pub fn remember(&self, settings: &grpc_api::v2::Settings) {
+        let topics = match &settings.pub_sub {
+            Some(grpc_api::v2::settings::PubSub::Publishing(p)) => p
+                .topics
+                .iter()
+                .map(|t| t.name.as_str())
+                .filter(|t| !t.is_empty() && t.len() <= protocol::message::record::MAX_TOPIC_LEN)
+                .take(MAX_PUBLISHED_TOPICS)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        *self.published.lock() = topics;
+    }
+
     pub fn conn(&self) -> Conn {
         Conn {
             id: self.channel.id,
@@ -43,14 +66,24 @@ impl Session {
 /// The sessions by client id. Bounded by `grpcMaxConnections`: a session whose registry
 /// channel was closed (expired, or the client said goodbye) is dropped before a new one
 /// is refused.
+///
+/// A client id is whatever `x-mq-client-id` says, so a live session belongs to the
+/// address that opened it: a call naming it from another address is refused rather than
+/// allowed to use it (a Telemetry stream there would carry the owner's transaction
+/// check-backs) or end it (NotifyClientTermination). 5.x clients talk to a broker from
+/// one host; one that moved gets its id back once the old session expires.
 pub struct Sessions {
     by_client: Mutex<HashMap<String, Arc<Session>>>,
     cap: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("too many 5.x clients on this broker (grpcMaxConnections = {0})")]
-pub struct Full(pub usize);
+pub enum SessionError {
+    #[error("too many 5.x clients on this broker (grpcMaxConnections = {0})")]
+    Full(usize),
+    #[error("client id {client_id} is in use by a client at another address")]
+    Foreign { client_id: String },
+}
 
 impl Sessions {
     pub fn new(cap: usize) -> Self {
@@ -66,17 +99,22 @@ impl Sessions {
         broker: &Broker,
         client_id: &str,
         peer: SocketAddr,
-    ) -> Result<Arc<Session>, Full> {
+    ) -> Result<Arc<Session>, SessionError> {
         let mut map = self.by_client.lock();
         if let Some(s) = map.get(client_id)
             && !s.channel.close.is_cancelled()
         {
+            if s.channel.peer.ip() != peer.ip() {
+                return Err(SessionError::Foreign {
+                    client_id: client_id.to_owned(),
+                });
+            }
             return Ok(Arc::clone(s));
         }
         if map.len() >= self.cap {
             map.retain(|_, s| !s.channel.close.is_cancelled());
             if map.len() >= self.cap {
-                return Err(Full(self.cap));
+                return Err(SessionError::Full(self.cap));
             }
         }
         let (tx, rx) = mpsc::channel(PUSH_QUEUE);
@@ -91,16 +129,23 @@ impl Sessions {
             channel,
             pushes: tokio::sync::Mutex::new(rx),
             streams: AtomicUsize::new(0),
-            settings: Mutex::new(None),
+            published: Mutex::new(Vec::new()),
         });
         map.insert(client_id.to_owned(), Arc::clone(&session));
         Ok(session)
     }
 
     /// NotifyClientTermination: the client leaves every group, as a closed 4.x
-    /// connection does.
-    pub fn close(&self, broker: &Broker, client_id: &str) {
-        let Some(s) = self.by_client.lock().remove(client_id) else {
+    /// connection does. A session opened from another address is not `peer`'s to end.
+    pub fn close(&self, broker: &Broker, client_id: &str, peer: SocketAddr) {
+        let s = {
+            let mut map = self.by_client.lock();
+            match map.get(client_id) {
+                Some(s) if s.channel.peer.ip() == peer.ip() => map.remove(client_id),
+                _ => None,
+            }
+        };
+        let Some(s) = s else {
             return;
         };
         s.channel.close.cancel();
@@ -144,7 +189,7 @@ mod tests {
             },
             pushes: tokio::sync::Mutex::new(rx),
             streams: AtomicUsize::new(0),
-            settings: Mutex::new(None),
+            published: Mutex::new(Vec::new()),
         })
     }
 

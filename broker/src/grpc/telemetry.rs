@@ -62,7 +62,7 @@ fn server_side(broker: &Broker, client: &Settings) -> ServerSide {
 /// The merged settings for `client`, remembered on the session.
 pub fn answer_settings(broker: &Broker, session: &Session, client: &Settings) -> TelemetryCommand {
     let merged = settings::merge(client, &server_side(broker, client));
-    *session.settings.lock() = Some(client.clone());
+    session.remember(client);
     TelemetryCommand {
         status: Some(status::ok()),
         command: Some(Command::Settings(merged)),

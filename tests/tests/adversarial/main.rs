@@ -17,6 +17,7 @@ mod checker;
 mod common;
 mod compressed_batch;
 mod coverage;
+mod grpc_attacks;
 mod identity;
 mod listeners;
 mod memory;
