@@ -102,6 +102,29 @@ impl AsyncWrite for GrpcIo {
     }
 }
 
+/// The HTTP/2 client connection preface (RFC 9113, 3.4).
+const H2_PREFACE_LEN: usize = 24;
+
+/// Waits until the whole client preface is readable (peeked, not consumed); an early EOF
+/// is an error. Bounded by the caller's first-request deadline.
+async fn wait_for_preface(tcp: &TcpStream) -> io::Result<()> {
+    let mut buf = [0u8; H2_PREFACE_LEN];
+    loop {
+        let n = tcp.peek(&mut buf).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "closed before the HTTP/2 preface",
+            ));
+        }
+        if n >= H2_PREFACE_LEN {
+            return Ok(());
+        }
+        // Part of it so far: let more arrive instead of spinning on the same bytes.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// TLS or plaintext for one accepted connection, within its slot's first-request deadline.
 async fn handshake(
     stream: TcpStream,
@@ -117,10 +140,16 @@ async fn handshake(
     security::conn_gate::tune_socket(&stream, tuning.keepalive, tuning.write_timeout);
     let accepted = slot
         .before_first_request(async {
-            match broker.tls.as_deref() {
-                Some(tls) => tls.accept_grpc(stream).await,
-                None => Ok(MaybeTls::Plain(stream)),
+            let io = match broker.tls.as_deref() {
+                Some(tls) => tls.accept_grpc(stream).await?,
+                None => MaybeTls::Plain(stream),
+            };
+            // A plaintext peer must also send its whole HTTP/2 preface within the
+            // deadline: hyper waits for it without a bound of its own.
+            if let MaybeTls::Plain(tcp) = &io {
+                wait_for_preface(tcp).await?;
             }
+            Ok::<_, io::Error>(io)
         })
         .await;
     match accepted {
@@ -137,7 +166,7 @@ async fn handshake(
             None
         }
         Err(e) => {
-            tracing::info!(%peer, error = %e, "gRPC TLS handshake past grpcFirstRequestTimeoutMillis, closing");
+            tracing::info!(%peer, error = %e, "gRPC TLS handshake or HTTP/2 preface past grpcFirstRequestTimeoutMillis, closing");
             None
         }
     }

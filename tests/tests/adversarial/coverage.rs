@@ -9,6 +9,24 @@ use std::path::Path;
 const TESTED_ELSEWHERE: &[(&str, &str)] = &[
     // The HA handshake with a wrong or missing secret: the replication suite.
     ("haSecret", "tests/tests/broker_replication.rs"),
+    // One client id opening Telemetry streams over the cap: the gRPC endpoint suite.
+    (
+        "grpcMaxTelemetryStreamsPerClient",
+        "tests/tests/grpc_endpoint.rs",
+    ),
+    // POP's caps, filled through the POP service of a broker on a real store.
+    (
+        "popMaxInFlightPerGroupTopic",
+        "broker/src/services/pop/service_tests.rs",
+    ),
+    (
+        "popMaxInFlightTotal",
+        "broker/src/services/pop/service_tests.rs",
+    ),
+    (
+        "popMaxParkedTotal",
+        "broker/src/services/pop/service_tests.rs",
+    ),
 ];
 
 /// Backticked words of the threat model that look like config keys: camelCase, starting
