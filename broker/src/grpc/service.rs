@@ -359,9 +359,25 @@ impl MessagingService for GrpcService {
         let session = self.session(&meta)?;
         let mut inbound = request.into_inner();
         // The first command must be the client's Settings: registering the client needs them.
-        let first = inbound
-            .message()
-            .await?
+        // A stream that never sends them would hold this call (and its session) open:
+        // they must come within `grpcFirstRequestTimeoutMillis`, as a connection's first
+        // bytes must.
+        let wait = std::time::Duration::from_millis(
+            self.broker
+                .config
+                .broker
+                .grpc_first_request_timeout_millis
+                .max(100),
+        );
+        let first = tokio::time::timeout(wait, inbound.message())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no Settings on the Telemetry stream within {} ms \
+                     (grpcFirstRequestTimeoutMillis)",
+                    wait.as_millis()
+                ))
+            })??
             .ok_or_else(|| Status::invalid_argument("Telemetry stream closed before Settings"))?;
         let Some(telemetry_command::Command::Settings(s)) = &first.command else {
             return Err(Status::invalid_argument(

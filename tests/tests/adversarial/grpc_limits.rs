@@ -1,6 +1,7 @@
 //! The gRPC listener's limits under attack from raw sockets: connection caps (total and
 //! per source), a connection that never sends its HTTP/2 preface, and the concurrent
-//! streams a connection is allowed (advertised in the server's SETTINGS). POP's own caps
+//! streams a connection is allowed (advertised in the server's SETTINGS), and a Telemetry
+//! stream that never sends its Settings. POP's own caps
 //! (`popMaxInFlightPerGroupTopic`, `popMaxInFlightTotal`, `popMaxParkedTotal`) are attacked
 //! at the broker level in broker/src/services/pop/service_tests.rs; the Telemetry stream
 //! cap (`grpcMaxTelemetryStreamsPerClient`) in tests/tests/grpc_endpoint.rs.
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use e2e::broker_harness::TempBroker;
 use e2e::wait::{eventually, runtime};
+use grpc_api::v2::TelemetryCommand;
+use grpc_api::v2::messaging_service_client::MessagingServiceClient;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -139,6 +142,25 @@ fn a_silent_grpc_connection_is_closed_and_streams_per_connection_are_capped() {
         assert!(
             closed_within(&mut silent, Duration::from_secs(10)).await,
             "a silent connection stayed open past grpcFirstRequestTimeoutMillis"
+        );
+        // A Telemetry stream that never sends its Settings is ended, not held.
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+        let mut client = MessagingServiceClient::new(channel);
+        let mut quiet = tonic::Request::new(futures::stream::pending::<TelemetryCommand>());
+        quiet
+            .metadata_mut()
+            .insert("x-mq-client-id", "quiet-telemetry".parse().expect("id"));
+        let answer = tokio::time::timeout(Duration::from_secs(20), client.telemetry(quiet))
+            .await
+            .expect("a Telemetry call without Settings is answered, not held");
+        let status = answer.expect_err("no Settings, no stream");
+        assert!(
+            status.message().contains("grpcFirstRequestTimeoutMillis"),
+            "{status:?}"
         );
         // A connection that speaks HTTP/2 is told the stream cap in the server's
         // SETTINGS (grpcMaxConcurrentStreams); h2 refuses streams beyond it.
