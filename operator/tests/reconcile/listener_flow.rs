@@ -200,6 +200,9 @@ async fn node_ports_are_listened_on_and_advertised_with_the_configured_host() {
             json!({"spec": {"ports": [{
                 "name": "remoting", "port": 10911, "targetPort": "remoting",
                 "protocol": "TCP", "nodePort": 31000 + i
+            }, {
+                "name": "grpc", "port": 8081, "targetPort": 8081,
+                "protocol": "TCP", "nodePort": 32000 + i
             }]}}),
         );
     }
@@ -217,6 +220,8 @@ async fn node_ports_are_listened_on_and_advertised_with_the_configured_host() {
         "brokerIP1=nodes.example.com\n",
         "listenPort=31003\n",
         "fastListenPort=10911\n",
+        // The gRPC port behind its own node port, listened on like the remoting port.
+        "grpcServerPort=32003\n",
     ] {
         assert!(c.contains(line), "{line} in {c}");
     }
@@ -230,7 +235,9 @@ async fn node_ports_are_listened_on_and_advertised_with_the_configured_host() {
     assert!(
         addresses
             .iter()
-            .any(|a| a.pod == "rmq-ha-0-1" && a.address == "nodes.example.com:31001")
+            .any(|a| a.pod == "rmq-ha-0-1"
+                && a.address == "nodes.example.com:31001"
+                && a.grpc_address.as_deref() == Some("nodes.example.com:32001"))
     );
     // The group's NetworkPolicy lets clients reach the node ports.
     let np = api
@@ -238,4 +245,5 @@ async fn node_ports_are_listened_on_and_advertised_with_the_configured_host() {
         .unwrap();
     let text = serde_json::to_string(&np.spec).unwrap();
     assert!(text.contains("31002") && text.contains("31003"), "{text}");
+    assert!(text.contains("32003") && text.contains("8081"), "{text}");
 }
