@@ -232,13 +232,9 @@ async fn node_ports_are_listened_on_and_advertised_with_the_configured_host() {
     assert_eq!(replicas(&api, "rmq-ha-1"), 2);
     let stored = refetch(&api, &*broker);
     let addresses = &stored.status.as_ref().unwrap().external_addresses;
-    assert!(
-        addresses
-            .iter()
-            .any(|a| a.pod == "rmq-ha-0-1"
-                && a.address == "nodes.example.com:31001"
-                && a.grpc_address.as_deref() == Some("nodes.example.com:32001"))
-    );
+    assert!(addresses.iter().any(|a| a.pod == "rmq-ha-0-1"
+        && a.address == "nodes.example.com:31001"
+        && a.grpc_address.as_deref() == Some("nodes.example.com:32001")));
     // The group's NetworkPolicy lets clients reach the node ports.
     let np = api
         .get::<k8s_openapi::api::networking::v1::NetworkPolicy>(NS, "rmq-ha-1")

@@ -30,6 +30,7 @@ pub struct Received {
 pub struct GrpcLink {
     clients: Vec<MessagingServiceClient<Channel>>,
     next: AtomicUsize,
+    ids: std::sync::atomic::AtomicU64,
     client_id: String,
 }
 
@@ -69,8 +70,15 @@ impl GrpcLink {
         Ok(Self {
             clients,
             next: AtomicUsize::new(0),
+            ids: std::sync::atomic::AtomicU64::new(0),
             client_id: format!("rmq-bench@{}", std::process::id()),
         })
+    }
+
+    /// A unique message id: this process, then a sequence number (hex, as 5.x ids are).
+    fn message_id(&self) -> String {
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!("01{:08X}{:016X}", std::process::id(), n)
     }
 
     fn client(&self) -> MessagingServiceClient<Channel> {
@@ -105,14 +113,16 @@ impl GrpcLink {
         let messages = bodies
             .into_iter()
             .map(|body| Message {
-                topic: resource(topic),
-                user_properties: Default::default(),
+                // 5.x clients name each message (the broker stores it as UNIQ_KEY).
                 system_properties: Some(SystemProperties {
                     tag: tag.map(str::to_owned),
                     keys: keys.iter().cloned().collect(),
                     message_type: MessageType::Normal as i32,
+                    message_id: self.message_id(),
                     ..SystemProperties::default()
                 }),
+                topic: resource(topic),
+                user_properties: Default::default(),
                 body,
             })
             .collect();
