@@ -26,12 +26,6 @@ use super::status;
 use crate::handlers::Reply;
 use crate::services::Broker;
 
-/// Java's `String.hashCode`, the hash 5.x uses to place a message group on a queue.
-fn java_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-}
-
 /// The delay level for a message due in `left`: the smallest level whose delay is at
 /// least `left`, the longest when none is; 0 (none) when it is due.
 pub fn delay_level(levels: &[Duration], left: Duration) -> i32 {
@@ -87,7 +81,7 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
         && let Some(config) = broker.topics.get(&topic)
     {
         let n = config.write_queue_nums.max(1);
-        queue_id = java_hash(g).rem_euclid(n);
+        queue_id = protocol::message::tag::java_string_hash(g).rem_euclid(n);
     }
     if let Some(at) = sys.delivery_timestamp.as_ref() {
         let at_ms = at.seconds.saturating_mul(1000) + i64::from(at.nanos / 1_000_000);
@@ -196,15 +190,5 @@ mod tests {
         assert_eq!(delay_level(&levels, Duration::from_secs(6)), 3);
         assert_eq!(delay_level(&levels, Duration::from_secs(3600)), 4);
         assert_eq!(delay_level(&[], Duration::from_secs(1)), 0);
-    }
-
-    #[test]
-    fn group_hash_is_javas() {
-        assert_eq!(java_hash(""), 0);
-        assert_eq!(java_hash("abc"), 96354);
-        assert_eq!(
-            java_hash("order-7").rem_euclid(8),
-            java_hash("order-7").rem_euclid(8)
-        );
     }
 }
