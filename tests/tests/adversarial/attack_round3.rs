@@ -385,11 +385,15 @@ fn end_transaction_cannot_name_a_foreign_or_missing_half() {
             let r = c.request(attempt).await.expect("answered");
             assert_eq!(r.code, response::SYSTEM_ERROR, "{what}: {:?}", r.remark);
         }
+        // Whatever was stored is dispatched before the queue is read: an empty pull
+        // then means nothing was committed, not that reput has not caught up.
+        e2e::metrics::wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
         let pulled = e2e::broker_harness::pull_queue(&c, "g", "TxTopic", 0).await;
         assert!(pulled.is_empty(), "a refused commit stored {pulled:?}");
         // The owner's commit is still served.
         let r = c.request(end("owner", half_at)).await.unwrap();
         assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        e2e::metrics::wait_dispatched(b.broker.http_port, Duration::from_secs(10)).await;
         let pulled = e2e::broker_harness::pull_queue(&c, "g", "TxTopic", 0).await;
         assert_eq!(pulled.len(), 1);
         victim_is_served(&mut b.broker).await;
