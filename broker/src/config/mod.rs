@@ -268,9 +268,12 @@ broker_config! {
     max_in_flight_total: u32 = "maxInFlightTotal" => 16_384;
     /// Bytes (body and header) of the requests one connection may have in progress
     /// before it gets SYSTEM_BUSY (not a RocketMQ key); a single larger request is
-    /// served when it is the connection's only one.
+    /// served when it is the connection's only one. gRPC connections have the same
+    /// budget for the messages their calls are receiving or handling (and a Telemetry
+    /// stream's largest command, for its life); over it a call ends RESOURCE_EXHAUSTED.
     max_in_flight_bytes_per_connection: u64 = "maxInFlightBytesPerConnection" => 64 * 1024 * 1024;
-    /// Bytes of the requests the whole broker may have in progress (not a RocketMQ key).
+    /// Bytes of the requests the whole broker may have in progress, remoting and gRPC
+    /// together (not a RocketMQ key).
     max_in_flight_bytes_total: u64 = "maxInFlightBytesTotal" => 1024 * 1024 * 1024;
     /// Longest a pull may stay parked, ms, whatever `suspendTimeoutMillis` the client
     /// asks for (4.9 takes the client's value as is; its clients ask 15-20 s).
@@ -354,6 +357,11 @@ broker_config! {
     /// Telemetry streams one 5.x client id may hold at once; a further one is refused
     /// with RESOURCE_EXHAUSTED (not a RocketMQ key; a client keeps one per endpoint).
     grpc_max_telemetry_streams_per_client: u32 = "grpcMaxTelemetryStreamsPerClient" => 8;
+    /// Bytes of one command a client sends on its Telemetry stream (its Settings); a
+    /// longer one ends the stream with RESOURCE_EXHAUSTED (not a RocketMQ key). A stream
+    /// keeps the buffer of its largest command for its whole life, against
+    /// `maxInFlightBytesPerConnection` and `maxInFlightBytesTotal`.
+    grpc_max_telemetry_message_size: u64 = "grpcMaxTelemetryMessageSize" => 1024 * 1024;
     /// On shutdown, how long calls in progress (long polls, Telemetry streams) may take to
     /// finish after GOAWAY before the connections are closed, ms (not a RocketMQ key).
     grpc_shutdown_drain_millis: u64 = "grpcShutdownDrainMillis" => 5_000;

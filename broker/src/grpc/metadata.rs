@@ -4,14 +4,22 @@
 //! from the peer address, an unknown language is OTHER, nothing here refuses a call.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use protocol::language::LanguageCode;
 use tonic::metadata::MetadataMap;
 
-/// The peer of a call: set on every accepted connection by the listener
+use crate::in_flight::InFlightLimit;
+
+/// The connection a call came on: set on every accepted connection by the listener
 /// ([`super::server`]) as tonic's connect info.
-#[derive(Debug, Clone, Copy)]
-pub struct Peer(pub SocketAddr);
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// The bytes its requests may hold (`maxInFlightBytesPerConnection`,
+    /// [`super::request_budget`]).
+    pub bytes: Arc<InFlightLimit>,
+}
 
 /// Header names.
 pub const CLIENT_ID: &str = "x-mq-client-id";
@@ -36,7 +44,7 @@ impl CallMeta {
         let peer = request
             .extensions()
             .get::<Peer>()
-            .map(|p| p.0)
+            .map(|p| p.addr)
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         Self::from_parts(request.metadata(), peer)
     }

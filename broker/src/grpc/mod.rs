@@ -14,6 +14,7 @@ mod auth;
 mod consumer;
 mod message_codec;
 mod metadata;
+mod request_budget;
 mod route;
 mod send;
 pub mod server;

@@ -23,8 +23,10 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Connected;
 
 use super::metadata::Peer;
+use super::request_budget::{BudgetLayer, Budgets};
 use super::service::GrpcService;
 use super::session::Sessions;
+use crate::in_flight::InFlightLimit;
 use crate::metrics::limits::Listener;
 use crate::services::Broker;
 use remoting::server::listener::{self, SocketTuning};
@@ -55,14 +57,14 @@ pub async fn bind(broker: &Broker) -> anyhow::Result<Option<TcpListener>> {
 /// An accepted, handshaken connection as tonic serves it; holds its gate slot.
 pub struct GrpcIo {
     io: MaybeTls,
-    peer: SocketAddr,
+    peer: Peer,
     _slot: ConnSlot,
 }
 
 impl Connected for GrpcIo {
     type ConnectInfo = Peer;
     fn connect_info(&self) -> Peer {
-        Peer(self.peer)
+        self.peer.clone()
     }
 }
 
@@ -155,9 +157,14 @@ async fn handshake(
     match accepted {
         Ok(Ok(io)) => {
             let _ = io.set_nodelay(true);
+            let bytes = usize::try_from(broker.config.broker.max_in_flight_bytes_per_connection)
+                .unwrap_or(usize::MAX);
             Some(GrpcIo {
                 io,
-                peer,
+                peer: Peer {
+                    addr: peer,
+                    bytes: InFlightLimit::new(bytes),
+                },
                 _slot: slot,
             })
         }
@@ -232,10 +239,18 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
             stop.cancel();
         }
     };
+    let budget = BudgetLayer::new(Budgets {
+        total: Arc::clone(&broker.in_flight_bytes),
+        max_message: max_decode,
+        max_telemetry_message: usize::try_from(b.grpc_max_telemetry_message_size)
+            .unwrap_or(usize::MAX),
+        refusals: broker.metrics.limits.refusals.clone(),
+    });
     let server = tonic::transport::Server::builder()
         .max_concurrent_streams(b.grpc_max_concurrent_streams)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .layer(budget)
         .add_service(health_service)
         .add_service(messaging)
         .serve_with_incoming_shutdown(incoming, signal);

@@ -169,7 +169,9 @@ async fn big_settings(cl: &mut MessagingServiceClient<Channel>, client_id: &str,
 /// broker keep each one whole.
 #[test]
 fn settings_kept_per_session_stay_small() {
-    let mut b = TempBroker::start(None, &[]);
+    // Telemetry commands are capped at 1 MiB by default; raised here so what a session
+    // keeps is measured with Settings near the decode limit.
+    let mut b = TempBroker::start(None, &[("grpcMaxTelemetryMessageSize", "4194304")]);
     runtime().block_on(async {
         let port = b.broker.grpc_port;
         let mut attacker = MessagingServiceClient::new(channel_from(port, ATTACKER).await)

@@ -18,6 +18,7 @@ mod common;
 mod compressed_batch;
 mod coverage;
 mod grpc_attacks;
+mod grpc_budget;
 mod grpc_limits;
 mod identity;
 mod listeners;

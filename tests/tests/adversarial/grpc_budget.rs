@@ -1,0 +1,156 @@
+//! The memory gRPC request messages may hold, attacked over raw HTTP/2: tonic allocates a
+//! message's announced length as soon as its 5-byte prefix arrives, so streams that
+//! announce large messages and never finish them held the decode limit each. Now each
+//! announced length is reserved against `maxInFlightBytesPerConnection` and
+//! `maxInFlightBytesTotal` first, and a Telemetry command is capped by
+//! `grpcMaxTelemetryMessageSize`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use e2e::broker_harness::TempBroker;
+use e2e::wait::{eventually, runtime};
+use h2::client::{ResponseFuture, SendRequest};
+use tokio::net::TcpStream;
+
+use crate::common::{refusals, victim_is_served};
+
+const SEND: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
+const TELEMETRY: &str = "/apache.rocketmq.v2.MessagingService/Telemetry";
+/// RESOURCE_EXHAUSTED.
+const EXHAUSTED: u32 = 8;
+
+async fn h2_connect(port: u16) -> SendRequest<Bytes> {
+    let tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the gRPC port");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Opens a call to `path` and sends only the prefix of a `len`-byte message (and a few
+/// of its bytes); the call stays open.
+async fn announce(
+    client: &mut SendRequest<Bytes>,
+    port: u16,
+    path: &str,
+    len: u32,
+) -> (ResponseFuture, h2::SendStream<Bytes>) {
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1:{port}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    let ready = client.clone().ready().await.expect("stream slot");
+    *client = ready;
+    let (answer, mut body) = client.send_request(request, false).expect("send request");
+    let mut prefix = vec![0u8];
+    prefix.extend_from_slice(&len.to_be_bytes());
+    prefix.extend_from_slice(&[0u8; 16]);
+    body.send_data(Bytes::from(prefix), false).expect("prefix");
+    (answer, body)
+}
+
+/// The call's grpc-status, from its headers (a trailers-only answer) or trailers; `None`
+/// while it has not ended within `within`.
+async fn grpc_status(answer: ResponseFuture, within: Duration) -> Option<u32> {
+    tokio::time::timeout(within, async move {
+        let response = answer.await.ok()?;
+        let code = |h: &http::HeaderMap| -> Option<u32> {
+            h.get("grpc-status")?.to_str().ok()?.parse().ok()
+        };
+        if let Some(code) = code(response.headers()) {
+            return Some(code);
+        }
+        let mut body = response.into_body();
+        while let Some(chunk) = body.data().await {
+            let _ = chunk.ok()?;
+        }
+        code(&body.trailers().await.ok()??)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+#[test]
+fn announced_request_messages_are_reserved_before_they_are_buffered() {
+    const MESSAGE: u32 = 700 * 1024;
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("maxInFlightBytesPerConnection", "1048576"),
+            ("maxInFlightBytesTotal", "3145728"),
+            ("grpcMaxTelemetryMessageSize", "65536"),
+        ],
+    );
+    runtime().block_on(async {
+        let port = b.broker.grpc_port;
+        let http = b.broker.http_port;
+        // One connection holds a 700 KiB announcement; its second does not fit in the
+        // connection's 1 MiB.
+        let mut first = h2_connect(port).await;
+        let mut held = vec![announce(&mut first, port, SEND, MESSAGE).await];
+        let (refused, _body) = announce(&mut first, port, SEND, MESSAGE).await;
+        assert_eq!(
+            grpc_status(refused, Duration::from_secs(10)).await,
+            Some(EXHAUSTED),
+            "a second 700 KiB message on one connection was taken"
+        );
+        assert!(refusals(http, "maxInFlightBytesPerConnection").await >= 1.0);
+
+        // Three more connections hold one each (2.8 MiB in all); a fifth does not fit
+        // in the broker's 3 MiB.
+        let mut connections = vec![first];
+        for _ in 0..3 {
+            let mut c = h2_connect(port).await;
+            held.push(announce(&mut c, port, SEND, MESSAGE).await);
+            connections.push(c);
+        }
+        let mut fifth = h2_connect(port).await;
+        let (refused, _body) = announce(&mut fifth, port, SEND, MESSAGE).await;
+        assert_eq!(
+            grpc_status(refused, Duration::from_secs(10)).await,
+            Some(EXHAUSTED),
+            "a message over maxInFlightBytesTotal was taken"
+        );
+        assert!(refusals(http, "maxInFlightBytesTotal").await >= 1.0);
+
+        // The held calls were admitted: nothing answered them while their message is
+        // incomplete.
+        let (answer, _body) = held.pop().expect("held");
+        assert_eq!(grpc_status(answer, Duration::from_millis(300)).await, None);
+
+        // A Telemetry command over grpcMaxTelemetryMessageSize ends its stream.
+        let (refused, _body) = announce(&mut fifth, port, TELEMETRY, 70_000).await;
+        assert_eq!(
+            grpc_status(refused, Duration::from_secs(10)).await,
+            Some(EXHAUSTED)
+        );
+        assert!(refusals(http, "grpcMaxTelemetryMessageSize").await >= 1.0);
+
+        // Once the holders are gone, their bytes are free again: a new 700 KiB
+        // announcement is taken (completed with garbage, it fails to decode instead).
+        drop(held);
+        drop(connections);
+        eventually(
+            Duration::from_secs(10),
+            "the holders' reservations to be freed",
+            || async {
+                let mut c = h2_connect(port).await;
+                let (answer, mut body) = announce(&mut c, port, SEND, MESSAGE).await;
+                let rest = vec![0xffu8; MESSAGE as usize - 16];
+                body.send_data(Bytes::from(rest), true).expect("rest");
+                let code = grpc_status(answer, Duration::from_secs(10)).await;
+                code.is_some_and(|c| c != EXHAUSTED)
+            },
+        )
+        .await;
+        victim_is_served(&mut b.broker).await;
+    });
+}
