@@ -95,14 +95,6 @@ pub fn is_not_allowed_send_topic(topic: &str) -> bool {
     NOT_ALLOWED_SEND.contains(&topic)
 }
 
-/// Java `String.hashCode()` over the UTF-16 code units: the tag hash of ConsumeQueue
-/// units and subscription `codeSet`s.
-pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
-}
-
 /// `MixAll.DLQ_NUMS_PER_GROUP`: a dead letter queue has one queue.
 pub const DLQ_QUEUE_NUMS: i32 = 1;
 
@@ -127,15 +119,5 @@ mod tests {
         assert!(validate_topic(&"a".repeat(127)).is_ok());
         assert!(is_not_allowed_send_topic(SCHEDULE_TOPIC));
         assert!(!is_not_allowed_send_topic("TopicTest"));
-    }
-
-    #[test]
-    fn hashes_match_java() {
-        // Values of "TagA".hashCode() and "".hashCode() in Java.
-        assert_eq!(java_string_hash("TagA"), 2598919);
-        assert_eq!(java_string_hash(""), 0);
-        // Overflowing and non-BMP input wraps like Java's int arithmetic.
-        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
-        assert_eq!(java_string_hash("😀"), 0xD83D * 31 + 0xDE00);
     }
 }

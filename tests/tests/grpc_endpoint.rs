@@ -17,36 +17,13 @@ use grpc_api::v2::settings::PubSub;
 use grpc_api::v2::telemetry_command::Command;
 use grpc_api::v2::*;
 use protocol::code::{request, response};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
+
+#[path = "support/grpc_client.rs"]
+mod grpc_client;
+use grpc_client::{channel, create_topic, req, res};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn channel(port: u16) -> Channel {
-    Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect to the gRPC port")
-}
-
-/// A request with the headers the 5.x Python client sends.
-fn req<T>(msg: T, client_id: &str) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    let md = r.metadata_mut();
-    md.insert("x-mq-client-id", client_id.parse().unwrap());
-    md.insert("x-mq-language", "PYTHON".parse().unwrap());
-    md.insert("x-mq-protocol", "v2".parse().unwrap());
-    md.insert("x-mq-client-version", "5.0.6".parse().unwrap());
-    md.insert("x-mq-request-id", "r-1".parse().unwrap());
-    r
-}
-
-fn res(name: &str) -> Resource {
-    Resource {
-        resource_namespace: String::new(),
-        name: name.to_owned(),
-    }
-}
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -76,26 +53,6 @@ fn message(topic: &str, id: &str, body: &[u8]) -> Message {
         }),
         body: body.to_vec(),
     }
-}
-
-async fn create_topic(c: &Client, topic: &str, queues: i32) {
-    let r = c
-        .request(broker_harness::with_fields(
-            request::UPDATE_AND_CREATE_TOPIC,
-            &[
-                ("topic", topic.to_owned()),
-                ("defaultTopic", "TBW102".to_owned()),
-                ("readQueueNums", queues.to_string()),
-                ("writeQueueNums", queues.to_string()),
-                ("perm", "6".to_owned()),
-                ("topicFilterType", "SINGLE_TAG".to_owned()),
-                ("topicSysFlag", "0".to_owned()),
-                ("order", "false".to_owned()),
-            ],
-        ))
-        .await
-        .expect("create topic");
-    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
 }
 
 /// Every record stored in `topic`'s queues, by 4.x raw pulls.
@@ -654,10 +611,13 @@ fn telemetry_streams_and_connections_per_source_are_bounded() {
         );
 
         // A second connection from the same source is closed at accept.
-        let second_conn = Endpoint::from_shared(format!("http://127.0.0.1:{}", b.broker.grpc_port))
-            .unwrap()
-            .connect()
-            .await;
+        let second_conn = tonic::transport::Endpoint::from_shared(format!(
+            "http://127.0.0.1:{}",
+            b.broker.grpc_port
+        ))
+        .unwrap()
+        .connect()
+        .await;
         if let Ok(ch) = second_conn {
             let r = MessagingServiceClient::new(ch)
                 .heartbeat(req(HeartbeatRequest::default(), "other"))

@@ -15,62 +15,22 @@ use e2e::nameserver::{NameServer, Options};
 use e2e::wait::{eventually, runtime};
 use grpc_api::v2::messaging_service_client::MessagingServiceClient;
 use grpc_api::v2::*;
-use protocol::code::{request, response};
-use tonic::transport::{Channel, Endpoint};
+use protocol::code::request;
+
+#[path = "support/grpc_client.rs"]
+mod grpc_client;
+use grpc_client::{channel, create_topic, res};
 
 const WAIT: Duration = Duration::from_secs(30);
 const TOPIC: &str = "T_GRPC_TWO_GROUPS";
 
-async fn channel(port: u16) -> Channel {
-    Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect to the gRPC port")
-}
-
-/// A request with the headers the 5.x clients send.
-fn req<T>(msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    let md = r.metadata_mut();
-    md.insert("x-mq-client-id", "route-client".parse().unwrap());
-    md.insert("x-mq-language", "JAVA".parse().unwrap());
-    md.insert("x-mq-protocol", "v2".parse().unwrap());
-    md.insert("x-mq-client-version", "5.0.7".parse().unwrap());
-    md.insert("x-mq-request-id", "r-1".parse().unwrap());
-    r
-}
-
-fn res(name: &str) -> Resource {
-    Resource {
-        resource_namespace: String::new(),
-        name: name.to_owned(),
-    }
-}
-
-async fn create_topic(c: &Client, topic: &str, queues: i32) {
-    let r = c
-        .request(broker_harness::with_fields(
-            request::UPDATE_AND_CREATE_TOPIC,
-            &[
-                ("topic", topic.to_owned()),
-                ("defaultTopic", "TBW102".to_owned()),
-                ("readQueueNums", queues.to_string()),
-                ("writeQueueNums", queues.to_string()),
-                ("perm", "6".to_owned()),
-                ("topicFilterType", "SINGLE_TAG".to_owned()),
-                ("topicSysFlag", "0".to_owned()),
-                ("order", "false".to_owned()),
-            ],
-        ))
-        .await
-        .expect("create topic");
-    assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+fn route_req<T>(msg: T) -> tonic::Request<T> {
+    grpc_client::req(msg, "route-client")
 }
 
 async fn query_route(port: u16, topic: &str) -> QueryRouteResponse {
     MessagingServiceClient::new(channel(port).await)
-        .query_route(req(QueryRouteRequest {
+        .query_route(route_req(QueryRouteRequest {
             topic: Some(res(topic)),
             endpoints: None,
         }))
@@ -187,7 +147,7 @@ fn query_route_spans_broker_groups_and_sends_land_on_each() {
                 body: id.as_bytes().to_vec(),
             };
             let r = MessagingServiceClient::new(channel(port).await)
-                .send_message(req(SendMessageRequest { messages: vec![m] }))
+                .send_message(route_req(SendMessageRequest { messages: vec![m] }))
                 .await
                 .unwrap()
                 .into_inner();
@@ -295,7 +255,7 @@ fn a_silent_nameserver_costs_one_lookup_and_calls_keep_their_deadline() {
         let calls = (0..8).map(|_| {
             let mut cl = MessagingServiceClient::new(ch.clone());
             async move {
-                let mut r = req(QueryRouteRequest {
+                let mut r = route_req(QueryRouteRequest {
                     topic: Some(res(TOPIC)),
                     endpoints: None,
                 });

@@ -81,7 +81,7 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
         && let Some(config) = broker.topics.get(&topic)
     {
         let n = config.write_queue_nums.max(1);
-        queue_id = protocol::message::tag::java_string_hash(g).rem_euclid(n);
+        queue_id = protocol::message::java_string_hash(g).rem_euclid(n);
     }
     if let Some(at) = sys.delivery_timestamp.as_ref() {
         let at_ms = at.seconds.saturating_mul(1000) + i64::from(at.nanos / 1_000_000);

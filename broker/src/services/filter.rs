@@ -14,7 +14,7 @@ use std::sync::Arc;
 use protocol::body::SubscriptionData;
 use protocol::message::properties::RETRY_TOPIC;
 
-use crate::names::java_string_hash;
+use protocol::message::java_string_hash;
 use registry::FilterRegistry;
 use sql92::{CompileError, DecodedProperties, Sql92Filter, Sql92Limits};
 

@@ -114,7 +114,7 @@ impl PullHold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::names::java_string_hash;
+    use protocol::message::java_string_hash;
 
     #[test]
     fn wakes_matching_waiters_only() {
