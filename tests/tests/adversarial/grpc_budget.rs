@@ -5,11 +5,14 @@
 //! `maxInFlightBytesTotal` first, and a Telemetry command is capped by
 //! `grpcMaxTelemetryMessageSize`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
 use e2e::broker_harness::TempBroker;
 use e2e::wait::{eventually, runtime};
+use h2::SendStream;
 use h2::client::{ResponseFuture, SendRequest};
 use tokio::net::TcpStream;
 
@@ -38,7 +41,7 @@ async fn announce(
     port: u16,
     path: &str,
     len: u32,
-) -> (ResponseFuture, h2::SendStream<Bytes>) {
+) -> (ResponseFuture, SendStream<Bytes>) {
     let request = http::Request::builder()
         .method("POST")
         .uri(format!("http://127.0.0.1:{port}{path}"))
@@ -78,6 +81,46 @@ async fn grpc_status(answer: ResponseFuture, within: Duration) -> Option<u32> {
     .flatten()
 }
 
+/// A call holding an announced message: its status (see [`grpc_status`]) and its body.
+struct Held {
+    status: Pin<Box<dyn Future<Output = Option<u32>> + Send>>,
+    _body: SendStream<Bytes>,
+}
+
+async fn hold(client: &mut SendRequest<Bytes>, port: u16, len: u32) -> Held {
+    let (answer, body) = announce(client, port, SEND, len).await;
+    Held {
+        status: Box::pin(grpc_status(answer, Duration::from_secs(10))),
+        _body: body,
+    }
+}
+
+/// Waits for the first of `calls` to end: it must have been refused (RESOURCE_EXHAUSTED).
+/// Which one the broker refuses depends on the order it reads the streams in. The
+/// others are returned, still open.
+async fn one_refused(calls: Vec<Held>) -> Vec<Held> {
+    let (statuses, mut bodies): (Vec<_>, Vec<_>) =
+        calls.into_iter().map(|c| (c.status, c._body)).unzip();
+    let (status, i, rest) = futures::future::select_all(statuses).await;
+    assert_eq!(status, Some(EXHAUSTED), "no call was refused");
+    bodies.remove(i);
+    rest.into_iter()
+        .zip(bodies)
+        .map(|(status, _body)| Held { status, _body })
+        .collect()
+}
+
+/// None of `calls` was refused: each is still open (or ended without an answer).
+async fn none_refused(calls: &mut [Held]) {
+    for c in calls {
+        if let Ok(Some(code)) =
+            tokio::time::timeout(Duration::from_millis(200), &mut c.status).await
+        {
+            panic!("an admitted call ended with grpc-status {code}");
+        }
+    }
+}
+
 #[test]
 fn announced_request_messages_are_reserved_before_they_are_buffered() {
     const MESSAGE: u32 = 700 * 1024;
@@ -92,42 +135,34 @@ fn announced_request_messages_are_reserved_before_they_are_buffered() {
     runtime().block_on(async {
         let port = b.broker.grpc_port;
         let http = b.broker.http_port;
-        // One connection holds a 700 KiB announcement; its second does not fit in the
-        // connection's 1 MiB.
+        // Two 700 KiB announcements on one connection: one fits in its 1 MiB, the other
+        // is refused.
         let mut first = h2_connect(port).await;
-        let mut held = vec![announce(&mut first, port, SEND, MESSAGE).await];
-        let (refused, _body) = announce(&mut first, port, SEND, MESSAGE).await;
-        assert_eq!(
-            grpc_status(refused, Duration::from_secs(10)).await,
-            Some(EXHAUSTED),
-            "a second 700 KiB message on one connection was taken"
-        );
+        let pair = vec![
+            hold(&mut first, port, MESSAGE).await,
+            hold(&mut first, port, MESSAGE).await,
+        ];
+        let mut held = one_refused(pair).await;
         assert!(refusals(http, "maxInFlightBytesPerConnection").await >= 1.0);
 
-        // Three more connections hold one each (2.8 MiB in all); a fifth does not fit
-        // in the broker's 3 MiB.
+        // Four more connections announce one each: three fit in the broker's 3 MiB
+        // (2.8 MiB in all), the fourth does not.
         let mut connections = vec![first];
-        for _ in 0..3 {
+        let mut four = Vec::new();
+        for _ in 0..4 {
             let mut c = h2_connect(port).await;
-            held.push(announce(&mut c, port, SEND, MESSAGE).await);
+            four.push(hold(&mut c, port, MESSAGE).await);
             connections.push(c);
         }
-        let mut fifth = h2_connect(port).await;
-        let (refused, _body) = announce(&mut fifth, port, SEND, MESSAGE).await;
-        assert_eq!(
-            grpc_status(refused, Duration::from_secs(10)).await,
-            Some(EXHAUSTED),
-            "a message over maxInFlightBytesTotal was taken"
-        );
+        held.extend(one_refused(four).await);
         assert!(refusals(http, "maxInFlightBytesTotal").await >= 1.0);
-
-        // The held calls were admitted: nothing answered them while their message is
+        // The others were admitted: nothing answered them while their message is
         // incomplete.
-        let (answer, _body) = held.pop().expect("held");
-        assert_eq!(grpc_status(answer, Duration::from_millis(300)).await, None);
+        none_refused(&mut held).await;
 
         // A Telemetry command over grpcMaxTelemetryMessageSize ends its stream.
-        let (refused, _body) = announce(&mut fifth, port, TELEMETRY, 70_000).await;
+        let mut other = h2_connect(port).await;
+        let (refused, _body) = announce(&mut other, port, TELEMETRY, 70_000).await;
         assert_eq!(
             grpc_status(refused, Duration::from_secs(10)).await,
             Some(EXHAUSTED)
