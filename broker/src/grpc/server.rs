@@ -244,6 +244,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
         max_message: max_decode,
         max_telemetry_message: usize::try_from(b.grpc_max_telemetry_message_size)
             .unwrap_or(usize::MAX),
+        message_timeout: Duration::from_millis(b.grpc_request_message_timeout_millis),
         refusals: broker.metrics.limits.refusals.clone(),
     });
     let server = tonic::transport::Server::builder()

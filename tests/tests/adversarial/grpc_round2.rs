@@ -1,0 +1,155 @@
+//! The gRPC request budget turned against other clients: `maxInFlightBytesTotal` is
+//! shared by every client of both ports, so whatever a stalled call holds of it is
+//! taken from everyone's sends. An announcement (a 5-byte prefix) used to reserve its
+//! whole length from the shared total for as long as the call lived, and a call whose
+//! message never completed lived forever: two prefixes from one attacker and no victim
+//! could send again. Now the shared total holds only the bytes that arrived, and a
+//! message whose bytes stop coming ends its call after `grpcRequestMessageTimeoutMillis`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use e2e::broker_harness::TempBroker;
+use e2e::wait::runtime;
+use h2::client::{ResponseFuture, SendRequest};
+use tokio::net::TcpSocket;
+
+use crate::common::{refusals, victim_is_served};
+
+const ATTACKER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+const SEND: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
+/// DEADLINE_EXCEEDED.
+const DEADLINE_EXCEEDED: u32 = 4;
+/// A connection's budget and the broker's (two connections' worth).
+const PER_CONNECTION: u32 = 1024 * 1024;
+const TOTAL: u32 = 2 * PER_CONNECTION;
+/// A message whose prefixed length is exactly a connection's budget.
+const MESSAGE: u32 = PER_CONNECTION - 5;
+
+fn start(timeout_ms: &str) -> TempBroker {
+    TempBroker::start(
+        None,
+        &[
+            ("maxInFlightBytesPerConnection", &PER_CONNECTION.to_string()),
+            ("maxInFlightBytesTotal", &TOTAL.to_string()),
+            ("grpcRequestMessageTimeoutMillis", timeout_ms),
+        ],
+    )
+}
+
+async fn h2_connect_from(port: u16, local: IpAddr) -> SendRequest<Bytes> {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(SocketAddr::new(local, 0))
+        .expect("bind the attacker address");
+    let tcp = socket
+        .connect(SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .expect("connect to the gRPC port");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Opens a SendMessage call and sends the prefix of a `len`-byte message, then `sent`
+/// bytes of it; the call stays open.
+async fn stall(
+    client: &mut SendRequest<Bytes>,
+    port: u16,
+    len: u32,
+    sent: usize,
+) -> (ResponseFuture, h2::SendStream<Bytes>) {
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1:{port}{SEND}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    *client = client.clone().ready().await.expect("stream slot");
+    let (answer, mut body) = client.send_request(request, false).expect("send request");
+    let mut data = vec![0u8];
+    data.extend_from_slice(&len.to_be_bytes());
+    data.resize(5 + sent, 0x0a);
+    body.send_data(Bytes::from(data), false).expect("prefix");
+    (answer, body)
+}
+
+/// The call's grpc-status; `None` while it has not ended within `within`.
+async fn grpc_status(answer: ResponseFuture, within: Duration) -> Option<u32> {
+    tokio::time::timeout(within, async move {
+        let response = answer.await.ok()?;
+        let code = |h: &http::HeaderMap| -> Option<u32> {
+            h.get("grpc-status")?.to_str().ok()?.parse().ok()
+        };
+        if let Some(code) = code(response.headers()) {
+            return Some(code);
+        }
+        let mut body = response.into_body();
+        while let Some(chunk) = body.data().await {
+            let _ = chunk.ok()?;
+        }
+        code(&body.trailers().await.ok()??)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+#[test]
+fn bare_announcements_do_not_take_the_shared_budget_from_other_clients() {
+    // The stalled calls must outlive the whole test: only the byte accounting is tested.
+    let mut b = start("600000");
+    runtime().block_on(async {
+        let port = b.broker.grpc_port;
+        // Two connections announce a connection's whole budget each (the broker's
+        // whole total together) and send nothing more.
+        let mut held = Vec::new();
+        let mut connections = Vec::new();
+        for _ in 0..2 {
+            let mut c = h2_connect_from(port, ATTACKER).await;
+            held.push(stall(&mut c, port, MESSAGE, 0).await);
+            connections.push(c);
+        }
+        // They are admitted and wait for their bytes (the bodies stay open)...
+        let (answer, body) = held.pop().expect("held");
+        assert_eq!(grpc_status(answer, Duration::from_millis(500)).await, None);
+        // ...and the victim's sends go on.
+        victim_is_served(&mut b.broker).await;
+        drop((held, body, connections));
+    });
+}
+
+#[test]
+fn a_message_whose_bytes_stop_coming_ends_its_call_and_frees_the_budget() {
+    let mut b = start("2000");
+    runtime().block_on(async {
+        let (port, http) = (b.broker.grpc_port, b.broker.http_port);
+        // Two connections send all but the last bytes of a connection-sized message
+        // each (the broker's whole total together), then stall.
+        let mut held = Vec::new();
+        let mut connections = Vec::new();
+        for _ in 0..2 {
+            let mut c = h2_connect_from(port, ATTACKER).await;
+            held.push(stall(&mut c, port, MESSAGE, MESSAGE as usize - 8).await);
+            connections.push(c);
+        }
+        // Their calls end once grpcRequestMessageTimeoutMillis has passed without the
+        // rest, so their bytes go back to the broker's budget.
+        let mut bodies = Vec::new();
+        for (answer, body) in held {
+            bodies.push(body);
+            assert_eq!(
+                grpc_status(answer, Duration::from_secs(15)).await,
+                Some(DEADLINE_EXCEEDED),
+                "a stalled message kept its call (and the bytes it holds) open"
+            );
+        }
+        assert!(refusals(http, "grpcRequestMessageTimeoutMillis").await >= 2.0);
+        victim_is_served(&mut b.broker).await;
+        drop((bodies, connections));
+    });
+}
