@@ -49,6 +49,14 @@ impl GrpcService {
                         .count("grpcMaxConnections");
                     Status::resource_exhausted(e.to_string())
                 }
+                SessionError::SourceFull { .. } => {
+                    self.broker
+                        .metrics
+                        .limits
+                        .refusals
+                        .count("grpcMaxConnectionsPerIp");
+                    Status::resource_exhausted(e.to_string())
+                }
                 SessionError::Foreign { .. } => Status::permission_denied(e.to_string()),
             })
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use e2e::broker_harness::TempBroker;
-use e2e::wait::runtime;
+use e2e::wait::{eventually, runtime};
 use h2::client::{ResponseFuture, SendRequest};
 use tokio::net::TcpSocket;
 
@@ -151,5 +151,91 @@ fn a_message_whose_bytes_stop_coming_ends_its_call_and_frees_the_budget() {
         assert!(refusals(http, "grpcRequestMessageTimeoutMillis").await >= 2.0);
         victim_is_served(&mut b.broker).await;
         drop((bodies, connections));
+    });
+}
+
+/// A 5.x session is opened by any call under a new `x-mq-client-id`, and the id is the
+/// caller's to choose. Sessions are capped by `grpcMaxConnections`, and one that never
+/// joins a group used to live until the broker stopped: one attacker naming a few
+/// thousand made-up ids (one connection, one cheap Heartbeat each) locked every new 5.x
+/// client out for good. One source now opens at most `grpcMaxConnectionsPerIp` sessions,
+/// and a session without a Telemetry stream that goes unused for
+/// `channelExpiredTimeout` is dropped when a new client needs its place.
+#[test]
+fn made_up_client_ids_do_not_lock_other_5x_clients_out() {
+    use grpc_api::v2::messaging_service_client::MessagingServiceClient;
+    use grpc_api::v2::{Code, HeartbeatRequest};
+
+    const CAP: usize = 30;
+    const PER_IP: usize = 20;
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("grpcMaxConnections", &CAP.to_string()),
+            ("grpcMaxConnectionsPerIp", &PER_IP.to_string()),
+            ("channelExpiredTimeout", "3000"),
+        ],
+    );
+    runtime().block_on(async {
+        let (port, http) = (b.broker.grpc_port, b.broker.http_port);
+        let channel = |local: IpAddr| async move {
+            tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+                .expect("endpoint")
+                .local_address(Some(local))
+                .connect()
+                .await
+                .expect("connect to the gRPC port")
+        };
+        let heartbeat = |client_id: String| {
+            let mut r = tonic::Request::new(HeartbeatRequest::default());
+            r.metadata_mut()
+                .insert("x-mq-client-id", client_id.parse().expect("ascii"));
+            r
+        };
+        // One source names made-up ids, one Heartbeat each, on one connection: past
+        // its share they are refused.
+        let mut attacker = MessagingServiceClient::new(channel(ATTACKER).await);
+        let mut opened = 0;
+        for i in 0..CAP {
+            match attacker.heartbeat(heartbeat(format!("fake@{i}"))).await {
+                Ok(_) => opened += 1,
+                Err(e) => assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}"),
+            }
+        }
+        assert_eq!(
+            opened, PER_IP,
+            "one source opened more sessions than its share"
+        );
+        assert!(refusals(http, "grpcMaxConnectionsPerIp").await >= 1.0);
+
+        // A second source takes the rest: the broker's sessions are all taken.
+        let other = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
+        let mut second = MessagingServiceClient::new(channel(other).await);
+        for i in 0..CAP - PER_IP {
+            second
+                .heartbeat(heartbeat(format!("other@{i}")))
+                .await
+                .expect("within the broker's cap");
+        }
+        // A new 5.x client gets in once those sessions have gone unused for
+        // channelExpiredTimeout (none has a Telemetry stream).
+        let victim = MessagingServiceClient::new(channel(IpAddr::V4(Ipv4Addr::LOCALHOST)).await);
+        eventually(
+            Duration::from_secs(20),
+            "a new 5.x client to be admitted",
+            || {
+                let mut victim = victim.clone();
+                let call = heartbeat("victim@5x".to_owned());
+                async move {
+                    victim.heartbeat(call).await.is_ok_and(|r| {
+                        r.into_inner()
+                            .status
+                            .is_some_and(|s| s.code == Code::Ok as i32)
+                    })
+                }
+            },
+        )
+        .await;
+        victim_is_served(&mut b.broker).await;
     });
 }
