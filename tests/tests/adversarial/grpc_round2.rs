@@ -239,3 +239,61 @@ fn made_up_client_ids_do_not_lock_other_5x_clients_out() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// Timestamps are the client's to write: a born or delivery time at the ends of the
+/// protobuf range overflowed the conversion to milliseconds (a panic that reset the call
+/// in a debug build, a silently wrapped time in a release build).
+#[test]
+fn timestamps_at_the_ends_of_their_range_are_answered() {
+    use grpc_api::v2::messaging_service_client::MessagingServiceClient;
+    use grpc_api::v2::{Code, Message, Resource, SendMessageRequest, SystemProperties};
+
+    let mut b = TempBroker::start(None, &[]);
+    runtime().block_on(async {
+        let port = b.broker.grpc_port;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("endpoint")
+            .local_address(Some(ATTACKER))
+            .connect()
+            .await
+            .expect("connect to the gRPC port");
+        let mut client = MessagingServiceClient::new(channel);
+        let message = |id: &str, born, delivery| Message {
+            topic: Some(Resource {
+                resource_namespace: String::new(),
+                name: "GrpcTimestamps".into(),
+            }),
+            user_properties: Default::default(),
+            system_properties: Some(SystemProperties {
+                message_id: id.into(),
+                born_timestamp: born,
+                delivery_timestamp: delivery,
+                ..Default::default()
+            }),
+            body: b"t".to_vec(),
+        };
+        let at = |seconds, nanos| Some(prost_types::Timestamp { seconds, nanos });
+        for m in [
+            message("born-max", at(i64::MAX, 999_999_999), None),
+            message("born-min", at(i64::MIN, -999_999_999), None),
+            message("due-long-ago", None, at(i64::MIN, -999_999_999)),
+        ] {
+            let id = m.system_properties.as_ref().unwrap().message_id.clone();
+            let mut r = tonic::Request::new(SendMessageRequest { messages: vec![m] });
+            r.metadata_mut()
+                .insert("x-mq-client-id", "ts@attacker".parse().expect("ascii"));
+            let answer = client
+                .send_message(r)
+                .await
+                .unwrap_or_else(|e| panic!("{id}: the call was not answered: {e:?}"))
+                .into_inner();
+            assert_eq!(
+                answer.status.map(|s| s.code),
+                Some(Code::Ok as i32),
+                "{id}: {:?}",
+                answer.entries
+            );
+        }
+        victim_is_served(&mut b.broker).await;
+    });
+}
