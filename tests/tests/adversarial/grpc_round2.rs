@@ -297,3 +297,104 @@ fn timestamps_at_the_ends_of_their_range_are_answered() {
         victim_is_served(&mut b.broker).await;
     });
 }
+
+/// A 5.x consumer that receives and never reads its answers (HTTP/2 window 0) had the
+/// broker hold every message it popped, call after call: the answers were charged to
+/// nothing and waited for a window that never opened. They are now charged to
+/// `maxInFlightBytesPerConnection` and `maxInFlightBytesTotal` (a receive over them is
+/// refused), and an answer left unread for `writeTimeoutMillis` is dropped.
+#[test]
+fn unread_receive_answers_are_bounded_and_dropped() {
+    use grpc_api::v2::messaging_service_client::MessagingServiceClient;
+    use grpc_api::v2::{MessageQueue, ReceiveMessageRequest, Resource};
+    use protocol::code::response;
+
+    const MIB: usize = 1024 * 1024;
+    let mut b = TempBroker::start(
+        None,
+        &[
+            ("maxInFlightBytesPerConnection", &(8 * MIB).to_string()),
+            ("maxInFlightBytesTotal", &(8 * MIB).to_string()),
+            ("writeTimeoutMillis", "2000"),
+        ],
+    );
+    runtime().block_on(async {
+        let (port, http) = (b.broker.grpc_port, b.broker.http_port);
+        let producer = e2e::Client::connect(b.broker.port).await.expect("connect");
+        let body = vec![b'x'; MIB];
+        for _ in 0..48 {
+            let r = producer
+                .request(e2e::broker_harness::send_v2("GrpcUnread", -1, &body, ""))
+                .await
+                .expect("send");
+            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        }
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("endpoint")
+            .local_address(Some(ATTACKER))
+            .initial_stream_window_size(Some(0))
+            .connect()
+            .await
+            .expect("connect to the gRPC port");
+        let mut attacker = MessagingServiceClient::new(channel);
+        let res = |n: &str| {
+            Some(Resource {
+                resource_namespace: String::new(),
+                name: n.into(),
+            })
+        };
+        let rss_before = b.broker.anon_rss_kib();
+        // Eight receives whose answers are never read.
+        let mut unread = Vec::new();
+        for _ in 0..8 {
+            let mut r = tonic::Request::new(ReceiveMessageRequest {
+                group: res("GUnread"),
+                message_queue: Some(MessageQueue {
+                    topic: res("GrpcUnread"),
+                    id: -1,
+                    ..Default::default()
+                }),
+                batch_size: 32,
+                invisible_duration: Some(prost_types::Duration {
+                    seconds: 300,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            });
+            r.metadata_mut()
+                .insert("x-mq-client-id", "unread@attacker".parse().expect("ascii"));
+            // Over the budget, the call itself may be refused before it is read.
+            match attacker.receive_message(r).await {
+                Ok(answer) => unread.push(answer.into_inner()),
+                Err(e) => assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}"),
+            }
+        }
+        let rss_after = b.broker.anon_rss_kib();
+        // Receives past the connection's budget were refused: the broker holds about
+        // the budget, not every message the calls could pop.
+        assert!(refusals(http, "maxInFlightBytesPerConnection").await >= 1.0);
+        let in_flight = crate::common::metric(http, "rocketmq_pop_in_flight").await;
+        assert!(
+            in_flight <= 16.0,
+            "{in_flight} messages popped into unread answers (RSS {rss_before:?} -> {rss_after:?} KiB)"
+        );
+        // Unread for writeTimeoutMillis, the answers are dropped and their bytes freed:
+        // the victim's sends (refused meanwhile, the broker's total being held) go on.
+        eventually(
+            Duration::from_secs(15),
+            "the unread answers to be dropped",
+            || async { refusals(http, "writeTimeoutMillis").await >= 1.0 },
+        )
+        .await;
+        let victim = e2e::Client::connect(b.broker.port).await.expect("connect");
+        eventually(Duration::from_secs(10), "the victim's send", || async {
+            victim
+                .request(e2e::broker_harness::send_v2("VictimTopic", 0, b"v", ""))
+                .await
+                .is_ok_and(|r| r.code == response::SUCCESS)
+        })
+        .await;
+        victim_is_served(&mut b.broker).await;
+        drop(unread);
+    });
+}
