@@ -80,7 +80,7 @@ pub fn charged(
     permits.extend(connection.map(|c| c.acquire_units(bytes)));
     let held = Arc::new(Mutex::new(Held {
         items: answers.into(),
-        permits: permits,
+        permits,
         progress: Instant::now(),
         expired: false,
     }));
