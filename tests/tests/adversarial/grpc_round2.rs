@@ -398,3 +398,107 @@ fn unread_receive_answers_are_bounded_and_dropped() {
         drop(unread);
     });
 }
+
+/// Rapid reset (CVE-2023-44487 shape) on long polls: each stream opens a ReceiveMessage
+/// that would park for 20 s and is reset at once. hyper drops a reset call's future, so
+/// nothing it parked may stay behind: the parked count returns to zero and memory stays
+/// flat.
+#[test]
+fn rapidly_reset_long_polls_leave_nothing_parked() {
+    use protocol::code::response;
+
+    const ROUNDS: usize = 3000;
+    let mut b = TempBroker::start(None, &[]);
+    runtime().block_on(async {
+        let (port, http) = (b.broker.grpc_port, b.broker.http_port);
+        let producer = e2e::Client::connect(b.broker.port).await.expect("connect");
+        let r = producer
+            .request(e2e::broker_harness::send_v2("GrpcReset", 0, b"m", ""))
+            .await
+            .expect("send");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        // ReceiveMessageRequest { group: "GR", message_queue: { topic: "GrpcReset",
+        // id: 1 (an empty queue) }, batch_size: 1, long_polling_timeout: 20 s }, encoded
+        // by hand.
+        let resource = |name: &str| {
+            let mut r = vec![0x12, name.len() as u8];
+            r.extend_from_slice(name.as_bytes());
+            r
+        };
+        let field = |tag: u8, bytes: Vec<u8>| {
+            let mut f = vec![tag, bytes.len() as u8];
+            f.extend(bytes);
+            f
+        };
+        let mut queue = field(0x0a, resource("GrpcReset"));
+        queue.extend([0x10, 1]);
+        let mut message = field(0x0a, resource("GR"));
+        message.extend(field(0x12, queue));
+        message.extend([0x20, 1]);
+        message.extend(field(0x3a, vec![0x08, 20]));
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        framed.extend(message);
+        let framed = Bytes::from(framed);
+
+        let request = || {
+            http::Request::builder()
+                .method("POST")
+                .uri(format!(
+                    "http://127.0.0.1:{port}/apache.rocketmq.v2.MessagingService/ReceiveMessage"
+                ))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .header("x-mq-client-id", "reset@attacker")
+                .body(())
+                .expect("request")
+        };
+        // One poll that is not reset, on a connection of its own: it parks, so the
+        // resets are measured against it.
+        let kept = h2_connect_from(port, ATTACKER).await;
+        let mut kept = kept.ready().await.expect("ready");
+        let (_kept, mut kept_body) = kept.send_request(request(), false).expect("send");
+        kept_body.send_data(framed.clone(), true).expect("data");
+        eventually(Duration::from_secs(10), "the kept poll to park", || async {
+            crate::common::metric(http, "rocketmq_pop_parked").await >= 1.0
+        })
+        .await;
+        let rss_before = b.broker.anon_rss_kib().expect("rss");
+        // hyper answers a burst of resets with GOAWAY; the attacker reconnects.
+        let (mut sent, mut connections) = (0, 0);
+        while sent < ROUNDS {
+            let mut client = h2_connect_from(port, ATTACKER).await;
+            connections += 1;
+            while sent < ROUNDS {
+                let Ok(ready) = client.clone().ready().await else {
+                    break;
+                };
+                client = ready;
+                let Ok((_answer, mut body)) = client.send_request(request(), false) else {
+                    break;
+                };
+                let _ = body.send_data(framed.clone(), true);
+                body.send_reset(h2::Reason::CANCEL);
+                sent += 1;
+            }
+        }
+        // Every reset poll is gone: only the kept one stays parked.
+        eventually(
+            Duration::from_secs(20),
+            "the reset polls to unpark",
+            || async { crate::common::metric(http, "rocketmq_pop_parked").await <= 1.0 },
+        )
+        .await;
+        let rss_after = b.broker.anon_rss_kib().expect("rss");
+        assert!(
+            rss_after < rss_before + 32 * 1024,
+            "{ROUNDS} reset long polls grew the broker from {rss_before} to {rss_after} KiB"
+        );
+        eprintln!(
+            "rapid reset: {sent} streams on {connections} connections, \
+             anon RSS {rss_before} -> {rss_after} KiB"
+        );
+        victim_is_served(&mut b.broker).await;
+        drop(kept_body);
+    });
+}
