@@ -399,10 +399,11 @@ fn unread_receive_answers_are_bounded_and_dropped() {
     });
 }
 
-/// Rapid reset (CVE-2023-44487 shape) on long polls: each stream opens a ReceiveMessage
-/// that would park for 20 s and is reset at once. hyper drops a reset call's future, so
-/// nothing it parked may stay behind: the parked count returns to zero and memory stays
-/// flat.
+/// Rapid reset (HEADERS, then RST_STREAM at once, over and over) on long polls: each
+/// stream opens a ReceiveMessage that would park for 20 s and is reset at once. hyper
+/// drops a reset call's future (and answers a burst of resets with GOAWAY), so nothing
+/// a reset poll parked may stay behind: only the one poll not reset stays parked, and
+/// memory stays flat.
 #[test]
 fn rapidly_reset_long_polls_leave_nothing_parked() {
     use protocol::code::response;
