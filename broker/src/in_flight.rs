@@ -71,6 +71,14 @@ impl InFlightLimit {
     }
 }
 
+impl InFlightPermit {
+    /// Takes `other`'s units into this permit; both must come from the same limit.
+    pub fn absorb(&mut self, mut other: InFlightPermit) {
+        debug_assert!(Arc::ptr_eq(&self.0, &other.0), "permits of two limits");
+        self.1 += std::mem::take(&mut other.1);
+    }
+}
+
 impl Drop for InFlightPermit {
     fn drop(&mut self) {
         self.0.used.fetch_sub(self.1, Ordering::Release);

@@ -362,6 +362,10 @@ broker_config! {
     /// keeps the buffer of its largest command for its whole life, against
     /// `maxInFlightBytesPerConnection` and `maxInFlightBytesTotal`.
     grpc_max_telemetry_message_size: u64 = "grpcMaxTelemetryMessageSize" => 1024 * 1024;
+    /// A request message must arrive whole this long after its 5-byte prefix, ms, or its
+    /// call ends with DEADLINE_EXCEEDED (not a RocketMQ key): what a message has reserved
+    /// against `maxInFlightBytes*` is not held by a peer that stops sending it.
+    grpc_request_message_timeout_millis: u64 = "grpcRequestMessageTimeoutMillis" => 30_000;
     /// On shutdown, how long calls in progress (long polls, Telemetry streams) may take to
     /// finish after GOAWAY before the connections are closed, ms (not a RocketMQ key).
     grpc_shutdown_drain_millis: u64 = "grpcShutdownDrainMillis" => 5_000;

@@ -10,6 +10,7 @@
 //! transaction checker's CHECK_TRANSACTION_STATE) reach the client over its Telemetry
 //! stream as `RecoverOrphanedTransactionCommand`.
 
+mod answers;
 mod auth;
 mod consumer;
 mod message_codec;

@@ -2,14 +2,24 @@
 //! have: `maxInFlightBytesPerConnection` per connection and `maxInFlightBytesTotal`
 //! across the broker (one budget for both ports).
 //!
-//! tonic allocates a message's whole announced length as soon as its 5-byte prefix has
+//! tonic reserves a message's whole announced length as soon as its 5-byte prefix has
 //! arrived, and a stream keeps the largest buffer it grew for as long as it lives (a
 //! Telemetry stream: as long as the client runs). Without a budget, a prefix of a few
 //! bytes on each of many streams held the decode limit each. So every request body is
-//! read here before tonic reads it: a prefix reserves its announced length, a stream's
-//! reservation is the largest message it announced, and it is freed when the stream's
-//! body and its call are both gone. A prefix that does not fit ends the call with
-//! RESOURCE_EXHAUSTED naming the key, before tonic allocates.
+//! read here before tonic reads it, and a stream's reservation follows its buffer:
+//! - the connection's budget holds the largest length the stream announced (the
+//!   capacity tonic reserved), so one connection's prefixes cannot reserve more than
+//!   `maxInFlightBytesPerConnection`;
+//! - the broker's total, shared with every client of both ports, holds only the bytes
+//!   that arrived (the most of one message): a prefix costs the attacker nothing, and
+//!   prefixes reserving their length there let two stalled calls refuse every other
+//!   client's sends.
+//!
+//! Both are freed when the stream's body and its call are both gone. A prefix or bytes
+//! that do not fit end the call with RESOURCE_EXHAUSTED naming the key, before tonic
+//! buffers them. A message must arrive whole within `grpcRequestMessageTimeoutMillis` of
+//! its prefix, or its call ends with DEADLINE_EXCEEDED: a stalled message would hold
+//! what it reserved for as long as the peer keeps the connection open.
 //!
 //! Telemetry carries only small commands from the client (its Settings), but its
 //! reservation lasts the stream's life, so its messages have a smaller cap of their own,
@@ -18,11 +28,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use parking_lot::Mutex;
+use tokio::time::Sleep;
 use tonic::Status;
 use tonic::body::Body;
 use tower::{Layer, Service};
@@ -45,6 +57,8 @@ pub struct Budgets {
     pub max_message: usize,
     /// `grpcMaxTelemetryMessageSize`.
     pub max_telemetry_message: usize,
+    /// `grpcRequestMessageTimeoutMillis`.
+    pub message_timeout: Duration,
     pub refusals: Refusals,
 }
 
@@ -109,6 +123,7 @@ where
                 scan: PrefixScan::default(),
                 held: Arc::clone(&held),
                 cap,
+                deadline: None,
                 failed: false,
             })
         });
@@ -133,8 +148,12 @@ enum Cap {
 
 #[derive(Default)]
 struct Reserved {
-    bytes: usize,
-    permits: Vec<InFlightPermit>,
+    /// Held on the connection: the largest message announced (prefix included).
+    announced: usize,
+    connection: Option<InFlightPermit>,
+    /// Held on the broker's total: the most bytes of one message that arrived.
+    arrived: usize,
+    total: Option<InFlightPermit>,
 }
 
 /// One call's reservation, shared by its body and its response future.
@@ -144,41 +163,60 @@ struct Held {
     permits: Mutex<Reserved>,
 }
 
+/// Grows `held` (`*reserved` units of `limit`) to `len` units; a reservation never
+/// shrinks, as the stream's buffer does not either. `None` when the growth does not fit.
+fn grow(
+    limit: &Arc<InFlightLimit>,
+    reserved: &mut usize,
+    held: &mut Option<InFlightPermit>,
+    len: usize,
+) -> Option<()> {
+    if len <= *reserved {
+        return Some(());
+    }
+    let more = limit.try_acquire_units(len - *reserved)?;
+    match held {
+        Some(permit) => permit.absorb(more),
+        None => *held = Some(more),
+    }
+    *reserved = len;
+    Some(())
+}
+
 impl Held {
-    /// Grows the reservation to `len` bytes (a reservation never shrinks: the stream's
-    /// buffer does not either).
+    fn refuse(&self, what: String, key: &'static str) -> Status {
+        self.budgets.refusals.count(key);
+        Status::resource_exhausted(format!(
+            "{what} does not fit in the bytes requests may hold ({key})"
+        ))
+    }
+
+    /// The connection's side: a message of `len` bytes (prefix included) announced.
     // tonic's Status is what the call ends with.
     #[allow(clippy::result_large_err)]
-    fn grow_to(&self, len: usize) -> Result<(), Status> {
-        let mut reserved = self.permits.lock();
-        if len <= reserved.bytes {
+    fn announce(&self, len: usize) -> Result<(), Status> {
+        let Some(limit) = &self.connection else {
             return Ok(());
-        }
-        let more = len - reserved.bytes;
-        let refuse = |key: &'static str| {
-            self.budgets.refusals.count(key);
-            Status::resource_exhausted(format!(
-                "a {len}-byte request message does not fit in the bytes requests \
-                 may hold ({key})"
-            ))
         };
-        let connection = match &self.connection {
-            Some(limit) => Some(
-                limit
-                    .try_acquire_units(more)
-                    .ok_or_else(|| refuse("maxInFlightBytesPerConnection"))?,
-            ),
-            None => None,
-        };
-        let total = self
-            .budgets
-            .total
-            .try_acquire_units(more)
-            .ok_or_else(|| refuse("maxInFlightBytesTotal"))?;
-        reserved.permits.extend(connection);
-        reserved.permits.push(total);
-        reserved.bytes = len;
-        Ok(())
+        let r = &mut *self.permits.lock();
+        grow(limit, &mut r.announced, &mut r.connection, len).ok_or_else(|| {
+            self.refuse(
+                format!("a {len}-byte request message"),
+                "maxInFlightBytesPerConnection",
+            )
+        })
+    }
+
+    /// The broker's side: `len` bytes of one message (prefix included) arrived.
+    #[allow(clippy::result_large_err)]
+    fn arrive(&self, len: usize) -> Result<(), Status> {
+        let r = &mut *self.permits.lock();
+        grow(&self.budgets.total, &mut r.arrived, &mut r.total, len).ok_or_else(|| {
+            self.refuse(
+                format!("{len} bytes of a request message"),
+                "maxInFlightBytesTotal",
+            )
+        })
     }
 }
 
@@ -188,6 +226,8 @@ struct BudgetedBody {
     scan: PrefixScan,
     held: Arc<Held>,
     cap: Cap,
+    /// When the incomplete message (the scan's `started`-th) must have arrived.
+    deadline: Option<(u64, Pin<Box<Sleep>>)>,
     failed: bool,
 }
 
@@ -196,21 +236,49 @@ impl BudgetedBody {
     #[allow(clippy::result_large_err)]
     fn admit(&mut self, data: &[u8]) -> Result<(), Status> {
         let (held, cap) = (&self.held, self.cap);
-        self.scan.feed(data, |len| {
-            if let Cap::Telemetry(max) = cap
-                && len > max
-            {
-                held.budgets.refusals.count("grpcMaxTelemetryMessageSize");
-                return Err(Status::resource_exhausted(format!(
-                    "a {len}-byte Telemetry command is over grpcMaxTelemetryMessageSize ({max})"
-                )));
+        self.scan.feed(data, |seen| match seen {
+            Seen::Announced(len) => {
+                if let Cap::Telemetry(max) = cap
+                    && len > max
+                {
+                    held.budgets.refusals.count("grpcMaxTelemetryMessageSize");
+                    return Err(Status::resource_exhausted(format!(
+                        "a {len}-byte Telemetry command is over grpcMaxTelemetryMessageSize ({max})"
+                    )));
+                }
+                if len > held.budgets.max_message {
+                    // tonic refuses it without allocating.
+                    return Ok(());
+                }
+                held.announce(len + PREFIX_LEN)
             }
-            if len > held.budgets.max_message {
-                // tonic refuses it without allocating.
-                return Ok(());
+            Seen::Arrived { announced, bytes } if announced <= held.budgets.max_message => {
+                held.arrive(bytes)
             }
-            held.grow_to(len + PREFIX_LEN)
-        })
+            Seen::Arrived { .. } => Ok(()),
+        })?;
+        // A message still incomplete has its deadline from the moment it was announced.
+        match self.scan.incomplete() {
+            Some(announced) if announced <= self.held.budgets.max_message => {
+                if self.deadline.as_ref().map(|(n, _)| *n) != Some(self.scan.started) {
+                    let timeout = self.held.budgets.message_timeout;
+                    self.deadline =
+                        Some((self.scan.started, Box::pin(tokio::time::sleep(timeout))));
+                }
+            }
+            _ => self.deadline = None,
+        }
+        Ok(())
+    }
+
+    fn timed_out(&self) -> Status {
+        let budgets = &self.held.budgets;
+        budgets.refusals.count("grpcRequestMessageTimeoutMillis");
+        Status::deadline_exceeded(format!(
+            "a request message did not arrive whole within {} ms of its prefix \
+             (grpcRequestMessageTimeoutMillis)",
+            budgets.message_timeout.as_millis()
+        ))
     }
 }
 
@@ -226,12 +294,25 @@ impl HttpBody for BudgetedBody {
         if this.failed {
             return Poll::Ready(None);
         }
-        let frame = ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => {
+                if let Some((_, deadline)) = &mut this.deadline
+                    && deadline.as_mut().poll(cx).is_ready()
+                {
+                    this.failed = true;
+                    this.deadline = None;
+                    return Poll::Ready(Some(Err(this.timed_out())));
+                }
+                return Poll::Pending;
+            }
+        };
         if let Some(Ok(frame)) = &frame
             && let Some(data) = frame.data_ref()
             && let Err(status) = this.admit(data)
         {
             this.failed = true;
+            this.deadline = None;
             return Poll::Ready(Some(Err(status)));
         }
         Poll::Ready(frame)
@@ -246,27 +327,44 @@ impl HttpBody for BudgetedBody {
     }
 }
 
+/// What a body's bytes said, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// A prefix announcing a message of this many bytes.
+    Announced(usize),
+    /// `bytes` of the current message have arrived so far, its prefix included.
+    Arrived { announced: usize, bytes: usize },
+}
+
 /// Finds the message prefixes in a body's bytes, however they are split into frames.
 #[derive(Default)]
 struct PrefixScan {
     prefix: [u8; PREFIX_LEN],
     have: usize,
-    /// Bytes of the current message still to come.
+    /// The current message's announced length, and its bytes still to come.
+    len: usize,
     rest: usize,
+    /// Messages announced so far.
+    started: u64,
 }
 
 impl PrefixScan {
-    /// Calls `on_message` with each message length announced in `data`.
+    /// Calls `on` with each message length announced in `data` and with the bytes of the
+    /// current message that have arrived.
     fn feed<E>(
         &mut self,
         mut data: &[u8],
-        mut on_message: impl FnMut(usize) -> Result<(), E>,
+        mut on: impl FnMut(Seen) -> Result<(), E>,
     ) -> Result<(), E> {
         while !data.is_empty() {
             if self.rest > 0 {
                 let n = self.rest.min(data.len());
                 self.rest -= n;
                 data = &data[n..];
+                on(Seen::Arrived {
+                    announced: self.len,
+                    bytes: PREFIX_LEN + self.len - self.rest,
+                })?;
                 continue;
             }
             let n = (PREFIX_LEN - self.have).min(data.len());
@@ -277,11 +375,22 @@ impl PrefixScan {
                 let [_, a, b, c, d] = self.prefix;
                 let len = u32::from_be_bytes([a, b, c, d]) as usize;
                 self.have = 0;
+                self.len = len;
                 self.rest = len;
-                on_message(len)?;
+                self.started += 1;
+                on(Seen::Announced(len))?;
+                on(Seen::Arrived {
+                    announced: len,
+                    bytes: PREFIX_LEN,
+                })?;
             }
         }
         Ok(())
+    }
+
+    /// The announced length of a message whose bytes have not all arrived.
+    fn incomplete(&self) -> Option<usize> {
+        (self.rest > 0).then_some(self.len)
     }
 }
 

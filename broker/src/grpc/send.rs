@@ -39,6 +39,14 @@ pub fn delay_level(levels: &[Duration], left: Duration) -> i32 {
         + 1
 }
 
+/// A client's timestamp in ms since the epoch, saturated at the ends of the range (the
+/// protobuf fields reach far past what i64 milliseconds hold).
+fn millis(t: &prost_types::Timestamp) -> i64 {
+    t.seconds
+        .saturating_mul(1000)
+        .saturating_add(i64::from(t.nanos / 1_000_000))
+}
+
 fn entry(code: Code, message: impl Into<String>) -> SendResultEntry {
     SendResultEntry {
         status: Some(status::of(code, message)),
@@ -84,7 +92,7 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
         queue_id = protocol::message::java_string_hash(g).rem_euclid(n);
     }
     if let Some(at) = sys.delivery_timestamp.as_ref() {
-        let at_ms = at.seconds.saturating_mul(1000) + i64::from(at.nanos / 1_000_000);
+        let at_ms = millis(at);
         let left = Duration::from_millis(at_ms.saturating_sub(crate::now_ms()).max(0) as u64);
         let levels: Vec<Duration> = broker
             .config
@@ -126,7 +134,7 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
     let born = sys
         .born_timestamp
         .as_ref()
-        .map(|t| t.seconds.saturating_mul(1000) + i64::from(t.nanos / 1_000_000))
+        .map(millis)
         .unwrap_or_else(crate::now_ms);
     let header = SendMessageRequestHeader {
         producer_group: super::transaction::producer_group(&topic).into(),
@@ -180,6 +188,14 @@ pub async fn send_one(broker: &Arc<Broker>, session: &Session, m: &Message) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_saturate_instead_of_overflowing() {
+        let at = |seconds, nanos| prost_types::Timestamp { seconds, nanos };
+        assert_eq!(millis(&at(1_700_000_000, 123_456_789)), 1_700_000_000_123);
+        assert_eq!(millis(&at(i64::MAX, 999_999_999)), i64::MAX);
+        assert_eq!(millis(&at(i64::MIN, -999_999_999)), i64::MIN);
+    }
 
     #[test]
     fn delivery_time_maps_to_the_smallest_covering_level() {

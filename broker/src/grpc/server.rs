@@ -25,7 +25,7 @@ use tonic::transport::server::Connected;
 use super::metadata::Peer;
 use super::request_budget::{BudgetLayer, Budgets};
 use super::service::GrpcService;
-use super::session::Sessions;
+use super::session::{SessionLimits, Sessions};
 use crate::in_flight::InFlightLimit;
 use crate::metrics::limits::Listener;
 use crate::services::Broker;
@@ -216,7 +216,12 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
     let max_decode = broker.config.store.max_message_size as usize + DECODE_HEADROOM;
     let service = GrpcService {
         broker: Arc::clone(&broker),
-        sessions: Arc::new(Sessions::new(b.grpc_max_connections as usize)),
+        sessions: Arc::new(Sessions::new(SessionLimits {
+            cap: b.grpc_max_connections as usize,
+            per_source: b.grpc_max_connections_per_ip as usize,
+            exempt: b.connection_limit_exempt_addresses.clone(),
+            idle: Duration::from_millis(b.channel_expired_timeout),
+        })),
         port,
         routes: Default::default(),
     };
@@ -244,6 +249,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
         max_message: max_decode,
         max_telemetry_message: usize::try_from(b.grpc_max_telemetry_message_size)
             .unwrap_or(usize::MAX),
+        message_timeout: Duration::from_millis(b.grpc_request_message_timeout_millis),
         refusals: broker.metrics.limits.refusals.clone(),
     });
     let server = tonic::transport::Server::builder()

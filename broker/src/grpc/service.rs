@@ -11,10 +11,10 @@ use protocol::code::request as rq;
 use security::acl::{Perm, Resource as AclResource};
 use tonic::{Request, Response, Status};
 
-use super::metadata::CallMeta;
+use super::metadata::{CallMeta, Peer};
 use super::session::{Session, SessionError, Sessions};
 use super::telemetry::TelemetryStream;
-use super::{auth, consumer, route, send, status, telemetry, transaction};
+use super::{answers, auth, consumer, route, send, status, telemetry, transaction};
 use crate::services::Broker;
 use crate::services::namesrv_routes::{Lookup, NamesrvRoutes};
 
@@ -47,6 +47,14 @@ impl GrpcService {
                         .limits
                         .refusals
                         .count("grpcMaxConnections");
+                    Status::resource_exhausted(e.to_string())
+                }
+                SessionError::SourceFull { .. } => {
+                    self.broker
+                        .metrics
+                        .limits
+                        .refusals
+                        .count("grpcMaxConnectionsPerIp");
                     Status::resource_exhausted(e.to_string())
                 }
                 SessionError::Foreign { .. } => Status::permission_denied(e.to_string()),
@@ -277,6 +285,26 @@ impl MessagingService for GrpcService {
             .map_or("", |q| name(&q.topic))
             .to_owned();
         self.consumer_check(&request, &meta, &topic, name(&req.group))?;
+        let connection = request
+            .extensions()
+            .get::<Peer>()
+            .map(|p| Arc::clone(&p.bytes));
+        if let Some(key) = answers::over_budget(&self.broker, connection.as_deref()) {
+            self.broker.metrics.limits.refusals.count(key);
+            self.record("ReceiveMessage", Code::TooManyRequests);
+            let st = status::of(
+                Code::TooManyRequests,
+                format!(
+                    "the answers not yet read on this connection or broker are over {key}; \
+                     read them before receiving more"
+                ),
+            );
+            return Ok(Response::new(Box::pin(futures::stream::once(async move {
+                Ok(ReceiveMessageResponse {
+                    content: Some(grpc_api::v2::receive_message_response::Content::Status(st)),
+                })
+            }))));
+        }
         let deadline = route::deadline(request.metadata());
         let answers = consumer::receive(&self.broker, req, deadline).await;
         let first = answers.first().and_then(|a| match &a.content {
@@ -284,9 +312,11 @@ impl MessagingService for GrpcService {
             _ => None,
         });
         self.record_status("ReceiveMessage", first.as_ref());
-        Ok(Response::new(Box::pin(futures::stream::iter(
-            answers.into_iter().map(Ok),
-        ))))
+        Ok(Response::new(answers::charged(
+            &self.broker,
+            connection,
+            answers,
+        )))
     }
 
     async fn ack_message(&self, request: Request<AckMessageRequest>) -> Reply<AckMessageResponse> {

@@ -8,9 +8,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use protocol::RemotingCommand;
+use security::conn_gate::ExemptSources;
 use tokio::sync::mpsc;
 
 use crate::services::Broker;
@@ -28,6 +30,8 @@ pub struct Session {
     pub channel: Channel,
     /// The push queue's receiving end, held by one Telemetry stream at a time.
     pub pushes: tokio::sync::Mutex<mpsc::Receiver<RemotingCommand>>,
+    /// When a call last named this client.
+    last_used: Mutex<Instant>,
     /// Telemetry streams open now (`grpcMaxTelemetryStreamsPerClient`).
     pub streams: AtomicUsize,
     /// The topics the client's last Settings publishes to (at most
@@ -63,9 +67,14 @@ impl Session {
     }
 }
 
-/// The sessions by client id. Bounded by `grpcMaxConnections`: a session whose registry
-/// channel was closed (expired, or the client said goodbye) is dropped before a new one
-/// is refused.
+/// The sessions by client id. Bounded by `grpcMaxConnections`, and per source address
+/// by `grpcMaxConnectionsPerIp` (the sources in `connectionLimitExemptAddresses` aside):
+/// the id is whatever `x-mq-client-id` says, so without a share one source naming made-up
+/// ids took every session. Before a new one is refused, the sessions that are over are
+/// dropped: those whose registry channel was closed (expired, or the client said
+/// goodbye) and those without a Telemetry stream that no call named for
+/// `channelExpiredTimeout` (a client that never joins a group has no membership to
+/// expire; it comes back with its next call).
 ///
 /// A client id is whatever `x-mq-client-id` says, so a live session belongs to the
 /// address that opened it: a call naming it from another address is refused rather than
@@ -74,22 +83,39 @@ impl Session {
 /// one host; one that moved gets its id back once the old session expires.
 pub struct Sessions {
     by_client: Mutex<HashMap<String, Arc<Session>>>,
-    cap: usize,
+    limits: SessionLimits,
+}
+
+/// What bounds [`Sessions`].
+pub struct SessionLimits {
+    /// `grpcMaxConnections`.
+    pub cap: usize,
+    /// `grpcMaxConnectionsPerIp` (0: no per-source share).
+    pub per_source: usize,
+    /// `connectionLimitExemptAddresses`.
+    pub exempt: ExemptSources,
+    /// `channelExpiredTimeout`.
+    pub idle: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error("too many 5.x clients on this broker (grpcMaxConnections = {0})")]
     Full(usize),
+    #[error("too many 5.x clients from {ip} (grpcMaxConnectionsPerIp = {cap})")]
+    SourceFull { ip: std::net::IpAddr, cap: usize },
     #[error("client id {client_id} is in use by a client at another address")]
     Foreign { client_id: String },
 }
 
 impl Sessions {
-    pub fn new(cap: usize) -> Self {
+    pub fn new(limits: SessionLimits) -> Self {
         Self {
             by_client: Mutex::new(HashMap::new()),
-            cap: cap.max(1),
+            limits: SessionLimits {
+                cap: limits.cap.max(1),
+                ..limits
+            },
         }
     }
 
@@ -100,39 +126,93 @@ impl Sessions {
         client_id: &str,
         peer: SocketAddr,
     ) -> Result<Arc<Session>, SessionError> {
+        let now = Instant::now();
         let mut map = self.by_client.lock();
-        if let Some(s) = map.get(client_id)
-            && !s.channel.close.is_cancelled()
-        {
-            if s.channel.peer.ip() != peer.ip() {
-                return Err(SessionError::Foreign {
-                    client_id: client_id.to_owned(),
-                });
+        let mut gone = Vec::new();
+        if let Some(s) = map.get(client_id) {
+            if !s.channel.close.is_cancelled() {
+                if s.channel.peer.ip() != peer.ip() {
+                    return Err(SessionError::Foreign {
+                        client_id: client_id.to_owned(),
+                    });
+                }
+                *s.last_used.lock() = now;
+                return Ok(Arc::clone(s));
             }
-            return Ok(Arc::clone(s));
+            gone.extend(map.remove(client_id));
         }
-        if map.len() >= self.cap {
-            map.retain(|_, s| !s.channel.close.is_cancelled());
-            if map.len() >= self.cap {
-                return Err(SessionError::Full(self.cap));
+        let refused = match self.refusal(&map, peer) {
+            Some(_) => {
+                gone.extend(self.sweep(&mut map, now));
+                self.refusal(&map, peer)
             }
-        }
-        let (tx, rx) = mpsc::channel(PUSH_QUEUE);
-        let channel = Channel {
-            id: broker.next_conn_id(),
-            peer,
-            outbound: tx,
-            close: broker.shutdown.child_token(),
+            None => None,
         };
-        broker.clients.add_channel(channel.clone());
-        let session = Arc::new(Session {
-            channel,
-            pushes: tokio::sync::Mutex::new(rx),
-            streams: AtomicUsize::new(0),
-            published: Mutex::new(Vec::new()),
-        });
-        map.insert(client_id.to_owned(), Arc::clone(&session));
-        Ok(session)
+        let opened = match refused {
+            Some(e) => Err(e),
+            None => {
+                let (tx, rx) = mpsc::channel(PUSH_QUEUE);
+                let channel = Channel {
+                    id: broker.next_conn_id(),
+                    peer,
+                    outbound: tx,
+                    close: broker.shutdown.child_token(),
+                };
+                broker.clients.add_channel(channel.clone());
+                let session = Arc::new(Session {
+                    channel,
+                    pushes: tokio::sync::Mutex::new(rx),
+                    last_used: Mutex::new(now),
+                    streams: AtomicUsize::new(0),
+                    published: Mutex::new(Vec::new()),
+                });
+                map.insert(client_id.to_owned(), Arc::clone(&session));
+                Ok(session)
+            }
+        };
+        drop(map);
+        for s in gone {
+            end(broker, &s);
+        }
+        opened
+    }
+
+    /// Why a new session from `peer` does not fit now.
+    fn refusal(
+        &self,
+        map: &HashMap<String, Arc<Session>>,
+        peer: SocketAddr,
+    ) -> Option<SessionError> {
+        let l = &self.limits;
+        if map.len() >= l.cap {
+            return Some(SessionError::Full(l.cap));
+        }
+        let ip = peer.ip();
+        if l.per_source > 0
+            && !l.exempt.contains(ip)
+            && map.values().filter(|s| s.channel.peer.ip() == ip).count() >= l.per_source
+        {
+            return Some(SessionError::SourceFull {
+                ip,
+                cap: l.per_source,
+            });
+        }
+        None
+    }
+
+    /// Takes out the sessions that are over: closed, or idle without a Telemetry stream.
+    fn sweep(&self, map: &mut HashMap<String, Arc<Session>>, now: Instant) -> Vec<Arc<Session>> {
+        let over = |s: &Session| {
+            s.channel.close.is_cancelled()
+                || (s.streams.load(Ordering::Acquire) == 0
+                    && now.saturating_duration_since(*s.last_used.lock()) >= self.limits.idle)
+        };
+        let ids: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| over(s))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.iter().filter_map(|id| map.remove(id)).collect()
     }
 
     /// NotifyClientTermination: the client leaves every group, as a closed 4.x
@@ -145,12 +225,17 @@ impl Sessions {
                 _ => None,
             }
         };
-        let Some(s) = s else {
-            return;
-        };
-        s.channel.close.cancel();
-        crate::services::membership::connection_closed(broker, s.channel.id);
+        if let Some(s) = s {
+            end(broker, &s);
+        }
     }
+}
+
+/// A session taken out of the map: its client leaves every group and its registry
+/// channel goes, as a closed 4.x connection's does.
+fn end(broker: &Broker, s: &Session) {
+    s.channel.close.cancel();
+    crate::services::membership::connection_closed(broker, s.channel.id);
 }
 
 /// A Telemetry stream's hold on its session's stream count.
@@ -188,6 +273,7 @@ mod tests {
                 close: tokio_util::sync::CancellationToken::new(),
             },
             pushes: tokio::sync::Mutex::new(rx),
+            last_used: Mutex::new(Instant::now()),
             streams: AtomicUsize::new(0),
             published: Mutex::new(Vec::new()),
         })
@@ -204,5 +290,51 @@ mod tests {
         let third = StreamSlot::take(&s, 2).expect("a closed stream frees its slot");
         drop((second, third));
         assert_eq!(s.streams.load(Ordering::Acquire), 0);
+    }
+
+    fn sessions(cap: usize, per_source: usize, idle: Duration) -> Sessions {
+        Sessions::new(SessionLimits {
+            cap,
+            per_source,
+            exempt: "10.9.9.9".parse().unwrap(),
+            idle,
+        })
+    }
+
+    #[test]
+    fn one_source_opens_its_share_and_idle_sessions_make_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = crate::test_fixture::broker(dir.path(), "");
+        let s = sessions(4, 2, Duration::from_secs(3600));
+        let a: SocketAddr = "10.0.0.1:1".parse().unwrap();
+        s.get_or_open(&b, "a1", a).unwrap();
+        s.get_or_open(&b, "a2", a).unwrap();
+        assert!(matches!(
+            s.get_or_open(&b, "a3", a),
+            Err(SessionError::SourceFull { cap: 2, .. })
+        ));
+        // Its own sessions are still its to use.
+        s.get_or_open(&b, "a1", a).unwrap();
+        // An exempt source is not held to the share.
+        let nat: SocketAddr = "10.9.9.9:1".parse().unwrap();
+        s.get_or_open(&b, "n1", nat).unwrap();
+        s.get_or_open(&b, "n2", nat).unwrap();
+        assert!(matches!(
+            s.get_or_open(&b, "x", "10.0.0.2:1".parse().unwrap()),
+            Err(SessionError::Full(4))
+        ));
+        assert_eq!(b.clients.connection_count(), 4);
+
+        // Idle sessions without a Telemetry stream give way; one with a stream stays,
+        // and the registry channels of those dropped go with them.
+        let s = sessions(2, 0, Duration::ZERO);
+        let idle = s.get_or_open(&b, "idle", a).unwrap();
+        let streaming = s.get_or_open(&b, "streaming", a).unwrap();
+        let _slot = StreamSlot::take(&streaming, 1).unwrap();
+        s.get_or_open(&b, "new", a).unwrap();
+        assert!(idle.channel.close.is_cancelled());
+        assert!(!streaming.channel.close.is_cancelled());
+        assert!(b.clients.channel(idle.channel.id).is_none());
+        assert_eq!(b.clients.connection_count(), 4 + 2);
     }
 }

@@ -20,6 +20,7 @@ mod coverage;
 mod grpc_attacks;
 mod grpc_budget;
 mod grpc_limits;
+mod grpc_round2;
 mod identity;
 mod listeners;
 mod memory;

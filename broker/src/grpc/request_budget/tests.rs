@@ -10,8 +10,10 @@ fn lengths(chunks: &[&[u8]]) -> Vec<usize> {
     let mut scan = PrefixScan::default();
     let mut seen = Vec::new();
     for c in chunks {
-        scan.feed::<()>(c, |len| {
-            seen.push(len);
+        scan.feed::<()>(c, |s| {
+            if let Seen::Announced(len) = s {
+                seen.push(len);
+            }
             Ok(())
         })
         .expect("no refusal");
@@ -46,6 +48,7 @@ fn budgets(total: usize, max_telemetry: usize) -> Arc<Budgets> {
         total: InFlightLimit::new(total),
         max_message: 8 << 20,
         max_telemetry_message: max_telemetry,
+        message_timeout: Duration::from_millis(50),
         refusals: Refusals::default(),
     })
 }
@@ -63,36 +66,36 @@ fn a_reservation_grows_to_the_largest_message_and_is_freed_with_the_call() {
     let b = budgets(1000, 100);
     let conn = InFlightLimit::new(600);
     let one = held(&b, Some(Arc::clone(&conn)));
-    one.grow_to(300).expect("fits");
-    one.grow_to(200).expect("smaller: already reserved");
-    one.grow_to(500).expect("grows by 200");
+    one.announce(300).expect("fits");
+    one.announce(200).expect("smaller: already reserved");
+    one.announce(500).expect("grows by 200");
+    one.arrive(120).expect("fits");
+    one.arrive(500).expect("grows by 380");
     assert_eq!((conn.in_use(), b.total.in_use()), (500, 500));
     // The connection's budget refuses the next call's 200 bytes.
     let two = held(&b, Some(Arc::clone(&conn)));
-    let refused = two.grow_to(200).expect_err("over the connection's budget");
+    let refused = two.announce(200).expect_err("over the connection's budget");
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
     assert!(refused.message().contains("maxInFlightBytesPerConnection"));
-    // Another connection meets the broker-wide budget.
+    // Another connection meets the broker-wide budget with the bytes that arrive.
     let three = held(&b, Some(InFlightLimit::new(600)));
-    three.grow_to(450).expect("fits in the total");
+    three.arrive(450).expect("fits in the total");
     let four = held(&b, Some(InFlightLimit::new(600)));
-    let refused = four.grow_to(100).expect_err("over the total");
+    let refused = four.arrive(100).expect_err("over the total");
     assert!(refused.message().contains("maxInFlightBytesTotal"));
     drop((one, two, three, four));
     assert_eq!((conn.in_use(), b.total.in_use()), (0, 0));
 }
 
 #[test]
-fn a_refused_growth_keeps_nothing_of_what_it_asked() {
+fn announcements_take_nothing_of_the_total() {
+    // A connection's announcements are its own: the shared total holds bytes only.
     let b = budgets(100, 100);
-    let conn = InFlightLimit::new(1000);
-    let blocker = held(&b, None);
-    blocker.grow_to(90).expect("fits");
-    let one = held(&b, Some(Arc::clone(&conn)));
-    one.grow_to(50).expect_err("over the total");
-    // The connection's units taken before the total refused are given back.
-    assert_eq!(conn.in_use(), 0);
-    assert_eq!(b.total.in_use(), 90);
+    let one = held(&b, Some(InFlightLimit::new(1000)));
+    one.announce(900).expect("the connection's budget");
+    assert_eq!(b.total.in_use(), 0);
+    let other = held(&b, None);
+    other.arrive(100).expect("the whole total is left");
 }
 
 fn body_of(b: &Arc<Budgets>, cap: Cap, bytes: Vec<u8>) -> BudgetedBody {
@@ -101,6 +104,7 @@ fn body_of(b: &Arc<Budgets>, cap: Cap, bytes: Vec<u8>) -> BudgetedBody {
         scan: PrefixScan::default(),
         held: Arc::new(held(b, None)),
         cap,
+        deadline: None,
         failed: false,
     }
 }
@@ -146,5 +150,82 @@ fn a_message_over_the_decode_limit_reserves_nothing() {
     let b = budgets(100, 64);
     let mut body = body_of(&b, Cap::Decode, prefix(u32::MAX));
     assert!(matches!(poll_all(&mut body)[..], [Ok(5)]));
+    assert_eq!(b.total.in_use(), 0);
+}
+
+#[test]
+fn prefixes_and_arrivals_are_reported_in_order() {
+    let mut body = prefix(3);
+    body.extend_from_slice(b"abc");
+    let mut scan = PrefixScan::default();
+    let mut seen = Vec::new();
+    for c in [&body[..6], &body[6..]] {
+        scan.feed::<()>(c, |s| {
+            seen.push(s);
+            Ok(())
+        })
+        .expect("no refusal");
+        if c.len() == 6 {
+            assert_eq!(scan.incomplete(), Some(3));
+        }
+    }
+    let arrived = |bytes| Seen::Arrived {
+        announced: 3,
+        bytes,
+    };
+    assert_eq!(
+        seen,
+        [Seen::Announced(3), arrived(5), arrived(6), arrived(8)]
+    );
+    assert_eq!(scan.incomplete(), None);
+}
+
+/// A body that sends `bytes` and then nothing, never ending.
+struct Stalled(Option<Bytes>);
+
+impl HttpBody for Stalled {
+    type Data = Bytes;
+    type Error = Status;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        match self.0.take() {
+            Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            None => Poll::Pending,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_message_ends_its_call_and_frees_its_bytes() {
+    use http_body_util::BodyExt;
+    let b = budgets(1 << 20, 64);
+    let mut sent = prefix(1000);
+    sent.extend_from_slice(&[0; 400]);
+    let mut body = BudgetedBody {
+        inner: Body::new(Stalled(Some(Bytes::from(sent)))),
+        scan: PrefixScan::default(),
+        held: Arc::new(held(&b, None)),
+        cap: Cap::Decode,
+        deadline: None,
+        failed: false,
+    };
+    let first = body.frame().await.expect("a frame").expect("admitted");
+    assert_eq!(first.into_data().map(|d| d.len()).ok(), Some(405));
+    assert_eq!(b.total.in_use(), 405);
+    let refused = body
+        .frame()
+        .await
+        .expect("an answer")
+        .expect_err("timed out");
+    assert_eq!(refused.code(), tonic::Code::DeadlineExceeded);
+    assert!(
+        refused
+            .message()
+            .contains("grpcRequestMessageTimeoutMillis")
+    );
+    assert!(body.is_end_stream());
+    drop(body);
     assert_eq!(b.total.in_use(), 0);
 }
