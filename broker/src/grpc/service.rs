@@ -235,6 +235,18 @@ impl MessagingService for GrpcService {
                 entries: Vec::new(),
             }));
         }
+        // A batch is one topic's, as the 5.x clients build it (and as a 4.x batch is):
+        // otherwise one call could auto-create a topic per message.
+        if topics.iter().any(|t| *t != topics[0]) {
+            self.record("SendMessage", Code::BadRequest);
+            return Ok(Response::new(SendMessageResponse {
+                status: Some(status::of(
+                    Code::BadRequest,
+                    "the messages of one SendMessage must share one topic",
+                )),
+                entries: Vec::new(),
+            }));
+        }
         let mut entries = Vec::with_capacity(req.messages.len());
         for m in &req.messages {
             entries.push(send::send_one(&self.broker, &session, m).await);

@@ -298,6 +298,68 @@ fn timestamps_at_the_ends_of_their_range_are_answered() {
     });
 }
 
+/// One SendMessage naming a new topic per message auto-created every one of them in a
+/// single call, past `maxAutoCreatePerRequest`. A batch is one topic's (as the 5.x clients
+/// build it, and as a 4.x batch is): a mixed one is refused whole, and nothing is created.
+#[test]
+fn one_send_message_cannot_create_a_topic_per_message() {
+    use grpc_api::v2::messaging_service_client::MessagingServiceClient;
+    use grpc_api::v2::{Code, Message, Resource, SendMessageRequest, SystemProperties};
+    use protocol::RemotingCommand;
+    use protocol::body::TopicConfigSerializeWrapper;
+    use protocol::code::{request, response};
+
+    let mut b = TempBroker::start(None, &[("maxAutoCreatePerRequest", "2")]);
+    runtime().block_on(async {
+        let port = b.broker.grpc_port;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect to the gRPC port");
+        let messages = (0..16)
+            .map(|i| Message {
+                topic: Some(Resource {
+                    resource_namespace: String::new(),
+                    name: format!("Minted_{i:02}"),
+                }),
+                user_properties: Default::default(),
+                system_properties: Some(SystemProperties {
+                    message_id: format!("minted-{i}"),
+                    ..Default::default()
+                }),
+                body: b"m".to_vec(),
+            })
+            .collect();
+        let mut r = tonic::Request::new(SendMessageRequest { messages });
+        r.metadata_mut()
+            .insert("x-mq-client-id", "minter@attacker".parse().expect("ascii"));
+        let answer = MessagingServiceClient::new(channel)
+            .send_message(r)
+            .await
+            .expect("answered")
+            .into_inner();
+        let status = answer.status.expect("a status");
+        assert_eq!(status.code, Code::BadRequest as i32, "{status:?}");
+        assert!(status.message.contains("one topic"), "{status:?}");
+
+        let c = e2e::Client::connect(b.broker.port).await.expect("connect");
+        let r = c
+            .request(RemotingCommand::bare_request(request::GET_ALL_TOPIC_CONFIG))
+            .await
+            .expect("topic configs");
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        let all: TopicConfigSerializeWrapper = protocol::body::decode(&r.body).expect("decode");
+        let minted: Vec<_> = all
+            .topic_config_table
+            .keys()
+            .filter(|t| t.starts_with("Minted_"))
+            .collect();
+        assert!(minted.is_empty(), "created {minted:?}");
+        victim_is_served(&mut b.broker).await;
+    });
+}
+
 /// A 5.x consumer that receives and never reads its answers (HTTP/2 window 0) had the
 /// broker hold every message it popped, call after call: the answers were charged to
 /// nothing and waited for a window that never opened. They are now charged to
