@@ -336,8 +336,8 @@ broker_config! {
     /// How long QueryRoute reuses a topic's route from the nameservers, ms (not a
     /// RocketMQ key; 0: ask on every call).
     grpc_route_cache_millis: u64 = "grpcRouteCacheMillis" => 3000;
-    /// Topics whose nameserver route QueryRoute keeps at once; the oldest go first (not
-    /// a RocketMQ key).
+    /// Topics whose nameserver route QueryRoute keeps at once; the oldest go first, and
+    /// an answer without a route never replaces a route (not a RocketMQ key).
     grpc_route_cache_max_topics: u32 = "grpcRouteCacheMaxTopics" => 1024;
     /// The longest QueryRoute waits for the nameservers' route before answering with
     /// this broker's own queues, ms; half the client's deadline when shorter (not a

@@ -107,12 +107,25 @@ impl NamesrvRoutes {
         }
         let mut cache = self.cache.lock();
         if cache.len() >= max && !cache.contains_key(topic) {
-            let oldest = cache
-                .iter()
-                .min_by_key(|(_, (at, _))| *at)
-                .map(|(t, _)| t.clone());
-            if let Some(t) = oldest {
-                cache.remove(&t);
+            // A route is worth more than word that there is none: answers without a
+            // route (a flood of made-up names) make room among themselves, and only a
+            // route may push out another route.
+            let is_route = |l: &Lookup| matches!(l, Lookup::Route(_));
+            let oldest_of = |routes: bool| {
+                cache
+                    .iter()
+                    .filter(|(_, (_, l))| is_route(l) == routes)
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(t, _)| t.clone())
+            };
+            let victim =
+                oldest_of(false).or_else(|| is_route(&found).then(|| oldest_of(true)).flatten());
+            match victim {
+                Some(t) => {
+                    cache.remove(&t);
+                }
+                // Full of routes: an answer without one is not kept.
+                None => return,
             }
         }
         cache.insert(topic.to_owned(), (now, found));
@@ -210,5 +223,41 @@ mod tests {
         let none = NamesrvRoutes::default();
         none.remember("T1", Lookup::NoRoute, 0, t0);
         assert!(none.cache.lock().is_empty());
+    }
+
+    #[test]
+    fn answers_without_a_route_never_push_out_a_route() {
+        let routes = NamesrvRoutes::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let route = || Lookup::Route(Arc::new(TopicRouteData::default()));
+        routes.remember("Real1", route(), 3, at(0));
+        routes.remember("Real2", route(), 3, at(1));
+        // Made-up names take the one free place, then replace each other.
+        for i in 0..100 {
+            routes.remember(&format!("Junk{i}"), Lookup::NoRoute, 3, at(2 + i));
+        }
+        {
+            let cache = routes.cache.lock();
+            assert_eq!(cache.len(), 3);
+            assert!(cache.contains_key("Real1") && cache.contains_key("Real2"));
+            assert!(cache.contains_key("Junk99"));
+        }
+        // A route pushes out an answer without one first.
+        routes.remember("Real3", route(), 3, at(200));
+        let cache = routes.cache.lock();
+        assert!(
+            ["Real1", "Real2", "Real3"]
+                .iter()
+                .all(|t| cache.contains_key(*t))
+        );
+        drop(cache);
+        // Full of routes: a further route replaces the oldest route; no-route answers
+        // are not kept.
+        routes.remember("Junk", Lookup::Unreachable, 3, at(201));
+        assert!(!routes.cache.lock().contains_key("Junk"));
+        routes.remember("Real4", route(), 3, at(202));
+        let cache = routes.cache.lock();
+        assert!(!cache.contains_key("Real1") && cache.contains_key("Real4"));
     }
 }
