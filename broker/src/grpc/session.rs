@@ -5,7 +5,7 @@
 //! channel's queue for the client's Telemetry stream to carry it.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -74,7 +74,8 @@ impl Session {
 /// dropped: those whose registry channel was closed (expired, or the client said
 /// goodbye) and those without a Telemetry stream that no call named for
 /// `channelExpiredTimeout` (a client that never joins a group has no membership to
-/// expire; it comes back with its next call).
+/// expire; it comes back with its next call). That sweep scans every session, so it runs
+/// at most once a second; the share is kept as a count per source.
 ///
 /// A client id is whatever `x-mq-client-id` says, so a live session belongs to the
 /// address that opened it: a call naming it from another address is refused rather than
@@ -82,8 +83,51 @@ impl Session {
 /// check-backs) or end it (NotifyClientTermination). 5.x clients talk to a broker from
 /// one host; one that moved gets its id back once the old session expires.
 pub struct Sessions {
-    by_client: Mutex<HashMap<String, Arc<Session>>>,
+    table: Mutex<Table>,
     limits: SessionLimits,
+}
+
+/// How often a full table may be scanned for sessions that are over: a refused call
+/// costs a lookup, not a scan of every session under the lock.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// The sessions, with a count per source address so the per-source share is decided
+/// without a scan.
+#[derive(Default)]
+struct Table {
+    by_client: HashMap<String, Arc<Session>>,
+    per_ip: HashMap<IpAddr, usize>,
+    /// When the table was last swept.
+    swept: Option<Instant>,
+}
+
+impl Table {
+    fn insert(&mut self, client_id: String, session: Arc<Session>) {
+        *self.per_ip.entry(session.channel.peer.ip()).or_default() += 1;
+        if let Some(old) = self.by_client.insert(client_id, session) {
+            self.uncount(&old);
+        }
+    }
+
+    fn remove(&mut self, client_id: &str) -> Option<Arc<Session>> {
+        let s = self.by_client.remove(client_id)?;
+        self.uncount(&s);
+        Some(s)
+    }
+
+    fn uncount(&mut self, s: &Session) {
+        let ip = s.channel.peer.ip();
+        if let Some(n) = self.per_ip.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_ip.remove(&ip);
+            }
+        }
+    }
+
+    fn sessions_of(&self, ip: IpAddr) -> usize {
+        self.per_ip.get(&ip).copied().unwrap_or(0)
+    }
 }
 
 /// What bounds [`Sessions`].
@@ -111,7 +155,7 @@ pub enum SessionError {
 impl Sessions {
     pub fn new(limits: SessionLimits) -> Self {
         Self {
-            by_client: Mutex::new(HashMap::new()),
+            table: Mutex::new(Table::default()),
             limits: SessionLimits {
                 cap: limits.cap.max(1),
                 ..limits
@@ -127,9 +171,9 @@ impl Sessions {
         peer: SocketAddr,
     ) -> Result<Arc<Session>, SessionError> {
         let now = Instant::now();
-        let mut map = self.by_client.lock();
+        let mut map = self.table.lock();
         let mut gone = Vec::new();
-        if let Some(s) = map.get(client_id) {
+        if let Some(s) = map.by_client.get(client_id) {
             if !s.channel.close.is_cancelled() {
                 if s.channel.peer.ip() != peer.ip() {
                     return Err(SessionError::Foreign {
@@ -142,11 +186,16 @@ impl Sessions {
             gone.extend(map.remove(client_id));
         }
         let refused = match self.refusal(&map, peer) {
-            Some(_) => {
+            Some(_)
+                if map
+                    .swept
+                    .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) =>
+            {
+                map.swept = Some(now);
                 gone.extend(self.sweep(&mut map, now));
                 self.refusal(&map, peer)
             }
-            None => None,
+            refused => refused,
         };
         let opened = match refused {
             Some(e) => Err(e),
@@ -178,20 +227,13 @@ impl Sessions {
     }
 
     /// Why a new session from `peer` does not fit now.
-    fn refusal(
-        &self,
-        map: &HashMap<String, Arc<Session>>,
-        peer: SocketAddr,
-    ) -> Option<SessionError> {
+    fn refusal(&self, map: &Table, peer: SocketAddr) -> Option<SessionError> {
         let l = &self.limits;
-        if map.len() >= l.cap {
+        if map.by_client.len() >= l.cap {
             return Some(SessionError::Full(l.cap));
         }
         let ip = peer.ip();
-        if l.per_source > 0
-            && !l.exempt.contains(ip)
-            && map.values().filter(|s| s.channel.peer.ip() == ip).count() >= l.per_source
-        {
+        if l.per_source > 0 && !l.exempt.contains(ip) && map.sessions_of(ip) >= l.per_source {
             return Some(SessionError::SourceFull {
                 ip,
                 cap: l.per_source,
@@ -201,13 +243,14 @@ impl Sessions {
     }
 
     /// Takes out the sessions that are over: closed, or idle without a Telemetry stream.
-    fn sweep(&self, map: &mut HashMap<String, Arc<Session>>, now: Instant) -> Vec<Arc<Session>> {
+    fn sweep(&self, map: &mut Table, now: Instant) -> Vec<Arc<Session>> {
         let over = |s: &Session| {
             s.channel.close.is_cancelled()
                 || (s.streams.load(Ordering::Acquire) == 0
                     && now.saturating_duration_since(*s.last_used.lock()) >= self.limits.idle)
         };
         let ids: Vec<String> = map
+            .by_client
             .iter()
             .filter(|(_, s)| over(s))
             .map(|(id, _)| id.clone())
@@ -219,8 +262,8 @@ impl Sessions {
     /// connection does. A session opened from another address is not `peer`'s to end.
     pub fn close(&self, broker: &Broker, client_id: &str, peer: SocketAddr) {
         let s = {
-            let mut map = self.by_client.lock();
-            match map.get(client_id) {
+            let mut map = self.table.lock();
+            match map.by_client.get(client_id) {
                 Some(s) if s.channel.peer.ip() == peer.ip() => map.remove(client_id),
                 _ => None,
             }
@@ -336,5 +379,30 @@ mod tests {
         assert!(!streaming.channel.close.is_cancelled());
         assert!(b.clients.channel(idle.channel.id).is_none());
         assert_eq!(b.clients.connection_count(), 4 + 2);
+    }
+
+    #[test]
+    fn the_count_per_source_follows_every_way_a_session_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = crate::test_fixture::broker(dir.path(), "");
+        let s = sessions(8, 2, Duration::from_secs(3600));
+        let a: SocketAddr = "10.0.0.1:1".parse().unwrap();
+        let count = || s.table.lock().sessions_of(a.ip());
+        s.get_or_open(&b, "a1", a).unwrap();
+        let a2 = s.get_or_open(&b, "a2", a).unwrap();
+        assert_eq!(count(), 2);
+        // Said goodbye: its place is free at once.
+        s.close(&b, "a1", a);
+        assert_eq!(count(), 1);
+        s.get_or_open(&b, "a3", a).unwrap();
+        // Expired in the registry: reopened under the same id, counted once.
+        a2.channel.close.cancel();
+        s.get_or_open(&b, "a2", a).unwrap();
+        assert_eq!(count(), 2);
+        assert!(matches!(
+            s.get_or_open(&b, "a4", a),
+            Err(SessionError::SourceFull { cap: 2, .. })
+        ));
+        assert_eq!(s.table.lock().by_client.len(), 2);
     }
 }
