@@ -19,6 +19,7 @@ mod compressed_batch;
 mod coverage;
 mod grpc_attacks;
 mod grpc_budget;
+mod grpc_h2_floods;
 mod grpc_limits;
 mod grpc_round2;
 mod identity;
