@@ -397,6 +397,23 @@ pub fn pull(
     cmd
 }
 
+/// UPDATE_AND_CREATE_TOPIC for `topic` with `queues` read and write queues (perm 6, one
+/// tag filter), as mqadmin's updateTopic sends it.
+pub fn create_topic_request(topic: &str, queues: i32) -> RemotingCommand {
+    with_fields(
+        request::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", topic.to_owned()),
+            ("defaultTopic", "TBW102".to_owned()),
+            ("readQueueNums", queues.to_string()),
+            ("writeQueueNums", queues.to_string()),
+            ("perm", "6".to_owned()),
+            ("topicFilterType", "SINGLE_TAG".to_owned()),
+            ("order", "false".to_owned()),
+        ],
+    )
+}
+
 /// A request with the given extFields.
 pub fn with_fields(code: i32, fields: &[(&str, String)]) -> RemotingCommand {
     let mut cmd = RemotingCommand::bare_request(code);

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use e2e::Client;
+use e2e::broker_harness::create_topic_request as create_topic;
 use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fields};
 use e2e::wait::{eventually, runtime};
 use protocol::RemotingCommand;
@@ -18,21 +19,6 @@ const TOPIC: &str = "DelTopic";
 const RETRY: &str = "%RETRY%DelGroup";
 const DLQ: &str = "%DLQ%DelGroup";
 const GROUP: &str = "DelGroup";
-
-fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
-    with_fields(
-        request::UPDATE_AND_CREATE_TOPIC,
-        &[
-            ("topic", topic.to_owned()),
-            ("defaultTopic", "TBW102".to_owned()),
-            ("readQueueNums", queues.to_string()),
-            ("writeQueueNums", queues.to_string()),
-            ("perm", "6".to_owned()),
-            ("topicFilterType", "SINGLE_TAG".to_owned()),
-            ("order", "false".to_owned()),
-        ],
-    )
-}
 
 fn delete_topic(topic: &str) -> RemotingCommand {
     with_fields(

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use e2e::Client;
+use e2e::broker_harness::create_topic_request as create_topic;
 use e2e::broker_harness::{TempBroker, properties, pull, send_v2, with_fields};
 use e2e::http;
 use e2e::wait::{eventually, runtime};
@@ -41,21 +42,6 @@ async fn metric(http_port: u16, series: &str) -> Option<f64> {
         })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
-}
-
-fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
-    with_fields(
-        request::UPDATE_AND_CREATE_TOPIC,
-        &[
-            ("topic", topic.to_owned()),
-            ("defaultTopic", "TBW102".to_owned()),
-            ("readQueueNums", queues.to_string()),
-            ("writeQueueNums", queues.to_string()),
-            ("perm", "6".to_owned()),
-            ("topicFilterType", "SINGLE_TAG".to_owned()),
-            ("order", "false".to_owned()),
-        ],
-    )
 }
 
 fn heartbeat(client_id: &str, groups: impl IntoIterator<Item = String>) -> RemotingCommand {

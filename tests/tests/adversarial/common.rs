@@ -78,3 +78,25 @@ pub fn heartbeat(client_id: &str, group: &str, subs: Vec<SubscriptionData>) -> R
     };
     RemotingCommand::bare_request(request::HEART_BEAT).with_body(protocol::body::encode(&data))
 }
+
+/// A raw HTTP/2 gRPC call's grpc-status, from its headers (a trailers-only answer) or its
+/// trailers; `None` while it has not ended within `within`.
+pub async fn grpc_status(answer: h2::client::ResponseFuture, within: Duration) -> Option<u32> {
+    tokio::time::timeout(within, async move {
+        let response = answer.await.ok()?;
+        let code = |h: &::http::HeaderMap| -> Option<u32> {
+            h.get("grpc-status")?.to_str().ok()?.parse().ok()
+        };
+        if let Some(code) = code(response.headers()) {
+            return Some(code);
+        }
+        let mut body = response.into_body();
+        while let Some(chunk) = body.data().await {
+            let _ = chunk.ok()?;
+        }
+        code(&body.trailers().await.ok()??)
+    })
+    .await
+    .ok()
+    .flatten()
+}

@@ -13,7 +13,7 @@ use e2e::wait::{eventually, runtime};
 use h2::client::{ResponseFuture, SendRequest};
 use tokio::net::TcpStream;
 
-use crate::common::{refusals, victim_is_served};
+use crate::common::{grpc_status, refusals, victim_is_served};
 
 const SEND: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
 const TELEMETRY: &str = "/apache.rocketmq.v2.MessagingService/Telemetry";
@@ -60,28 +60,6 @@ async fn announce(
 fn fill(body: &mut h2::SendStream<Bytes>, n: usize) {
     body.send_data(Bytes::from(vec![0x0au8; n]), false)
         .expect("message bytes");
-}
-
-/// The call's grpc-status, from its headers (a trailers-only answer) or trailers; `None`
-/// while it has not ended within `within`.
-async fn grpc_status(answer: ResponseFuture, within: Duration) -> Option<u32> {
-    tokio::time::timeout(within, async move {
-        let response = answer.await.ok()?;
-        let code = |h: &http::HeaderMap| -> Option<u32> {
-            h.get("grpc-status")?.to_str().ok()?.parse().ok()
-        };
-        if let Some(code) = code(response.headers()) {
-            return Some(code);
-        }
-        let mut body = response.into_body();
-        while let Some(chunk) = body.data().await {
-            let _ = chunk.ok()?;
-        }
-        code(&body.trailers().await.ok()??)
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 #[test]

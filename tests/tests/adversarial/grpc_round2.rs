@@ -15,7 +15,7 @@ use e2e::wait::{eventually, runtime};
 use h2::client::{ResponseFuture, SendRequest};
 use tokio::net::TcpSocket;
 
-use crate::common::{refusals, victim_is_served};
+use crate::common::{grpc_status, refusals, victim_is_served};
 
 const ATTACKER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 const SEND: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
@@ -76,27 +76,6 @@ async fn stall(
     data.resize(5 + sent, 0x0a);
     body.send_data(Bytes::from(data), false).expect("prefix");
     (answer, body)
-}
-
-/// The call's grpc-status; `None` while it has not ended within `within`.
-async fn grpc_status(answer: ResponseFuture, within: Duration) -> Option<u32> {
-    tokio::time::timeout(within, async move {
-        let response = answer.await.ok()?;
-        let code = |h: &http::HeaderMap| -> Option<u32> {
-            h.get("grpc-status")?.to_str().ok()?.parse().ok()
-        };
-        if let Some(code) = code(response.headers()) {
-            return Some(code);
-        }
-        let mut body = response.into_body();
-        while let Some(chunk) = body.data().await {
-            let _ = chunk.ok()?;
-        }
-        code(&body.trailers().await.ok()??)
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 #[test]

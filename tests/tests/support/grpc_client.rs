@@ -11,7 +11,7 @@ use std::time::Duration;
 use e2e::broker_harness;
 use e2e::client::Client;
 use grpc_api::v2::Resource;
-use protocol::code::{request, response};
+use protocol::code::response;
 use tonic::transport::{Channel, Endpoint};
 
 /// A channel to the gRPC port on this host.
@@ -57,19 +57,7 @@ pub fn res(name: &str) -> Resource {
 /// Creates `topic` with `queues` read and write queues through the 4.x admin request.
 pub async fn create_topic(c: &Client, topic: &str, queues: i32) {
     let r = c
-        .request(broker_harness::with_fields(
-            request::UPDATE_AND_CREATE_TOPIC,
-            &[
-                ("topic", topic.to_owned()),
-                ("defaultTopic", "TBW102".to_owned()),
-                ("readQueueNums", queues.to_string()),
-                ("writeQueueNums", queues.to_string()),
-                ("perm", "6".to_owned()),
-                ("topicFilterType", "SINGLE_TAG".to_owned()),
-                ("topicSysFlag", "0".to_owned()),
-                ("order", "false".to_owned()),
-            ],
-        ))
+        .request(broker_harness::create_topic_request(topic, queues))
         .await
         .expect("create topic");
     assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
