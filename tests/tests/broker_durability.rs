@@ -13,6 +13,8 @@ use e2e::broker_harness::{BrokerProcess, decode_records, pull, send_v2, with_fie
 use e2e::metrics::wait_dispatched;
 use e2e::nameserver::Options;
 use e2e::wait::{eventually, runtime};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use protocol::code::{request, response};
 
 fn query_offset(group: &str, topic: &str, queue: i32) -> protocol::RemotingCommand {
@@ -97,6 +99,9 @@ fn offsets_topics_and_messages_survive_a_clean_restart() {
     });
 }
 
+/// Sends each producer keeps in flight on its connection.
+const IN_FLIGHT_PER_PRODUCER: usize = 8;
+
 #[test]
 fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,17 +116,27 @@ fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
             let stop = Arc::clone(&stop);
             let acks = Arc::clone(&acks);
             producers.push(tokio::spawn(async move {
-                let c = Client::connect(port).await.unwrap();
+                // Sends pipelined on one connection, as clients send asynchronously: the
+                // broker answers them in batches as group commits cover them.
+                let c = Arc::new(Client::connect(port).await.unwrap());
+                let mut in_flight = FuturesUnordered::new();
                 let mut acked = Vec::new();
                 for i in 0.. {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
+                    if in_flight.len() < IN_FLIGHT_PER_PRODUCER && !stop.load(Ordering::Relaxed) {
+                        let (c, body) = (Arc::clone(&c), format!("p{p}-{i}"));
+                        in_flight.push(async move {
+                            let answer = c
+                                .request(send_v2("Crash", p % 2, body.as_bytes(), ""))
+                                .await;
+                            (body, answer)
+                        });
+                        continue;
                     }
-                    let body = format!("p{p}-{i}");
-                    match c
-                        .request(send_v2("Crash", p % 2, body.as_bytes(), ""))
-                        .await
-                    {
+                    // Answers still in flight when the broker dies count as unacknowledged.
+                    let Some((body, answer)) = in_flight.next().await else {
+                        break;
+                    };
+                    match answer {
                         Ok(r) if r.code == response::SUCCESS => {
                             acked.push(body);
                             acks.fetch_add(1, Ordering::Relaxed);
@@ -134,8 +149,8 @@ fn kill_9_under_sync_flush_keeps_every_acknowledged_message() {
             }));
         }
         // The kill lands under load, well after the first acknowledgements.
-        eventually(Duration::from_secs(30), "100 SEND_OKs", || async {
-            acks.load(Ordering::Relaxed) >= 100
+        eventually(Duration::from_secs(30), "1000 SEND_OKs", || async {
+            acks.load(Ordering::Relaxed) >= 1000
         })
         .await;
         acked_before_kill(&stop, producers, &mut b).await

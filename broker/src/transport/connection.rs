@@ -1,14 +1,15 @@
 //! One client connection.
 //!
-//! The reader decodes frames and runs each request; one that cannot finish at once gets
-//! its own task, so a parked long-poll pull or a send waiting for the disk does not hold
-//! up the requests pipelined behind it;
+//! The reader decodes frames and runs each request; one that cannot finish at once is
+//! handed to the connection's driver of waiting requests ([`super::waiting`]), so a parked
+//! long-poll pull or a send waiting for the disk does not hold up the requests pipelined
+//! behind it;
 //! answers go out in completion order, matched by opaque. Work is bounded: a request
 //! that would exceed `maxInFlightPerConnection` or the broker-wide `maxInFlightTotal`
 //! is answered at once with SYSTEM_BUSY instead of queueing. A pull that parks (long
 //! polling) gives its permits back and holds a parked-pull permit instead
 //! (`maxParkedPullsPerConnection`, `maxParkedPullsTotal`), so parked pulls never starve
-//! sends and heartbeats. Every task a request spawned ends when its connection closes.
+//! sends and heartbeats. Every waiting request is dropped when its connection closes.
 //! The writer task owns the socket's write half and is also how the broker pushes
 //! requests to the client (NOTIFY_CONSUMER_IDS_CHANGED); a write that makes no progress
 //! within `writeTimeoutMillis` closes the connection, so a peer that stops reading cannot
@@ -36,6 +37,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::waiting::Waiting;
 use crate::dispatch;
 use crate::handlers::outbound::Outbound;
 use crate::in_flight::{InFlightLimit, InFlightPermit};
@@ -151,6 +153,7 @@ pub async fn serve_io<R, W>(
         close.clone(),
         Arc::clone(&broker),
     ));
+    let waiting = Waiting::spawn(tx.clone(), close.clone(), ANSWER_BATCH);
     let mut frames = FrameReader::new(
         read,
         max_frame,
@@ -197,7 +200,7 @@ pub async fn serve_io<R, W>(
             broker.client_requests.on_response(id, request);
             continue;
         }
-        if let Some(out) = run_request(&broker, &conn, &limits, &tx, &close, request) {
+        if let Some(out) = run_request(&broker, &conn, &limits, &waiting, request) {
             answers.push(Answer::charged(&broker, &limits.answers, out));
         }
         // Frames already buffered are served without touching the socket, which is what
@@ -213,7 +216,7 @@ pub async fn serve_io<R, W>(
         hand_over(&tx, &mut answers, &close).await;
     }
     close.cancel();
-    drop(tx);
+    drop((tx, waiting));
     let _ = writer.await;
     broker.metrics.connection_closed();
     crate::services::membership::connection_closed(&broker, id);
@@ -259,7 +262,7 @@ struct ConnLimits {
     bytes: Arc<InFlightLimit>,
 }
 
-/// What keeps a spawned request counted while it waits.
+/// What keeps a waiting request counted until it completes.
 enum Held {
     /// A request waiting for the disk, a slave or a transaction store: it keeps its
     /// in-flight permits.
@@ -310,13 +313,13 @@ fn busy(opaque: i32, serialize_type: protocol::SerializeType, what: &str) -> Out
 }
 
 /// Runs one request under the bounds: the answer when it completes on its first poll or
-/// is refused, else `None` (a task now owns it and answers through `tx`).
+/// is refused, else `None` (the connection's driver of waiting requests now owns it and
+/// answers through the writer).
 fn run_request(
     broker: &Arc<Broker>,
     conn: &Arc<Conn>,
     limits: &ConnLimits,
-    tx: &mpsc::Sender<Answers>,
-    close: &CancellationToken,
+    waiting: &Waiting<Answer>,
     request: RemotingCommand,
 ) -> Option<Outbound> {
     let (opaque, serialize_type) = (request.opaque, request.serialize_type);
@@ -350,12 +353,12 @@ fn run_request(
     let mut task =
         Box::pin(async move { dispatch::dispatch(&task_broker, &task_conn, request).await });
     // Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) complete on their
-    // first poll: answer those here and spare a task spawn and a cross-thread wakeup.
-    // Only a request that has to wait (disk, slave, long polling) gets its own task,
-    // so it never holds up the requests pipelined behind it.
+    // first poll: answer those here and spare the hand-off. Only a request that has to
+    // wait (disk, slave, long polling) goes to the driver of waiting requests, so it
+    // never holds up the requests pipelined behind it.
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    // The first poll only registers wakers that the spawned task re-registers on its own
-    // first poll, so a no-op waker loses nothing.
+    // The first poll only registers wakers that the driver re-registers on its own
+    // first poll of the request, so a no-op waker loses nothing.
     let held = match task.as_mut().poll(&mut cx) {
         Poll::Ready(out) => return out,
         // A pull is pending only when it parked (PullRequestHoldService).
@@ -382,24 +385,14 @@ fn run_request(
             _bytes: bytes,
         },
     };
-    let (tx, close) = (tx.clone(), close.clone());
     let budget = Arc::clone(&limits.answers);
     let charge_to = Arc::clone(broker);
-    tokio::spawn(async move {
+    // Its permits are held until it completes; a closing connection drops it.
+    waiting.push(Box::pin(async move {
         let _held = held;
-        // The connection closing ends the task: a parked pull leaves its queue's
-        // waiters, and nothing the closed peer can no longer read stays counted.
-        let out = tokio::select! {
-            out = task => out,
-            _ = close.cancelled() => None,
-        };
-        if let Some(out) = out {
-            tokio::select! {
-                _ = tx.send(vec![Answer::charged(&charge_to, &budget, out)]) => {}
-                _ = close.cancelled() => {}
-            }
-        }
-    });
+        let out = task.await?;
+        Some(Answer::charged(&charge_to, &budget, out))
+    }));
     None
 }
 
@@ -425,6 +418,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         write: &mut write,
         deadline: limits.deadline,
     };
+    // One registration with the token for the writer's life, not one per batch.
+    let cancelled = close.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let first = tokio::select! {
             out = responses.recv() => match out {
@@ -432,7 +428,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 None => break,
             },
             Some(cmd) = pushes.recv() => vec![Answer::push(cmd)],
-            _ = close.cancelled() => break,
+            _ = &mut cancelled => break,
         };
         // Let the reader and handlers queue what they are about to answer, so that a
         // burst of pipelined requests costs one write instead of one per response.

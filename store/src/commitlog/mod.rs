@@ -320,6 +320,11 @@ impl crate::dispatch::CommitLogReader for CommitLog {
     fn wait_beyond(&self, offset: PhysicalOffset, timeout: std::time::Duration) -> bool {
         self.signal.wait_beyond_timeout(offset, timeout)
     }
+
+    fn readable_in_groups(&self) -> bool {
+        // Staged records are published by `commit_file` / `flush`, once per commit.
+        self.write_through
+    }
 }
 
 /// Iterator behind [`CommitLog::records_from`].

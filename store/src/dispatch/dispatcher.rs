@@ -357,7 +357,9 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// How long the reput thread naps after a round that found records, before looking
 /// again. While appends keep coming it never parks, so appenders never pay a wake-up
 /// per message (RocketMQ's ReputMessageService polls every 1 ms); when a round finds
-/// nothing it parks until the next append, so an idle store dispatches at once.
+/// nothing it parks until the next append, so an idle store dispatches at once. A log
+/// readable in groups (SYNC_FLUSH) has nothing new before its next group commit, which
+/// wakes the parked thread once: there the nap would only add a wake-up per group.
 const BUSY_POLL: Duration = Duration::from_micros(100);
 
 /// Pause before dispatch retries a record it failed to index.
@@ -371,7 +373,7 @@ fn reput_loop(shared: &Shared) {
             std::thread::sleep(FAILED_DISPATCH_BACKOFF);
             continue;
         }
-        if shared.reput_offset() > before {
+        if shared.reput_offset() > before && !shared.commit_log.readable_in_groups() {
             std::thread::sleep(BUSY_POLL);
             continue;
         }

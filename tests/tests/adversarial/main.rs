@@ -31,3 +31,4 @@ mod redteam;
 mod registration;
 mod registries;
 mod sql92;
+mod waiting_requests;
