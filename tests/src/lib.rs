@@ -11,6 +11,7 @@ pub mod broker_harness;
 pub mod cli;
 pub mod client;
 pub mod failover_sim;
+pub mod ha_peer;
 pub mod http;
 pub mod metrics;
 pub mod nameserver;

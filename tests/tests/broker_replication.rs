@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 use e2e::broker_harness::{
     BrokerProcess, decode_records, ha_status, parked_pulls, pull, send_v2, view, with_fields,
 };
+use e2e::ha_peer::HaPeer;
 use e2e::nameserver::Options;
 use e2e::wait::{eventually, eventually_ok, runtime};
 use e2e::{Client, NameServer, ports};
 use protocol::code::{request, response};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const SECRET: &str = "group-secret";
 
@@ -175,106 +174,6 @@ fn sync_master_waits_for_the_slave_and_a_restarted_slave_catches_up() {
     });
 }
 
-/// A hand-made slave speaking the HA protocol (version 2, see
-/// `broker/src/ha/handshake.rs`), to misbehave on purpose.
-struct FakeSlave {
-    stream: TcpStream,
-    key: ring::hmac::Key,
-    nonces: Vec<u8>,
-}
-
-impl FakeSlave {
-    /// Connects and runs the handshake; returns the master's status byte.
-    async fn connect(port: u16, group: &str, secret: &str) -> (Self, u8) {
-        use ring::hmac;
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        let mut hello = [0u8; 21];
-        stream.read_exact(&mut hello).await.unwrap();
-        assert_eq!(&hello[..5], b"RMQH\x02");
-        let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-        let (id, epoch) = (9i64, 0i32);
-        let mut nonces = hello[5..].to_vec();
-        nonces.extend_from_slice(&[7u8; 16]);
-        let mut mac_in = b"rmq-ha-v2 slave".to_vec();
-        mac_in.extend_from_slice(&nonces);
-        mac_in.extend_from_slice(group.as_bytes());
-        mac_in.extend_from_slice(&id.to_be_bytes());
-        mac_in.extend_from_slice(&epoch.to_be_bytes());
-        let mut out = (group.len() as u16).to_be_bytes().to_vec();
-        out.extend_from_slice(group.as_bytes());
-        out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&epoch.to_be_bytes());
-        out.extend_from_slice(&[7u8; 16]);
-        out.extend_from_slice(hmac::sign(&key, &mac_in).as_ref());
-        stream.write_all(&out).await.unwrap();
-        // status, epoch, max offset, entry count, entries, MAC.
-        let mut head = [0u8; 1 + 4 + 8 + 2];
-        stream.read_exact(&mut head).await.unwrap();
-        let count = u16::from_be_bytes([head[13], head[14]]) as usize;
-        let mut rest = vec![0u8; count * 12 + 32];
-        stream.read_exact(&mut rest).await.unwrap();
-        (
-            Self {
-                stream,
-                key,
-                nonces,
-            },
-            head[0],
-        )
-    }
-
-    /// Sends the history proof of an empty log; returns the master's verdict.
-    async fn prove_empty(&mut self) -> u8 {
-        self.prove(0, 0, 0, &[]).await
-    }
-
-    /// Sends a history proof: log end, the epoch entry below it, the bytes below it.
-    async fn prove(&mut self, end: i64, epoch: i32, start: i64, tail: &[u8]) -> u8 {
-        let mut body = end.to_be_bytes().to_vec();
-        body.extend_from_slice(&epoch.to_be_bytes());
-        body.extend_from_slice(&start.to_be_bytes());
-        body.extend_from_slice(&(tail.len() as u16).to_be_bytes());
-        body.extend_from_slice(tail);
-        let mut mac_in = b"rmq-ha-v2 proof".to_vec();
-        mac_in.extend_from_slice(&self.nonces);
-        mac_in.extend_from_slice(&body);
-        body.extend_from_slice(ring::hmac::sign(&self.key, &mac_in).as_ref());
-        self.stream.write_all(&body).await.unwrap();
-        self.stream.read_u8().await.unwrap()
-    }
-
-    /// Reads stream frames until one ends at or beyond `offset`.
-    async fn read_until(&mut self, offset: i64) {
-        loop {
-            let at = self.stream.read_i64().await.unwrap();
-            let size = self.stream.read_i32().await.unwrap() as usize;
-            let mut body = vec![0u8; size];
-            self.stream.read_exact(&mut body).await.unwrap();
-            if at + size as i64 >= offset {
-                return;
-            }
-        }
-    }
-
-    async fn report(&mut self, offset: i64) {
-        self.stream.write_all(&offset.to_be_bytes()).await.unwrap();
-    }
-
-    /// True when the master closed the connection within `within`.
-    async fn dropped_within(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        let mut buf = vec![0u8; 64 * 1024];
-        while Instant::now() < deadline {
-            match tokio::time::timeout(Duration::from_millis(200), self.stream.read(&mut buf)).await
-            {
-                Ok(Ok(0)) | Ok(Err(_)) => return true,
-                _ => {}
-            }
-        }
-        false
-    }
-}
-
 #[test]
 fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
     let master = start(None, &[("brokerRole", "SYNC_MASTER")]);
@@ -286,17 +185,16 @@ fn forged_acks_wrong_secrets_and_stalled_slaves_are_handled() {
             response::SLAVE_NOT_AVAILABLE
         );
 
-        let (mut wrong, status) = FakeSlave::connect(master.ha_port, "broker-ha", "guess").await;
+        let (mut wrong, status) = HaPeer::connect(master.ha_port, "broker-ha", "guess").await;
         assert_eq!(status, 1);
         assert!(wrong.dropped_within(Duration::from_secs(3)).await);
-        let (mut other_group, status) =
-            FakeSlave::connect(master.ha_port, "broker-x", SECRET).await;
+        let (mut other_group, status) = HaPeer::connect(master.ha_port, "broker-x", SECRET).await;
         assert_eq!(status, 1);
         assert!(other_group.dropped_within(Duration::from_secs(3)).await);
 
         // Connected but never acknowledging new data: FLUSH_SLAVE_TIMEOUT.
         let max = ha_status(&m).await["maxOffset"].as_i64().unwrap();
-        let (mut stalled, status) = FakeSlave::connect(master.ha_port, "broker-ha", SECRET).await;
+        let (mut stalled, status) = HaPeer::connect(master.ha_port, "broker-ha", SECRET).await;
         assert_eq!(status, 0);
         assert_eq!(stalled.prove_empty().await, 0);
         stalled.read_until(max).await;
@@ -394,7 +292,7 @@ fn acks_are_bound_to_the_proven_and_streamed_bytes() {
         let tail = &bytes[(end as usize).saturating_sub(4096)..end as usize];
 
         // Bytes the master does not have: refused before any report counts.
-        let (mut liar, status) = FakeSlave::connect(master.ha_port, "broker-ha", SECRET).await;
+        let (mut liar, status) = HaPeer::connect(master.ha_port, "broker-ha", SECRET).await;
         assert_eq!(status, 0);
         let mut forged = tail.to_vec();
         forged[100] ^= 0xff;
@@ -403,7 +301,7 @@ fn acks_are_bound_to_the_proven_and_streamed_bytes() {
 
         // A true prefix, then an ack of everything before reading a byte of the stream
         // (the master cannot have streamed 20 MiB into a peer that does not read).
-        let (mut greedy, status) = FakeSlave::connect(master.ha_port, "broker-ha", SECRET).await;
+        let (mut greedy, status) = HaPeer::connect(master.ha_port, "broker-ha", SECRET).await;
         assert_eq!(status, 0);
         assert_eq!(greedy.prove(end, epoch, start, tail).await, 0);
         greedy.report(end).await;

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use e2e::Client;
 use e2e::broker_harness::{
-    TempBroker, create_topic_request, decode_records, ha_status, pull, send_v2, with_fields,
+    BrokerProcess, TempBroker, create_topic_request, decode_records, ha_status, pull, send_v2,
+    with_fields,
 };
 use e2e::ports;
 use e2e::wait::{eventually, runtime};
@@ -31,8 +32,8 @@ use futures::StreamExt;
 use protocol::code::{request, response};
 use protocol::{RemotingCodec, RemotingCommand};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::codec::{Encoder, FramedRead};
 
 use crate::common::{heartbeat, metric, victim_is_served};
@@ -172,6 +173,27 @@ fn assert_each_once(answers: &[RemotingCommand], expected: &HashSet<i32>, what: 
             a.opaque
         );
     }
+}
+
+/// Creates each `(topic, queues)` through `admin`.
+async fn create_topics(admin: &Client, topics: &[(&str, i32)]) {
+    for &(topic, queues) in topics {
+        let r = admin
+            .request(create_topic_request(topic, queues))
+            .await
+            .unwrap();
+        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+    }
+}
+
+/// Fails when the broker's anonymous memory grew by `limit_mib` or more since
+/// `baseline` (KiB, from `anon_rss_kib`).
+fn assert_memory_within(broker: &BrokerProcess, baseline: u64, limit_mib: u64) {
+    let grown_mib = broker.anon_rss_kib().expect("rss").saturating_sub(baseline) / 1024;
+    assert!(
+        grown_mib < limit_mib,
+        "resident memory grew {grown_mib} MiB"
+    );
 }
 
 async fn settled(http_port: u16, connections: f64) {

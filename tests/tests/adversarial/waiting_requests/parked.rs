@@ -20,11 +20,7 @@ fn parked_pulls_woken_together_toward_a_peer_that_never_reads() {
     let (port, http_port) = (b.broker.port, b.broker.http_port);
     runtime().block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        let r = admin
-            .request(create_topic_request("Wake", 1))
-            .await
-            .unwrap();
-        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        create_topics(&admin, &[("Wake", 1)]).await;
         let connections = metric(http_port, CONNECTIONS).await;
         let baseline = b.broker.anon_rss_kib().expect("rss");
 
@@ -92,13 +88,7 @@ fn parked_pulls_woken_together_toward_a_peer_that_never_reads() {
         drop(stream);
         drop(healthy);
         settled(http_port, connections).await;
-        let grown_mib = b
-            .broker
-            .anon_rss_kib()
-            .expect("rss")
-            .saturating_sub(baseline)
-            / 1024;
-        assert!(grown_mib < 64, "resident memory grew {grown_mib} MiB");
+        assert_memory_within(&b.broker, baseline, 64);
         victim_is_served(&mut b.broker).await;
     });
 }
@@ -119,11 +109,7 @@ fn a_thousand_pulls_woken_by_their_own_connection_are_each_answered_once() {
     let (port, http_port) = (b.broker.port, b.broker.http_port);
     runtime().block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        let r = admin
-            .request(create_topic_request("SelfWake", 1))
-            .await
-            .unwrap();
-        assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
+        create_topics(&admin, &[("SelfWake", 1)]).await;
         let connections = metric(http_port, CONNECTIONS).await;
         let baseline = b.broker.anon_rss_kib().expect("rss");
         let refused_before = metric(http_port, "rocketmq_broker_parked_pulls_refused_total").await;
@@ -202,13 +188,7 @@ fn a_thousand_pulls_woken_by_their_own_connection_are_each_answered_once() {
         assert_eq!(metric(http_port, PARKED).await, 0.0);
         drop(c);
         settled(http_port, connections).await;
-        let grown_mib = b
-            .broker
-            .anon_rss_kib()
-            .expect("rss")
-            .saturating_sub(baseline)
-            / 1024;
-        assert!(grown_mib < 64, "resident memory grew {grown_mib} MiB");
+        assert_memory_within(&b.broker, baseline, 64);
         victim_is_served(&mut b.broker).await;
     });
 }

@@ -20,13 +20,7 @@ fn sync_flush_pipelines_cut_mid_flight_leave_nothing_behind() {
     let (port, http_port) = (b.broker.port, b.broker.http_port);
     runtime().block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        for (topic, queues) in [("CutMid", 4), ("CutPark", 1)] {
-            let r = admin
-                .request(create_topic_request(topic, queues))
-                .await
-                .unwrap();
-            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        }
+        create_topics(&admin, &[("CutMid", 4), ("CutPark", 1)]).await;
         let connections = metric(http_port, CONNECTIONS).await;
         // A first round warms the allocator; memory is measured from there.
         cut_mid_flight(port, 10, true).await;
@@ -162,13 +156,7 @@ fn mixed_instant_and_waiting_requests_are_answered_once_and_acks_survive_kill9()
     let rt = runtime();
     let acked: Vec<(i64, String)> = rt.block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        for (topic, queues) in [("Mixed", 4), ("MixedPark", 1)] {
-            let r = admin
-                .request(create_topic_request(topic, queues))
-                .await
-                .unwrap();
-            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        }
+        create_topics(&admin, &[("Mixed", 4), ("MixedPark", 1)]).await;
         let conns: Vec<_> = (0..3usize)
             .map(|conn| {
                 tokio::spawn(async move {
@@ -288,13 +276,7 @@ fn oneway_waiting_requests_are_never_answered_and_give_their_permits_back() {
     let (port, http_port) = (b.broker.port, b.broker.http_port);
     runtime().block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        for (topic, queues) in [("Oneway", 4), ("OnewayPark", 1)] {
-            let r = admin
-                .request(create_topic_request(topic, queues))
-                .await
-                .unwrap();
-            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        }
+        create_topics(&admin, &[("Oneway", 4), ("OnewayPark", 1)]).await;
         let baseline = b.broker.anon_rss_kib().expect("rss");
         let mut c = Raw::connect(port, false, None).await;
         let mut requests = Vec::new();
@@ -363,13 +345,7 @@ fn oneway_waiting_requests_are_never_answered_and_give_their_permits_back() {
             }
         }
         assert_eq!(busy, 0, "sends refused: permits of oneway requests leaked");
-        let grown_mib = b
-            .broker
-            .anon_rss_kib()
-            .expect("rss")
-            .saturating_sub(baseline)
-            / 1024;
-        assert!(grown_mib < 64, "resident memory grew {grown_mib} MiB");
+        assert_memory_within(&b.broker, baseline, 64);
         victim_is_served(&mut b.broker).await;
     });
 }

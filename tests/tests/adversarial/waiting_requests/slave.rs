@@ -1,5 +1,7 @@
 //! SYNC_MASTER sends waiting for a slave that acknowledges only what the test allows.
 
+use e2e::ha_peer::HaPeer;
+
 use super::*;
 
 async fn heartbeat_code(c: &Client) -> i32 {
@@ -22,44 +24,10 @@ impl FakeSlave {
     /// Connects with the harness's group secret, proves an empty log and starts
     /// reporting (0 at first: registered, acknowledging nothing).
     async fn connect(ha_port: u16, group: &str) -> Self {
-        use ring::hmac;
-        let mut stream = TcpStream::connect(("127.0.0.1", ha_port)).await.unwrap();
-        let mut hello = [0u8; 21];
-        stream.read_exact(&mut hello).await.unwrap();
-        assert_eq!(&hello[..5], b"RMQH\x02");
-        let key = hmac::Key::new(hmac::HMAC_SHA256, b"e2e-ha-secret");
-        let (id, epoch) = (9i64, 0i32);
-        let mut nonces = hello[5..].to_vec();
-        nonces.extend_from_slice(&[7u8; 16]);
-        let mut mac_in = b"rmq-ha-v2 slave".to_vec();
-        mac_in.extend_from_slice(&nonces);
-        mac_in.extend_from_slice(group.as_bytes());
-        mac_in.extend_from_slice(&id.to_be_bytes());
-        mac_in.extend_from_slice(&epoch.to_be_bytes());
-        let mut out = (group.len() as u16).to_be_bytes().to_vec();
-        out.extend_from_slice(group.as_bytes());
-        out.extend_from_slice(&id.to_be_bytes());
-        out.extend_from_slice(&epoch.to_be_bytes());
-        out.extend_from_slice(&[7u8; 16]);
-        out.extend_from_slice(hmac::sign(&key, &mac_in).as_ref());
-        stream.write_all(&out).await.unwrap();
-        let mut head = [0u8; 1 + 4 + 8 + 2];
-        stream.read_exact(&mut head).await.unwrap();
-        assert_eq!(head[0], 0, "handshake refused");
-        let count = u16::from_be_bytes([head[13], head[14]]) as usize;
-        let mut rest = vec![0u8; count * 12 + 32];
-        stream.read_exact(&mut rest).await.unwrap();
-        // The history proof of an empty log.
-        let mut body = 0i64.to_be_bytes().to_vec();
-        body.extend_from_slice(&0i32.to_be_bytes());
-        body.extend_from_slice(&0i64.to_be_bytes());
-        body.extend_from_slice(&0u16.to_be_bytes());
-        let mut mac_in = b"rmq-ha-v2 proof".to_vec();
-        mac_in.extend_from_slice(&nonces);
-        mac_in.extend_from_slice(&body);
-        body.extend_from_slice(hmac::sign(&key, &mac_in).as_ref());
-        stream.write_all(&body).await.unwrap();
-        assert_eq!(stream.read_u8().await.unwrap(), 0, "proof refused");
+        let (mut peer, status) = HaPeer::connect(ha_port, group, "e2e-ha-secret").await;
+        assert_eq!(status, 0, "handshake refused");
+        assert_eq!(peer.prove_empty().await, 0, "proof refused");
+        let stream = peer.into_stream();
 
         let (mut rd, mut wr) = stream.into_split();
         let read_to = Arc::new(AtomicI64::new(0));
@@ -149,13 +117,7 @@ fn stalled_slave_waits_hold_exactly_their_permits_until_their_connection_goes() 
     let (port, http_port) = (b.broker.port, b.broker.http_port);
     runtime().block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        for (topic, queues) in [("Stall", 4), ("StallPark", 1)] {
-            let r = admin
-                .request(create_topic_request(topic, queues))
-                .await
-                .unwrap();
-            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        }
+        create_topics(&admin, &[("Stall", 4), ("StallPark", 1)]).await;
         let slave = FakeSlave::connect(ha_port, "broker-e2e").await;
         eventually(
             Duration::from_secs(10),
@@ -285,13 +247,7 @@ fn stalled_slave_waits_hold_exactly_their_permits_until_their_connection_goes() 
             metric(http_port, CONNECTIONS).await == connections
         })
         .await;
-        let grown_mib = b
-            .broker
-            .anon_rss_kib()
-            .expect("rss")
-            .saturating_sub(baseline)
-            / 1024;
-        assert!(grown_mib < 64, "resident memory grew {grown_mib} MiB");
+        assert_memory_within(&b.broker, baseline, 64);
         victim_is_served(&mut b.broker).await;
         drop(slave);
     });

@@ -19,13 +19,7 @@ fn slow_reader_with_waiting_sends_does_not_delay_a_healthy_producer() {
     let (port, http_port) = (b.broker.port, b.broker.http_port);
     runtime().block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        for (topic, queues) in [("Fat", 1), ("Slow", 4), ("Healthy", 1)] {
-            let r = admin
-                .request(create_topic_request(topic, queues))
-                .await
-                .unwrap();
-            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        }
+        create_topics(&admin, &[("Fat", 1), ("Slow", 4), ("Healthy", 1)]).await;
         let big = vec![b'f'; 64 * 1024];
         let fill = (0..32).map(|_| send_v2("Fat", 0, &big, "")).collect();
         for r in admin.pipeline(fill).await.unwrap() {
@@ -79,13 +73,7 @@ fn slow_reader_with_waiting_sends_does_not_delay_a_healthy_producer() {
         let _ = writer.await;
         drop(producer);
         settled(http_port, connections).await;
-        let grown_mib = b
-            .broker
-            .anon_rss_kib()
-            .expect("rss")
-            .saturating_sub(baseline)
-            / 1024;
-        assert!(grown_mib < 96, "resident memory grew {grown_mib} MiB");
+        assert_memory_within(&b.broker, baseline, 96);
         // The stuck peer's sends were read and stored though their answers went nowhere
         // (at least the 256 `maxInFlightPerConnection` lets wait together).
         let mut stored = 0;
@@ -128,13 +116,7 @@ fn shutdown_with_waiting_requests_everywhere_exits_cleanly_and_keeps_acked_sends
     let rt = runtime();
     let (mut conns, mut acked) = rt.block_on(async {
         let admin = Client::connect(port).await.unwrap();
-        for (topic, queues) in [("Down", 4), ("DownPark", 2)] {
-            let r = admin
-                .request(create_topic_request(topic, queues))
-                .await
-                .unwrap();
-            assert_eq!(r.code, response::SUCCESS, "{:?}", r.remark);
-        }
+        create_topics(&admin, &[("Down", 4), ("DownPark", 2)]).await;
         let mut conns = Vec::new();
         for conn in 0..8i32 {
             let mut c = Raw::connect(port, false, None).await;
