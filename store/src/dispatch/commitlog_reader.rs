@@ -29,6 +29,7 @@ pub trait CommitLogReader: Send + Sync + 'static {
         std::thread::sleep(timeout.min(Duration::from_millis(1)));
         self.max_offset() > offset
     }
+
     /// Whether appends become readable a group at a time, each group announced by one
     /// wake-up of [`wait_beyond`](Self::wait_beyond) (SYNC_FLUSH's staged appends, made
     /// readable by the group commit). A tailing reader may then wait right after reading

@@ -140,21 +140,21 @@ fn a_thousand_pulls_woken_by_their_own_connection_are_each_answered_once() {
         assert!((-1025..=-1).contains(&refused_opaque));
 
         let body = b"wake everyone".to_vec();
-        let written_at = Instant::now();
         c.send(&[(1, send_v2("SelfWake", 0, &body, ""))]).await;
-        let mut sent_at = None;
-        let mut first_pull = None;
+        let mut send_answered = false;
         let mut pulled = HashSet::new();
+        // Well inside the pulls' 60 s hold: every answer must come from the wake-up by
+        // the send's dispatch (after its group commit), none from the hold running out.
         let deadline = Instant::now() + Duration::from_secs(15);
-        while pulled.len() < 1024 || sent_at.is_none() {
+        while pulled.len() < 1024 || !send_answered {
             let left = deadline.saturating_duration_since(Instant::now());
             let Some(a) = c.next_answer(left).await else {
                 panic!("{} of 1024 woken pulls answered", pulled.len());
             };
             if a.opaque == 1 {
                 assert_eq!(a.code, response::SUCCESS, "{:?}", a.remark);
-                assert!(sent_at.is_none(), "the send answered twice");
-                sent_at = Some(Instant::now());
+                assert!(!send_answered, "the send answered twice");
+                send_answered = true;
                 continue;
             }
             assert!(
@@ -163,24 +163,11 @@ fn a_thousand_pulls_woken_by_their_own_connection_are_each_answered_once() {
                 a.opaque
             );
             assert!(pulled.insert(a.opaque), "pull {} answered twice", a.opaque);
-            first_pull.get_or_insert_with(|| written_at.elapsed());
             assert_eq!(a.code, response::SUCCESS, "{:?}", a.remark);
             let records = decode_records(&a.body);
             assert_eq!(records.len(), 1);
             assert_eq!(records[0].body, body);
         }
-        // Under SYNC_FLUSH the record is dispatched (and the pulls woken) after the group
-        // commit that makes it readable.
-        let first_pull = first_pull.unwrap_or_default();
-        assert!(
-            first_pull < Duration::from_secs(1),
-            "the first woken pull came {first_pull:?} after the send"
-        );
-        let all_in = sent_at.map(|t| t.elapsed()).unwrap_or_default();
-        assert!(
-            all_in < Duration::from_secs(5),
-            "the last woken pull came {all_in:?} after the send's ack"
-        );
         assert!(
             c.next_answer(Duration::from_millis(300)).await.is_none(),
             "an extra answer"
